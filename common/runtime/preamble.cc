@@ -1,0 +1,74 @@
+#include "common/runtime/preamble.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include <ATen/Parallel.h>
+
+namespace distlm::runtime {
+namespace {
+
+int EnvInt(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return 0;
+  char* end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  if (*end != '\0' || n <= 0 || n > 1 << 20) return 0;
+  return static_cast<int>(n);
+}
+
+}  // namespace
+
+int DefaultNumThreads(int cores, int ranks_on_host) {
+  return std::max(1, std::max(cores, 1) / std::max(ranks_on_host, 1));
+}
+
+int RanksOnThisHost() {
+  for (const char* var : {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"}) {
+    if (int n = EnvInt(var); n > 0) return n;
+  }
+  return 1;
+}
+
+std::string LoadedBlas() {
+  // Whichever library the dynamic linker resolves sgemm_ to is the one LibTorch's matrix
+  // products run on, whatever name the libblas.so.3 alternative carries.
+  void* sgemm = dlsym(RTLD_DEFAULT, "sgemm_");
+  Dl_info info;
+  if (sgemm == nullptr || dladdr(sgemm, &info) == 0 || info.dli_fname == nullptr) {
+    return "unknown";
+  }
+  std::string path = info.dli_fname;
+  char resolved[4096];
+  if (realpath(path.c_str(), resolved) != nullptr) path = resolved;
+  for (const char* impl : {"openblas", "mkl", "blis"}) {
+    if (path.find(impl) != std::string::npos) return impl;
+  }
+  if (path.find("/blas/libblas") != std::string::npos) return "reference";
+  return "unknown (" + path + ")";
+}
+
+PreambleReport InitRuntime(int num_threads) {
+  PreambleReport report;
+  report.ranks_on_host = RanksOnThisHost();
+  unsigned cores = std::thread::hardware_concurrency();
+  report.num_threads =
+      num_threads > 0 ? num_threads : DefaultNumThreads(static_cast<int>(cores), report.ranks_on_host);
+  at::set_num_threads(report.num_threads);
+  report.blas = LoadedBlas();
+  report.slow_blas = report.blas == "reference";
+  if (report.slow_blas) {
+    std::fprintf(stderr,
+                 "WARNING: LibTorch is using the reference BLAS: matrix products run about 27x "
+                 "slower. Install libopenblas0-pthread (tools/setup.sh does) and make it the "
+                 "libblas.so.3 alternative.\n");
+  }
+  return report;
+}
+
+}  // namespace distlm::runtime

@@ -1,0 +1,69 @@
+#include "common/runtime/preamble.h"
+
+#include <cstdlib>
+
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+
+#include "common/runtime/errors.h"
+
+namespace distlm::runtime {
+namespace {
+
+TEST(PreambleTest, DefaultThreadsShareTheCoresAmongRanks) {
+  EXPECT_EQ(DefaultNumThreads(8, 1), 8);
+  EXPECT_EQ(DefaultNumThreads(8, 4), 2);
+  EXPECT_EQ(DefaultNumThreads(2, 4), 1);  // never zero
+  EXPECT_EQ(DefaultNumThreads(0, 1), 1);
+}
+
+TEST(PreambleTest, RanksOnHostComesFromTheLauncher) {
+  unsetenv("LOCAL_WORLD_SIZE");
+  unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  unsetenv("SLURM_NTASKS_PER_NODE");
+  EXPECT_EQ(RanksOnThisHost(), 1);
+  setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "3", 1);
+  EXPECT_EQ(RanksOnThisHost(), 3);
+  setenv("LOCAL_WORLD_SIZE", "4", 1);
+  EXPECT_EQ(RanksOnThisHost(), 4);
+  setenv("LOCAL_WORLD_SIZE", "junk", 1);
+  EXPECT_EQ(RanksOnThisHost(), 3);
+  unsetenv("LOCAL_WORLD_SIZE");
+  unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+}
+
+TEST(PreambleTest, SetsLibTorchThreads) {
+  PreambleReport r = InitRuntime(2);
+  EXPECT_EQ(r.num_threads, 2);
+  EXPECT_EQ(at::get_num_threads(), 2);
+  r = InitRuntime(1);
+  EXPECT_EQ(at::get_num_threads(), 1);
+}
+
+TEST(PreambleTest, FindsTheBlasLibTorchUses) {
+  // tools/setup.sh makes OpenBLAS the active BLAS; anything else here is a set-up defect.
+  EXPECT_EQ(LoadedBlas(), "openblas");
+  EXPECT_FALSE(InitRuntime(1).slow_blas);
+}
+
+TEST(ErrorsTest, UserErrorsExitTwoWithOneLine) {
+  testing::internal::CaptureStderr();
+  int rc = RunMain([]() -> int { throw UserError("--learning_rate must be > 0, got -1"); });
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(rc, 2);
+  EXPECT_EQ(err, "error: --learning_rate must be > 0, got -1\n");
+}
+
+TEST(ErrorsTest, LibTorchErrorsLoseTheirBacktrace) {
+  testing::internal::CaptureStderr();
+  int rc = RunMain([]() -> int {
+    TORCH_CHECK(false, "tensor 'x' has the wrong shape");
+    return 0;
+  });
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(rc, 1);
+  EXPECT_EQ(err, "error: tensor 'x' has the wrong shape\n");
+}
+
+}  // namespace
+}  // namespace distlm::runtime

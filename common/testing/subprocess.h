@@ -1,0 +1,52 @@
+// Test helpers: run real processes with a bounded time, pick free loopback ports, and find the
+// reference data in ../shared/reference.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace distlm::testing {
+
+struct Command {
+  std::vector<std::string> argv;             // argv[0] is a path
+  std::map<std::string, std::string> env;    // added to (or replacing in) the parent's environment
+};
+
+struct ProcessResult {
+  int exit_code = -1;       // the exit status, or 128 + signal number
+  bool timed_out = false;   // killed because the deadline passed
+  std::string output;       // stdout and stderr, interleaved
+};
+
+// Starts every command at once, each in its own process group, and waits for all of them. At
+// the deadline, the ones still running are killed (SIGKILL to their group) and marked timed_out.
+std::vector<ProcessResult> RunAll(const std::vector<Command>& commands, double timeout_s);
+
+// One command.
+ProcessResult Run(const Command& command, double timeout_s);
+
+// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released).
+int FreePort();
+
+// ../shared/reference beside the checkout, or $DISTLM_SHARED_DIR/reference; nullopt when it is
+// absent. Tests that need it call SKIP_WITHOUT_REFERENCE().
+std::optional<std::string> SharedReferenceDir();
+
+// Path of a runfile (workspace-relative, e.g. "common/testdata/vocab.txt").
+std::string Runfile(const std::string& workspace_relative);
+
+// A fresh empty directory under the test's temporary directory.
+std::string MakeTempDir(const std::string& prefix);
+
+}  // namespace distlm::testing
+
+// Skips the current GoogleTest test, loudly, when ../shared/reference is not there.
+#define SKIP_WITHOUT_REFERENCE(dir_var)                                                      \
+  auto dir_var##_opt = ::distlm::testing::SharedReferenceDir();                             \
+  if (!dir_var##_opt) {                                                                      \
+    GTEST_SKIP() << "SKIPPED: ../shared/reference is absent (set DISTLM_SHARED_DIR to the " \
+                    "folder holding reference/); this parity check did not run";             \
+  }                                                                                          \
+  const std::string dir_var = *dir_var##_opt
