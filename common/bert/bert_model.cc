@@ -1,0 +1,184 @@
+#include "common/bert/bert_model.h"
+
+#include <cmath>
+
+namespace distlm::bert {
+namespace {
+
+namespace F = torch::nn::functional;
+
+// Dropout that costs nothing when p is 0 (the parity configurations) or in eval mode.
+torch::Tensor MaybeDropout(const torch::Tensor& x, double p, bool training) {
+  if (p <= 0.0 || !training) return x;
+  return torch::dropout(x, p, /*train=*/true);
+}
+
+torch::nn::LayerNorm MakeLayerNorm(const BertConfig& c) {
+  return torch::nn::LayerNorm(
+      torch::nn::LayerNormOptions({c.hidden_size}).eps(c.layer_norm_eps).elementwise_affine(true));
+}
+
+}  // namespace
+
+BertEmbeddingsImpl::BertEmbeddingsImpl(const BertConfig& c) : dropout_p(c.hidden_dropout_prob) {
+  // padding_idx 0 as in the reference: the [PAD] row gets no gradient.
+  word_embeddings = register_module(
+      "word_embeddings",
+      torch::nn::Embedding(torch::nn::EmbeddingOptions(c.vocab_size, c.hidden_size).padding_idx(0)));
+  position_embeddings = register_module(
+      "position_embeddings", torch::nn::Embedding(c.max_position_embeddings, c.hidden_size));
+  token_type_embeddings =
+      register_module("token_type_embeddings", torch::nn::Embedding(c.type_vocab_size, c.hidden_size));
+  LayerNorm = register_module("LayerNorm", MakeLayerNorm(c));
+}
+
+torch::Tensor BertEmbeddingsImpl::forward(const torch::Tensor& input_ids,
+                                          const torch::Tensor& token_type_ids) {
+  const int64_t seq = input_ids.size(1);
+  auto positions = torch::arange(seq, input_ids.options().dtype(torch::kLong));
+  auto x = word_embeddings(input_ids) + position_embeddings(positions).unsqueeze(0) +
+           token_type_embeddings(token_type_ids);
+  return MaybeDropout(LayerNorm(x), dropout_p, is_training());
+}
+
+BertSelfAttentionImpl::BertSelfAttentionImpl(const BertConfig& c)
+    : num_heads(c.num_attention_heads),
+      head_size(c.hidden_size / c.num_attention_heads),
+      dropout_p(c.attention_probs_dropout_prob) {
+  query = register_module("query", torch::nn::Linear(c.hidden_size, c.hidden_size));
+  key = register_module("key", torch::nn::Linear(c.hidden_size, c.hidden_size));
+  value = register_module("value", torch::nn::Linear(c.hidden_size, c.hidden_size));
+}
+
+torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& hidden,
+                                             const torch::Tensor& additive_mask) {
+  const int64_t batch = hidden.size(0), seq = hidden.size(1);
+  // [batch, seq, hidden] -> [batch, heads, seq, head_size]
+  auto split_heads = [&](const torch::Tensor& t) {
+    return t.view({batch, seq, num_heads, head_size}).permute({0, 2, 1, 3});
+  };
+  auto q = split_heads(query(hidden));
+  auto k = split_heads(key(hidden));
+  auto v = split_heads(value(hidden));
+  auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_size));
+  scores = scores + additive_mask;
+  auto probs = MaybeDropout(torch::softmax(scores, -1), dropout_p, is_training());
+  auto context = torch::matmul(probs, v).permute({0, 2, 1, 3}).contiguous();
+  return context.view({batch, seq, num_heads * head_size});
+}
+
+BertResidualOutputImpl::BertResidualOutputImpl(int64_t in_features, const BertConfig& c)
+    : dropout_p(c.hidden_dropout_prob) {
+  dense = register_module("dense", torch::nn::Linear(in_features, c.hidden_size));
+  LayerNorm = register_module("LayerNorm", MakeLayerNorm(c));
+}
+
+torch::Tensor BertResidualOutputImpl::forward(const torch::Tensor& x, const torch::Tensor& residual) {
+  return LayerNorm(MaybeDropout(dense(x), dropout_p, is_training()) + residual);
+}
+
+BertAttentionImpl::BertAttentionImpl(const BertConfig& c) {
+  self = register_module("self", BertSelfAttention(c));
+  output = register_module("output", BertResidualOutput(c.hidden_size, c));
+}
+
+torch::Tensor BertAttentionImpl::forward(const torch::Tensor& hidden, const torch::Tensor& additive_mask) {
+  return output(self(hidden, additive_mask), hidden);
+}
+
+BertIntermediateImpl::BertIntermediateImpl(const BertConfig& c) : act(c.hidden_act) {
+  dense = register_module("dense", torch::nn::Linear(c.hidden_size, c.intermediate_size));
+}
+
+torch::Tensor BertIntermediateImpl::forward(const torch::Tensor& x) {
+  auto h = dense(x);
+  if (act == "gelu") return torch::gelu(h);  // exact: x * Phi(x), with erf
+  if (act == "gelu_new") return torch::gelu(h, "tanh");
+  return torch::relu(h);
+}
+
+BertLayerImpl::BertLayerImpl(const BertConfig& c) {
+  attention = register_module("attention", BertAttention(c));
+  intermediate = register_module("intermediate", BertIntermediate(c));
+  output = register_module("output", BertResidualOutput(c.intermediate_size, c));
+}
+
+torch::Tensor BertLayerImpl::forward(const torch::Tensor& hidden, const torch::Tensor& additive_mask) {
+  auto attended = attention(hidden, additive_mask);
+  return output(intermediate(attended), attended);
+}
+
+BertPoolerImpl::BertPoolerImpl(const BertConfig& c) {
+  dense = register_module("dense", torch::nn::Linear(c.hidden_size, c.hidden_size));
+}
+
+torch::Tensor BertPoolerImpl::forward(const torch::Tensor& sequence_output) {
+  // The [CLS] token's final hidden state, through dense + tanh.
+  return torch::tanh(dense(sequence_output.select(1, 0)));
+}
+
+BertModelImpl::BertModelImpl(const BertConfig& c) {
+  embeddings = register_module("embeddings", BertEmbeddings(c));
+  auto encoder = register_module("encoder", std::make_shared<torch::nn::Module>("BertEncoder"));
+  layers = encoder->register_module("layer", torch::nn::ModuleList());
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) layers->push_back(BertLayer(c));
+  pooler = register_module("pooler", BertPooler(c));
+}
+
+BertOutputs BertModelImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids,
+                                   const torch::Tensor& attention_mask) {
+  auto mask = attention_mask.to(torch::kFloat).unsqueeze(1).unsqueeze(2);
+  auto additive_mask = (1.0 - mask) * -10000.0;
+  auto hidden = embeddings(input_ids, token_type_ids);
+  for (const auto& layer : *layers) {
+    hidden = layer->as<BertLayer>()->forward(hidden, additive_mask);
+  }
+  return {hidden, pooler(hidden)};
+}
+
+BertForSequenceClassificationImpl::BertForSequenceClassificationImpl(const BertConfig& c) : config_(c) {
+  bert = register_module("bert", BertModel(c));
+  classifier = register_module("classifier", torch::nn::Linear(c.hidden_size, c.num_labels));
+  InitWeights();
+}
+
+ClassifierOutputs BertForSequenceClassificationImpl::forward(const torch::Tensor& input_ids,
+                                                             const torch::Tensor& token_type_ids,
+                                                             const torch::Tensor& attention_mask,
+                                                             const torch::Tensor& labels) {
+  BertOutputs out = bert(input_ids, token_type_ids, attention_mask);
+  auto pooled = MaybeDropout(out.pooled_output, config_.hidden_dropout_prob, is_training());
+  ClassifierOutputs result;
+  result.logits = classifier(pooled);
+  result.pooled_output = out.pooled_output;
+  result.sequence_output = out.sequence_output;
+  if (labels.defined()) {
+    result.loss = F::cross_entropy(result.logits.view({-1, config_.num_labels}), labels.view({-1}));
+  }
+  return result;
+}
+
+void BertForSequenceClassificationImpl::InitWeights() {
+  torch::NoGradGuard no_grad;
+  const double std = config_.initializer_range;
+  // Modules in registration order, so a seed gives the same weights every time.
+  for (const auto& module : modules(/*include_self=*/false)) {
+    if (auto* linear = module->as<torch::nn::Linear>()) {
+      linear->weight.normal_(0.0, std);
+      if (linear->bias.defined()) linear->bias.zero_();
+    } else if (auto* embedding = module->as<torch::nn::Embedding>()) {
+      embedding->weight.normal_(0.0, std);
+    } else if (auto* norm = module->as<torch::nn::LayerNorm>()) {
+      norm->weight.fill_(1.0);
+      norm->bias.zero_();
+    }
+  }
+}
+
+void BertForSequenceClassificationImpl::InitClassifier() {
+  torch::NoGradGuard no_grad;
+  classifier->weight.normal_(0.0, config_.initializer_range);
+  classifier->bias.zero_();
+}
+
+}  // namespace distlm::bert

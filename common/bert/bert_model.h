@@ -1,0 +1,141 @@
+// BERT for sequence classification as torch::nn modules.
+//
+// Module and parameter names are exactly HuggingFace's (bert.encoder.layer.0.attention.self.
+// query.weight, ...), so a state dict maps one to one onto a HuggingFace checkpoint. The maths
+// follows pytorch_transformers 1.2: additive attention mask (1 - mask) * -10000, exact (erf)
+// GELU, LayerNorm eps from the config, tanh pooler on [CLS], dropout from the config.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "common/bert/bert_config.h"
+
+namespace distlm::bert {
+
+class BertEmbeddingsImpl : public torch::nn::Module {
+ public:
+  explicit BertEmbeddingsImpl(const BertConfig& config);
+  torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids);
+
+  torch::nn::Embedding word_embeddings{nullptr}, position_embeddings{nullptr},
+      token_type_embeddings{nullptr};
+  torch::nn::LayerNorm LayerNorm{nullptr};  // HuggingFace's name
+  double dropout_p;
+};
+TORCH_MODULE(BertEmbeddings);
+
+// query/key/value projections and scaled dot-product attention over heads.
+class BertSelfAttentionImpl : public torch::nn::Module {
+ public:
+  explicit BertSelfAttentionImpl(const BertConfig& config);
+  // additive_mask: [batch, 1, 1, seq], 0 for tokens and -10000 for padding.
+  torch::Tensor forward(const torch::Tensor& hidden, const torch::Tensor& additive_mask);
+
+  torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};
+  int64_t num_heads, head_size;
+  double dropout_p;
+};
+TORCH_MODULE(BertSelfAttention);
+
+// dense + dropout + residual LayerNorm; the shape of BertSelfOutput and BertOutput alike.
+class BertResidualOutputImpl : public torch::nn::Module {
+ public:
+  BertResidualOutputImpl(int64_t in_features, const BertConfig& config);
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& residual);
+
+  torch::nn::Linear dense{nullptr};
+  torch::nn::LayerNorm LayerNorm{nullptr};
+  double dropout_p;
+};
+TORCH_MODULE(BertResidualOutput);
+
+class BertAttentionImpl : public torch::nn::Module {
+ public:
+  explicit BertAttentionImpl(const BertConfig& config);
+  torch::Tensor forward(const torch::Tensor& hidden, const torch::Tensor& additive_mask);
+
+  BertSelfAttention self{nullptr};
+  BertResidualOutput output{nullptr};
+};
+TORCH_MODULE(BertAttention);
+
+class BertIntermediateImpl : public torch::nn::Module {
+ public:
+  explicit BertIntermediateImpl(const BertConfig& config);
+  torch::Tensor forward(const torch::Tensor& x);
+
+  torch::nn::Linear dense{nullptr};
+  std::string act;
+};
+TORCH_MODULE(BertIntermediate);
+
+class BertLayerImpl : public torch::nn::Module {
+ public:
+  explicit BertLayerImpl(const BertConfig& config);
+  torch::Tensor forward(const torch::Tensor& hidden, const torch::Tensor& additive_mask);
+
+  BertAttention attention{nullptr};
+  BertIntermediate intermediate{nullptr};
+  BertResidualOutput output{nullptr};
+};
+TORCH_MODULE(BertLayer);
+
+class BertPoolerImpl : public torch::nn::Module {
+ public:
+  explicit BertPoolerImpl(const BertConfig& config);
+  torch::Tensor forward(const torch::Tensor& sequence_output);
+
+  torch::nn::Linear dense{nullptr};
+};
+TORCH_MODULE(BertPooler);
+
+struct BertOutputs {
+  torch::Tensor sequence_output;  // [batch, seq, hidden]
+  torch::Tensor pooled_output;    // [batch, hidden]
+};
+
+class BertModelImpl : public torch::nn::Module {
+ public:
+  explicit BertModelImpl(const BertConfig& config);
+  // attention_mask: 1 for tokens, 0 for padding ([batch, seq], any integer or float dtype).
+  BertOutputs forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids,
+                      const torch::Tensor& attention_mask);
+
+  BertEmbeddings embeddings{nullptr};
+  torch::nn::ModuleList layers{nullptr};  // registered as encoder.layer
+  BertPooler pooler{nullptr};
+};
+TORCH_MODULE(BertModel);
+
+struct ClassifierOutputs {
+  torch::Tensor logits;           // [batch, num_labels]
+  torch::Tensor loss;             // mean cross-entropy; undefined without labels
+  torch::Tensor pooled_output;
+  torch::Tensor sequence_output;
+};
+
+class BertForSequenceClassificationImpl : public torch::nn::Module {
+ public:
+  explicit BertForSequenceClassificationImpl(const BertConfig& config);
+  ClassifierOutputs forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids,
+                            const torch::Tensor& attention_mask,
+                            const torch::Tensor& labels = torch::Tensor());
+
+  // Fresh weights as the reference initialises them: Linear and Embedding weights from
+  // N(0, initializer_range), LayerNorm weight 1 and bias 0, Linear biases 0. Uses LibTorch's
+  // global generator: seed it (torch::manual_seed) first for a reproducible model.
+  void InitWeights();
+  // Re-initialises only the classifier head (a checkpoint without one).
+  void InitClassifier();
+
+  const BertConfig& config() const { return config_; }
+
+  BertModel bert{nullptr};
+  torch::nn::Linear classifier{nullptr};
+
+ private:
+  BertConfig config_;
+};
+TORCH_MODULE(BertForSequenceClassification);
+
+}  // namespace distlm::bert
