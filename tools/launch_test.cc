@@ -1,0 +1,461 @@
+// The launcher with real processes: the ranks are //tools:launch_testee (and /bin/sh), the
+// launcher is either Launch() in this process or the //tools:launch binary. Every scenario has
+// a bounded time, and every process a scenario starts is checked to be gone afterwards, by the
+// pids the ranks wrote to files.
+#include "tools/launcher.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "common/runtime/atomic_file.h"
+#include "common/runtime/errors.h"
+#include "common/testing/subprocess.h"
+
+namespace distlm::tools {
+namespace {
+
+using distlm::testing::Command;
+using distlm::testing::ProcessResult;
+using Clock = std::chrono::steady_clock;
+
+std::string Testee() { return distlm::testing::Runfile("tools/launch_testee"); }
+std::string LaunchBinary() { return distlm::testing::Runfile("tools/launch"); }
+
+double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::vector<std::string> SplitLines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// Launch() in this process with the ranks' output captured in files.
+struct Captured {
+  int code = -1;
+  std::string out, err;
+  double seconds = 0;
+};
+
+Captured LaunchCaptured(LaunchOptions options) {
+  std::string dir = distlm::testing::MakeTempDir("capture");
+  int out = open((dir + "/out").c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int err = open((dir + "/err").c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  options.out_fd = out;
+  options.err_fd = err;
+  Captured c;
+  auto start = Clock::now();
+  c.code = Launch(options);
+  c.seconds = SecondsSince(start);
+  close(out);
+  close(err);
+  c.out = ReadFile(dir + "/out");
+  c.err = ReadFile(dir + "/err");
+  return c;
+}
+
+// The launcher binary, as a user runs it.
+ProcessResult RunLauncher(const std::vector<std::string>& args, double timeout_s,
+                          const std::map<std::string, std::string>& env = {}) {
+  Command c{{LaunchBinary()}, env};
+  c.argv.insert(c.argv.end(), args.begin(), args.end());
+  return distlm::testing::Run(c, timeout_s);
+}
+
+// Alive and not a zombie: a rank whose launcher died is reparented and may linger as a zombie
+// until its new parent reaps it, which kill(pid, 0) alone would count as alive.
+bool Alive(pid_t pid) {
+  if (kill(pid, 0) != 0) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  auto paren = text.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= text.size()) return false;
+  char state = text[paren + 2];
+  return state != 'Z' && state != 'X';
+}
+
+bool GoneWithin(pid_t pid, double seconds) {
+  auto start = Clock::now();
+  while (Alive(pid)) {
+    if (SecondsSince(start) > seconds) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+// The pids rank r of a `launch_testee run DIR` scenario wrote: the rank and its child.
+std::vector<pid_t> PidsOf(const std::string& dir, int rank) {
+  std::string path = dir + "/rank_" + std::to_string(rank) + ".pid";
+  if (!PathExists(path)) return {};
+  std::istringstream in(ReadFile(path));
+  int rank_pid = 0, child_pid = 0;
+  in >> rank_pid >> child_pid;
+  return {rank_pid, child_pid};
+}
+
+// Every process the listed ranks started is gone (within a moment, for the reparented ones).
+void ExpectAllGone(const std::string& dir, const std::vector<int>& ranks) {
+  for (int r : ranks) {
+    std::vector<pid_t> pids = PidsOf(dir, r);
+    ASSERT_EQ(pids.size(), 2u) << "rank " << r << " wrote no pid file in " << dir;
+    EXPECT_TRUE(GoneWithin(pids[0], 3)) << "rank " << r << " (pid " << pids[0] << ") is still running";
+    EXPECT_TRUE(GoneWithin(pids[1], 3)) << "rank " << r << "'s child (pid " << pids[1] << ") is still running";
+  }
+}
+
+LaunchOptions RunScenario(int nproc, const std::string& dir, const std::vector<std::string>& keys) {
+  LaunchOptions o;
+  o.nproc_per_node = nproc;
+  o.command = {Testee(), "run", dir};
+  o.command.insert(o.command.end(), keys.begin(), keys.end());
+  return o;
+}
+
+// ---- Environment and port ---------------------------------------------------------------------
+
+// Rank r's "RANK=..." line; the port is returned separately since the launcher picks it.
+void CheckEnvLines(const std::string& out, int world, int expected_port) {
+  std::vector<std::string> lines = SplitLines(out);
+  int port = -1;
+  for (int r = 0; r < world; ++r) {
+    std::string prefix = "[rank " + std::to_string(r) + "] RANK=" + std::to_string(r) +
+                         " LOCAL_RANK=" + std::to_string(r) + " WORLD_SIZE=" + std::to_string(world) +
+                         " LOCAL_WORLD_SIZE=" + std::to_string(world) +
+                         " GROUP_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=";
+    int found = 0;
+    for (const std::string& line : lines) {
+      if (line.rfind(prefix, 0) != 0) continue;
+      ++found;
+      int rank_port = std::stoi(line.substr(prefix.size()));
+      if (port < 0) port = rank_port;
+      EXPECT_EQ(rank_port, port) << "ranks were given different ports:\n" << out;
+    }
+    EXPECT_EQ(found, 1) << "rank " << r << ":\n" << out;
+  }
+  EXPECT_GT(port, 0);
+  EXPECT_LE(port, 65535);
+  if (expected_port > 0) {
+    EXPECT_EQ(port, expected_port);
+  }
+  // Rank 0 could listen on the port while every rank was running: it was free, as a TCPStore
+  // needs it to be.
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "[rank 0] listen=ok"), lines.end()) << out;
+}
+
+TEST(LaunchTest, TwoRanksGetTorchrunVariablesAndOneFreePort) {
+  // The launcher's values replace whatever the parent had.
+  setenv("RANK", "7", 1);
+  setenv("WORLD_SIZE", "9", 1);
+  LaunchOptions o;
+  o.nproc_per_node = 2;
+  o.command = {Testee(), "env"};
+  Captured c = LaunchCaptured(o);
+  unsetenv("RANK");
+  unsetenv("WORLD_SIZE");
+  EXPECT_EQ(c.code, 0) << c.err;
+  CheckEnvLines(c.out, 2, /*expected_port=*/0);
+}
+
+TEST(LaunchTest, FourRanksThroughTheBinaryWithAGivenPort) {
+  int port = distlm::testing::FreePort();
+  ProcessResult r = RunLauncher(
+      {"--nproc_per_node=4", "--master_port=" + std::to_string(port), "--", Testee(), "env"}, 20);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  CheckEnvLines(r.output, 4, port);
+}
+
+TEST(LaunchTest, CommandsAreFoundOnPathAndKeepTheEnvironment) {
+  setenv("DISTLM_LAUNCH_TEST_MARK", "kept", 1);
+  LaunchOptions o;
+  o.nproc_per_node = 2;
+  o.command = {"sh", "-c", "echo \"$RANK of $WORLD_SIZE $DISTLM_LAUNCH_TEST_MARK\"; echo oops >&2"};
+  Captured c = LaunchCaptured(o);
+  unsetenv("DISTLM_LAUNCH_TEST_MARK");
+  EXPECT_EQ(c.code, 0) << c.err;
+  std::vector<std::string> out = SplitLines(c.out);
+  std::sort(out.begin(), out.end());
+  EXPECT_EQ(out, (std::vector<std::string>{"[rank 0] 0 of 2 kept", "[rank 1] 1 of 2 kept"}));
+  // stderr lines go to err_fd, prefixed the same way.
+  EXPECT_TRUE(Contains(c.err, "[rank 0] oops\n")) << c.err;
+  EXPECT_TRUE(Contains(c.err, "[rank 1] oops\n")) << c.err;
+  EXPECT_FALSE(Contains(c.out, "oops"));
+}
+
+// ---- Output ------------------------------------------------------------------------------------
+
+std::string ExpectedLines(int rank, int n) {
+  std::string text;
+  for (int i = 0; i < n; ++i) {
+    text += "rank " + std::to_string(rank) + " line " + std::to_string(i) + " " + std::string(i % 97, 'x') + "\n";
+  }
+  return text;
+}
+
+TEST(LaunchTest, LinesAreWholeInOrderPrefixedAndTeed) {
+  constexpr int kLines = 1000;
+  std::string tee = distlm::testing::MakeTempDir("tee");
+  ProcessResult r = RunLauncher({"--nproc_per_node=2", "--tee=" + tee, "--", Testee(), "lines", "1000"}, 20);
+  ASSERT_FALSE(r.timed_out) << r.output.substr(0, 2000);
+  ASSERT_EQ(r.exit_code, 0) << r.output.substr(0, 2000);
+
+  // Every line of the merged output is one of: the launcher's banner, or a whole line of one
+  // rank with that rank's prefix. A line cut by another rank's output would match neither.
+  std::map<int, std::vector<std::string>> stdout_lines;
+  std::map<int, int> stderr_lines;
+  for (const std::string& line : SplitLines(r.output)) {
+    if (line.rfind("launch: started 2 rank(s)", 0) == 0) continue;
+    bool known = false;
+    for (int rank = 0; rank < 2; ++rank) {
+      std::string prefix = "[rank " + std::to_string(rank) + "] ";
+      if (line.rfind(prefix, 0) != 0) continue;
+      std::string body = line.substr(prefix.size());
+      if (body == "rank " + std::to_string(rank) + " to stderr") {
+        ++stderr_lines[rank];
+      } else {
+        stdout_lines[rank].push_back(body);
+      }
+      known = true;
+    }
+    EXPECT_TRUE(known) << "unexpected line: '" << line.substr(0, 200) << "'";
+  }
+  for (int rank = 0; rank < 2; ++rank) {
+    // All 1000 lines, in order, then the last line that had no '\n', flushed at exit.
+    std::vector<std::string> expected = SplitLines(ExpectedLines(rank, kLines));
+    expected.push_back("rank " + std::to_string(rank) + " tail");
+    EXPECT_EQ(stdout_lines[rank], expected) << "rank " << rank;
+    EXPECT_EQ(stderr_lines[rank], 1) << "rank " << rank;
+
+    // The tee file holds the rank's own lines, unprefixed: stdout's, with stderr's line at
+    // whatever point it was read.
+    std::string log = ReadFile(tee + "/rank_" + std::to_string(rank) + ".log");
+    std::string err_line = "rank " + std::to_string(rank) + " to stderr\n";
+    auto at = log.find(err_line);
+    ASSERT_NE(at, std::string::npos) << "rank " << rank;
+    log.erase(at, err_line.size());
+    EXPECT_EQ(log, ExpectedLines(rank, kLines) + "rank " + std::to_string(rank) + " tail\n");
+  }
+}
+
+TEST(LaunchTest, OverlongLinesAreCutAtTheLimit) {
+  LaunchOptions o;
+  o.command = {Testee(), "long", std::to_string(2 * kMaxLineBytes + 100)};
+  Captured c = LaunchCaptured(o);
+  EXPECT_EQ(c.code, 0) << c.err;
+  std::vector<std::string> lines = SplitLines(c.out);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0], "[rank 0] " + std::string(kMaxLineBytes, 'a'));
+  EXPECT_EQ(lines[1], "[rank 0] " + std::string(kMaxLineBytes, 'a'));
+  EXPECT_EQ(lines[2], "[rank 0] " + std::string(100, 'a'));
+}
+
+// ---- Failures ----------------------------------------------------------------------------------
+
+TEST(LaunchTest, AFailingRankStopsTheOthersAndIsNamed) {
+  std::string dir = distlm::testing::MakeTempDir("fail");
+  Captured c = LaunchCaptured(RunScenario(3, dir, {"fail_rank=1", "code=3", "after_ms=200"}));
+  EXPECT_EQ(c.code, 3) << c.err;
+  EXPECT_TRUE(Contains(c.err, "launch: rank 1 exited with code 3\n")) << c.err;
+  EXPECT_TRUE(Contains(c.err, "launch: stopping rank(s) 0, 2 (SIGTERM")) << c.err;
+  // The sleepers (60 s) were stopped by SIGTERM at once, not by the 5 s SIGKILL.
+  EXPECT_LT(c.seconds, 4.0);
+  EXPECT_FALSE(Contains(c.err, "SIGKILL;")) << c.err;
+  ExpectAllGone(dir, {0, 2});
+}
+
+TEST(LaunchTest, ADeathBySignalIsNamed) {
+  std::string dir = distlm::testing::MakeTempDir("signal");
+  Captured c = LaunchCaptured(RunScenario(2, dir, {"fail_rank=0", "code=-9"}));
+  EXPECT_EQ(c.code, 128 + SIGKILL) << c.err;
+  EXPECT_TRUE(Contains(c.err, "launch: rank 0 was killed by signal 9 (SIGKILL)\n")) << c.err;
+  ExpectAllGone(dir, {1});
+}
+
+TEST(LaunchTest, RanksIgnoringSigtermAreKilledAfterTheGrace) {
+  std::string dir = distlm::testing::MakeTempDir("grace");
+  LaunchOptions o = RunScenario(2, dir, {"fail_rank=1", "code=5", "ignore_term=1"});
+  o.grace_s = 0.5;
+  Captured c = LaunchCaptured(o);
+  EXPECT_EQ(c.code, 5) << c.err;
+  EXPECT_TRUE(Contains(c.err, "launch: rank(s) 0 still running 0.5 s after the stop signal (--grace_s); sending SIGKILL"))
+      << c.err;
+  EXPECT_GE(c.seconds, 0.5);
+  EXPECT_LT(c.seconds, 4.0);
+  ExpectAllGone(dir, {0});
+}
+
+TEST(LaunchTest, TheTimeoutStopsEverythingAndNamesTheRanks) {
+  std::string dir = distlm::testing::MakeTempDir("timeout");
+  LaunchOptions o = RunScenario(2, dir, {});
+  o.timeout_s = 1;
+  Captured c = LaunchCaptured(o);
+  EXPECT_EQ(c.code, kTimeoutExitCode) << c.err;
+  EXPECT_TRUE(Contains(c.err, "launch: timed out after 1 s (--timeout_s); ranks still running: 0, 1\n")) << c.err;
+  EXPECT_GE(c.seconds, 1.0);
+  EXPECT_LT(c.seconds, 4.0);
+  ExpectAllGone(dir, {0, 1});
+}
+
+// ---- Signals to the launcher -------------------------------------------------------------------
+
+void CheckForwarded(int signo, const std::string& name) {
+  std::string dir = distlm::testing::MakeTempDir("forward");
+  auto start = Clock::now();
+  ProcessResult r = RunLauncher(
+      {"--nproc_per_node=2", "--", Testee(), "run", dir, "kill_parent=" + std::to_string(signo)}, 20);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 128 + signo) << r.output;
+  EXPECT_TRUE(Contains(r.output, "launch: received " + name + "; forwarding it to the ranks\n")) << r.output;
+  // The ranks ended on the forwarded signal itself, well before the 5 s grace.
+  EXPECT_FALSE(Contains(r.output, "sending SIGKILL")) << r.output;
+  EXPECT_LT(SecondsSince(start), 4.5);
+  ExpectAllGone(dir, {0, 1});
+}
+
+TEST(LaunchTest, SigtermToTheLauncherIsForwarded) { CheckForwarded(SIGTERM, "SIGTERM"); }
+
+TEST(LaunchTest, SigintToTheLauncherIsForwarded) { CheckForwarded(SIGINT, "SIGINT"); }
+
+TEST(LaunchTest, RanksDieWithAKilledLauncher) {
+  std::string dir = distlm::testing::MakeTempDir("orphan");
+  ProcessResult r = RunLauncher({"--nproc_per_node=2", "--", Testee(), "run", dir, "kill_parent=9"}, 20);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.output;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::vector<pid_t> pids = PidsOf(dir, rank);
+    ASSERT_EQ(pids.size(), 2u) << rank;
+    EXPECT_TRUE(GoneWithin(pids[0], 3)) << "rank " << rank << " outlived its SIGKILLed launcher";
+    // The ranks' own children are theirs to look after (see launcher.h); clean up.
+    kill(pids[1], SIGKILL);
+  }
+}
+
+// ---- Bad input ---------------------------------------------------------------------------------
+
+// Exit 2 and exactly one line, "error: ...", containing every one of needles.
+void ExpectOneLineError(const ProcessResult& r, const std::vector<std::string>& needles) {
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  std::vector<std::string> lines = SplitLines(r.output);
+  ASSERT_EQ(lines.size(), 1u) << r.output;
+  EXPECT_EQ(lines[0].rfind("error: ", 0), 0u) << r.output;
+  for (const std::string& n : needles) EXPECT_TRUE(Contains(lines[0], n)) << lines[0] << " lacks " << n;
+}
+
+TEST(LaunchTest, AMissingBinaryIsAOneLineError) {
+  ExpectOneLineError(RunLauncher({"--nproc_per_node=2", "--", "/nonexistent/distlm_rank", "--x"}, 20),
+                     {"/nonexistent/distlm_rank", "No such file"});
+  ExpectOneLineError(RunLauncher({"--", "distlm_no_such_command"}, 20), {"distlm_no_such_command", "PATH"});
+  EXPECT_THROW(ResolveExecutable("/", ""), UserError);  // a directory
+  std::string dir = distlm::testing::MakeTempDir("exec");
+  WriteFileAtomically(dir + "/data.txt", "not a program\n");
+  try {
+    ResolveExecutable(dir + "/data.txt", "");
+    FAIL() << "a file without the x bit was accepted";
+  } catch (const UserError& e) {
+    EXPECT_TRUE(Contains(e.what(), "not executable")) << e.what();
+  }
+}
+
+TEST(LaunchTest, AFileThatCannotBeExecutedIsAOneLineError) {
+  // Executable bits but no valid format (no ELF header, no #!): execve fails with ENOEXEC,
+  // which the child reports back before the launcher goes on.
+  std::string dir = distlm::testing::MakeTempDir("exec");
+  std::string junk = dir + "/junk";
+  WriteFileAtomically(junk, std::string("\x7f\x01\x02\x03", 4));
+  chmod(junk.c_str(), 0755);
+  LaunchOptions o;
+  o.nproc_per_node = 2;
+  o.command = {junk};
+  try {
+    Launch(o);
+    FAIL() << "launched a file that is not a program";
+  } catch (const UserError& e) {
+    EXPECT_TRUE(Contains(e.what(), "cannot execute " + junk + ": Exec format error")) << e.what();
+  }
+}
+
+TEST(LaunchTest, FlagsAreValidatedWithOneLineErrors) {
+  ExpectOneLineError(RunLauncher({"--nproc_per_node=0", "--", Testee(), "env"}, 20), {"--nproc_per_node=0"});
+  ExpectOneLineError(RunLauncher({"--nproc_per_node=2", Testee(), "env"}, 20), {"before '--'", "usage"});
+  ExpectOneLineError(RunLauncher({"--nproc_per_node=2"}, 20), {"no '--'"});
+  ExpectOneLineError(RunLauncher({"--nproc_per_node=2", "--"}, 20), {"no command"});
+
+  auto error_of = [](const LaunchOptions& o) -> std::string {
+    try {
+      ValidateOptions(o);
+    } catch (const UserError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  LaunchOptions good;
+  good.command = {"x"};
+  EXPECT_EQ(error_of(good), "");
+  LaunchOptions o = good;
+  o.nproc_per_node = 257;
+  EXPECT_TRUE(Contains(error_of(o), "--nproc_per_node=257"));
+  o = good;
+  o.master_port = 65536;
+  EXPECT_TRUE(Contains(error_of(o), "--master_port=65536"));
+  o = good;
+  o.master_port = -1;
+  EXPECT_TRUE(Contains(error_of(o), "--master_port=-1"));
+  o = good;
+  o.timeout_s = -1;
+  EXPECT_TRUE(Contains(error_of(o), "--timeout_s=-1"));
+  o = good;
+  o.grace_s = std::nan("");
+  EXPECT_TRUE(Contains(error_of(o), "--grace_s=nan"));
+  o = good;
+  o.master_addr = "";
+  EXPECT_TRUE(Contains(error_of(o), "--master_addr"));
+  // An address that is not this machine's cannot host the port the launcher would pick.
+  try {
+    PickFreePort("192.0.2.1");  // TEST-NET-1, never local
+    FAIL() << "picked a port on a foreign address";
+  } catch (const UserError& e) {
+    EXPECT_TRUE(Contains(e.what(), "--master_addr=192.0.2.1")) << e.what();
+  }
+}
+
+// ---- bazel run -------------------------------------------------------------------------------
+
+TEST(LaunchTest, RelativePathsAreTheUsersUnderBazelRun) {
+  // `bazel run` starts the launcher in the runfiles tree and names the user's directory in
+  // BUILD_WORKING_DIRECTORY: a relative binary, --tee and the ranks' directory follow it.
+  std::string user_dir = distlm::testing::MakeTempDir("user");
+  char resolved[4096];
+  ASSERT_NE(realpath(user_dir.c_str(), resolved), nullptr);
+  user_dir = resolved;
+  ASSERT_EQ(symlink(Testee().c_str(), (user_dir + "/my_rank").c_str()), 0);
+  ProcessResult r = RunLauncher({"--nproc_per_node=2", "--tee=logs", "--", "./my_rank", "env"}, 20,
+                                {{"BUILD_WORKING_DIRECTORY", user_dir}});
+  ASSERT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, "[rank 0] cwd=" + user_dir + "\n")) << r.output;
+  EXPECT_TRUE(Contains(r.output, "[rank 1] cwd=" + user_dir + "\n")) << r.output;
+  EXPECT_TRUE(Contains(ReadFile(user_dir + "/logs/rank_1.log"), "RANK=1 "));
+}
+
+}  // namespace
+}  // namespace distlm::tools
