@@ -1,0 +1,103 @@
+#include "common/train/bert_adamw.h"
+
+#include <cmath>
+
+#include "common/runtime/errors.h"
+
+namespace distlm::train {
+
+bool BertAdamW::DecayApplies(const std::string& name) {
+  // run_glue: no_decay = ['bias', 'LayerNorm.weight'], matched as substrings.
+  return name.find("bias") == std::string::npos && name.find("LayerNorm.weight") == std::string::npos;
+}
+
+BertAdamW::BertAdamW(std::vector<std::pair<std::string, torch::Tensor>> params, AdamWOptions options)
+    : params_(std::move(params)), options_(options) {
+  if (!(options_.lr >= 0)) throw UserError("--learning_rate must be >= 0");
+  if (!(options_.eps >= 0)) throw UserError("--adam_epsilon must be >= 0");
+  if (!(options_.beta1 >= 0 && options_.beta1 < 1) || !(options_.beta2 >= 0 && options_.beta2 < 1)) {
+    throw UserError("Adam betas must be in [0, 1)");
+  }
+  for (const auto& [name, p] : params_) {
+    decay_.push_back(DecayApplies(name));
+    state_.exp_avg.push_back(torch::zeros_like(p));
+    state_.exp_avg_sq.push_back(torch::zeros_like(p));
+  }
+}
+
+void BertAdamW::Step() {
+  torch::NoGradGuard no_grad;
+  ++step_;
+  state_.step = step_;
+  const double b1 = options_.beta1, b2 = options_.beta2;
+  double step_size = options_.lr;
+  if (options_.correct_bias) {
+    // Computed in double, as Python does.
+    const double bc1 = 1.0 - std::pow(b1, static_cast<double>(step_));
+    const double bc2 = 1.0 - std::pow(b2, static_cast<double>(step_));
+    step_size = step_size * std::sqrt(bc2) / bc1;
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    torch::Tensor& p = params_[i].second;
+    const torch::Tensor& g = p.grad();
+    if (!g.defined()) continue;
+    torch::Tensor& m = state_.exp_avg[i];
+    torch::Tensor& v = state_.exp_avg_sq[i];
+    m.mul_(b1).add_(g, 1.0 - b1);
+    v.mul_(b2).addcmul_(g, g, 1.0 - b2);
+    auto denom = v.sqrt().add_(options_.eps);
+    p.addcdiv_(m, denom, -step_size);
+    if (options_.weight_decay > 0.0 && decay_[i]) p.add_(p, -options_.lr * options_.weight_decay);
+  }
+}
+
+void BertAdamW::ZeroGrad() {
+  for (auto& [name, p] : params_) {
+    if (p.grad().defined()) p.mutable_grad().zero_();
+  }
+}
+
+void BertAdamW::LoadState(const State& state) {
+  if (state.exp_avg.size() != params_.size() || state.exp_avg_sq.size() != params_.size()) {
+    throw UserError("optimizer state has " + std::to_string(state.exp_avg.size()) +
+                    " tensors, the model has " + std::to_string(params_.size()) + " parameters");
+  }
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    state_.exp_avg[i].copy_(state.exp_avg[i]);
+    state_.exp_avg_sq[i].copy_(state.exp_avg_sq[i]);
+  }
+  step_ = state.step;
+  state_.step = state.step;
+}
+
+int64_t BertAdamW::StateBytes() const {
+  int64_t bytes = 0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    bytes += state_.exp_avg[i].nbytes() + state_.exp_avg_sq[i].nbytes();
+  }
+  return bytes;
+}
+
+double ClipGradNorm(const std::vector<torch::Tensor>& params, double max_norm) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> norms;
+  for (const auto& p : params) {
+    if (p.grad().defined()) norms.push_back(p.grad().norm(2));
+  }
+  if (norms.empty()) return 0.0;
+  auto total = torch::stack(norms).norm(2);
+  double total_norm = total.item<double>();
+  if (max_norm > 0) {
+    // As torch 1.13: the coefficient stays a float tensor and multiplies every gradient.
+    auto coef = max_norm / (total + 1e-6);
+    if (coef.item<double>() < 1.0) {
+      for (const auto& p : params) {
+        if (p.grad().defined()) p.grad().mul_(coef);
+      }
+    }
+  }
+  return total_norm;
+}
+
+}  // namespace distlm::train

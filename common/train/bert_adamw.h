@@ -1,0 +1,73 @@
+// The reference library's AdamW: the original BERT optimizer of pytorch_transformers 1.2.
+//
+//   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
+//   p -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps)
+//   p -= lr * weight_decay * p                     (decoupled, after the Adam step)
+//
+// eps is added to sqrt(v) before the bias correction; torch::optim::AdamW adds it after, and
+// its loss traces drift about 1e-4 from the reference's. Weight decay is skipped for biases and
+// LayerNorm weights, as run_glue groups the parameters.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace distlm::train {
+
+struct AdamWOptions {
+  double lr = 5e-5;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  bool correct_bias = true;
+};
+
+class BertAdamW {
+ public:
+  // params: (name, parameter); names decide the weight-decay group.
+  BertAdamW(std::vector<std::pair<std::string, torch::Tensor>> params, AdamWOptions options);
+
+  // One update with the current learning rate, from each parameter's .grad (parameters
+  // without a gradient are skipped, as in the reference).
+  void Step();
+
+  // Sets every parameter's gradient to zero (keeps the buffers).
+  void ZeroGrad();
+
+  void set_lr(double lr) { options_.lr = lr; }
+  double lr() const { return options_.lr; }
+  int64_t step_count() const { return step_; }
+
+  // True for names that get weight decay (not "bias", not "LayerNorm.weight").
+  static bool DecayApplies(const std::string& name);
+
+  // Optimizer state (exp_avg, exp_avg_sq per parameter, and the step), for snapshots.
+  struct State {
+    int64_t step = 0;
+    std::vector<torch::Tensor> exp_avg, exp_avg_sq;
+  };
+  const State& state() const { return state_; }
+  void LoadState(const State& state);
+  // Bytes of optimizer state held (both moments).
+  int64_t StateBytes() const;
+
+  const std::vector<std::pair<std::string, torch::Tensor>>& params() const { return params_; }
+
+ private:
+  std::vector<std::pair<std::string, torch::Tensor>> params_;
+  std::vector<bool> decay_;
+  AdamWOptions options_;
+  State state_;
+  int64_t step_ = 0;
+};
+
+// Scales gradients so their global L2 norm is at most max_norm, as torch.nn.utils.
+// clip_grad_norm_: total = ||(||g_1||, ..., ||g_n||)||, coef = max_norm / (total + 1e-6), applied
+// when coef < 1. Returns the norm before clipping. max_norm <= 0 only measures.
+double ClipGradNorm(const std::vector<torch::Tensor>& params, double max_norm);
+
+}  // namespace distlm::train
