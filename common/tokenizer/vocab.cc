@@ -1,5 +1,7 @@
 #include "common/tokenizer/vocab.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <string_view>
 
@@ -43,7 +45,9 @@ Vocab Vocab::FromTokens(std::vector<std::string> tokens, const std::string& sour
 }
 
 Vocab Vocab::Load(const std::string& path) {
-  if (!PathExists(path)) throw UserError(path + ": vocabulary file not found");
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) throw UserError(path + ": vocabulary file not found");
+  if (S_ISDIR(st.st_mode)) throw UserError(path + ": is a directory, not a vocabulary file");
   std::string bytes = ReadFile(path);
   std::string_view rest(bytes);
   if (rest.substr(0, 3) == "\xEF\xBB\xBF") rest.remove_prefix(3);
