@@ -6,6 +6,10 @@
 
 namespace distlm {
 
+void StudentTodo(const std::string& what, const std::string& handout_section) {
+  throw UserError("TODO(student): " + what + " is not implemented yet; see " + handout_section);
+}
+
 std::string OneLine(const std::exception& e) {
   std::string msg;
   if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) {

@@ -14,6 +14,10 @@ class UserError : public std::runtime_error {
   explicit UserError(const std::string& message) : std::runtime_error(message) {}
 };
 
+// What a student's unfinished stub throws: "TODO(student): <what> is not implemented yet; see
+// <handout_section>". A UserError, so the binary exits 2 with that one line.
+[[noreturn]] void StudentTodo(const std::string& what, const std::string& handout_section);
+
 // First line of an exception's message, without LibTorch's backtrace.
 std::string OneLine(const std::exception& e);
 

@@ -1,0 +1,135 @@
+#include "common/train/train_options.h"
+
+#include "absl/flags/flag.h"
+#include "common/runtime/errors.h"
+
+ABSL_FLAG(std::string, model_type, "bert", "model family; only bert");
+ABSL_FLAG(std::string, model_name_or_path, "",
+          "HuggingFace-layout model folder (config.json, model.safetensors, vocab.txt); empty: a tiny "
+          "random BERT over the built-in vocabulary");
+ABSL_FLAG(std::string, task_name, "rte", "GLUE task (rte, ...)");
+ABSL_FLAG(std::string, data_dir, "", "folder with the task's train.tsv/dev.tsv; empty: the built-in sample");
+ABSL_FLAG(std::string, output_dir, "",
+          "where logs, evaluation results and the model go; empty: ./distlm_output/<stage>/<time>");
+ABSL_FLAG(bool, do_train, true, "train");
+ABSL_FLAG(bool, do_eval, true, "evaluate on the dev split after every epoch");
+ABSL_FLAG(bool, do_lower_case, true, "lower-case and strip accents (uncased vocabularies)");
+ABSL_FLAG(bool, overwrite_output_dir, false, "start afresh in a non-empty --output_dir");
+ABSL_FLAG(bool, pad_to_max_length, true,
+          "pad every batch to --max_seq_length; false pads each batch to its longest row");
+ABSL_FLAG(int64_t, max_seq_length, 128, "tokens per example after [CLS]/[SEP] and truncation");
+ABSL_FLAG(int64_t, per_gpu_train_batch_size, 8, "training batch size per rank");
+ABSL_FLAG(int64_t, per_device_train_batch_size, -1, "alias of --per_gpu_train_batch_size");
+ABSL_FLAG(int64_t, per_gpu_eval_batch_size, 8, "evaluation batch size");
+ABSL_FLAG(double, learning_rate, 5e-5, "peak learning rate of AdamW");
+ABSL_FLAG(double, weight_decay, 0.0, "decoupled weight decay (not on biases and LayerNorm weights)");
+ABSL_FLAG(double, adam_epsilon, 1e-8, "AdamW epsilon");
+ABSL_FLAG(double, max_grad_norm, 1.0, "clip gradients to this global L2 norm (<= 0: no clipping)");
+ABSL_FLAG(double, num_train_epochs, 3.0, "epochs (whole epochs; --max_steps wins when > 0)");
+ABSL_FLAG(int64_t, max_steps, -1, "exactly this many optimizer updates when > 0");
+ABSL_FLAG(int64_t, warmup_steps, 0, "linear warmup updates");
+ABSL_FLAG(int64_t, gradient_accumulation_steps, 1, "micro-batches per optimizer update");
+ABSL_FLAG(uint64_t, seed, 42, "random seed (model init, shuffling, dropout)");
+ABSL_FLAG(int64_t, logging_steps, 50, "print a progress line every this many updates");
+ABSL_FLAG(int64_t, save_steps, 0, "snapshot every this many updates (0: only at epoch ends)");
+ABSL_FLAG(double, hidden_dropout_prob, -1, "override the model's hidden dropout (< 0: keep)");
+ABSL_FLAG(double, attention_probs_dropout_prob, -1, "override the model's attention dropout (< 0: keep)");
+
+namespace distlm::train {
+
+nlohmann::json TrainOptions::ToJson() const {
+  return {
+      {"model_type", model_type},
+      {"model_name_or_path", model_name_or_path},
+      {"task_name", task_name},
+      {"data_dir", data_dir},
+      {"output_dir", output_dir},
+      {"do_train", do_train},
+      {"do_eval", do_eval},
+      {"do_lower_case", do_lower_case},
+      {"overwrite_output_dir", overwrite_output_dir},
+      {"pad_to_max_length", pad_to_max_length},
+      {"max_seq_length", max_seq_length},
+      {"per_gpu_train_batch_size", per_device_train_batch_size},
+      {"per_gpu_eval_batch_size", per_device_eval_batch_size},
+      {"learning_rate", learning_rate},
+      {"weight_decay", weight_decay},
+      {"adam_epsilon", adam_epsilon},
+      {"max_grad_norm", max_grad_norm},
+      {"num_train_epochs", num_train_epochs},
+      {"max_steps", max_steps},
+      {"warmup_steps", warmup_steps},
+      {"gradient_accumulation_steps", gradient_accumulation_steps},
+      {"seed", seed},
+      {"logging_steps", logging_steps},
+      {"save_steps", save_steps},
+      {"hidden_dropout_prob", hidden_dropout_prob},
+      {"attention_probs_dropout_prob", attention_probs_dropout_prob},
+  };
+}
+
+void ValidateTrainOptions(const TrainOptions& o) {
+  auto fail = [](const std::string& msg) { throw UserError(msg); };
+  if (o.model_type != "bert") fail("--model_type=" + o.model_type + ": only bert is supported");
+  if (o.per_device_train_batch_size < 1) {
+    fail("--per_gpu_train_batch_size must be >= 1, got " + std::to_string(o.per_device_train_batch_size));
+  }
+  if (o.per_device_eval_batch_size < 1) {
+    fail("--per_gpu_eval_batch_size must be >= 1, got " + std::to_string(o.per_device_eval_batch_size));
+  }
+  if (!(o.learning_rate > 0)) fail("--learning_rate must be > 0, got " + std::to_string(o.learning_rate));
+  if (!(o.weight_decay >= 0)) fail("--weight_decay must be >= 0");
+  if (!(o.adam_epsilon >= 0)) fail("--adam_epsilon must be >= 0");
+  if (o.max_seq_length < 3) {
+    fail("--max_seq_length must be >= 3 ([CLS] A [SEP] B [SEP] needs 3 special tokens), got " +
+         std::to_string(o.max_seq_length));
+  }
+  if (o.gradient_accumulation_steps < 1) fail("--gradient_accumulation_steps must be >= 1");
+  if (o.max_steps <= 0 && !(o.num_train_epochs >= 1)) {
+    fail("--num_train_epochs must be >= 1 when --max_steps is not set");
+  }
+  if (o.warmup_steps < 0) fail("--warmup_steps must be >= 0");
+  if (o.logging_steps < 1) fail("--logging_steps must be >= 1");
+  if (o.save_steps < 0) fail("--save_steps must be >= 0");
+  if (!o.do_train && !o.do_eval) fail("nothing to do: both --do_train and --do_eval are false");
+  for (double p : {o.hidden_dropout_prob, o.attention_probs_dropout_prob}) {
+    if (p >= 1.0) fail("dropout overrides must be < 1");
+  }
+}
+
+TrainOptions TrainOptionsFromFlags() {
+  TrainOptions o;
+  o.model_type = absl::GetFlag(FLAGS_model_type);
+  o.model_name_or_path = absl::GetFlag(FLAGS_model_name_or_path);
+  o.task_name = absl::GetFlag(FLAGS_task_name);
+  o.data_dir = absl::GetFlag(FLAGS_data_dir);
+  o.output_dir = absl::GetFlag(FLAGS_output_dir);
+  o.do_train = absl::GetFlag(FLAGS_do_train);
+  o.do_eval = absl::GetFlag(FLAGS_do_eval);
+  o.do_lower_case = absl::GetFlag(FLAGS_do_lower_case);
+  o.overwrite_output_dir = absl::GetFlag(FLAGS_overwrite_output_dir);
+  o.pad_to_max_length = absl::GetFlag(FLAGS_pad_to_max_length);
+  o.max_seq_length = absl::GetFlag(FLAGS_max_seq_length);
+  o.per_device_train_batch_size = absl::GetFlag(FLAGS_per_gpu_train_batch_size);
+  if (int64_t alias = absl::GetFlag(FLAGS_per_device_train_batch_size); alias != -1) {
+    o.per_device_train_batch_size = alias;
+  }
+  o.per_device_eval_batch_size = absl::GetFlag(FLAGS_per_gpu_eval_batch_size);
+  o.learning_rate = absl::GetFlag(FLAGS_learning_rate);
+  o.weight_decay = absl::GetFlag(FLAGS_weight_decay);
+  o.adam_epsilon = absl::GetFlag(FLAGS_adam_epsilon);
+  o.max_grad_norm = absl::GetFlag(FLAGS_max_grad_norm);
+  o.num_train_epochs = absl::GetFlag(FLAGS_num_train_epochs);
+  o.max_steps = absl::GetFlag(FLAGS_max_steps);
+  o.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
+  o.gradient_accumulation_steps = absl::GetFlag(FLAGS_gradient_accumulation_steps);
+  o.seed = absl::GetFlag(FLAGS_seed);
+  o.logging_steps = absl::GetFlag(FLAGS_logging_steps);
+  o.save_steps = absl::GetFlag(FLAGS_save_steps);
+  o.hidden_dropout_prob = absl::GetFlag(FLAGS_hidden_dropout_prob);
+  o.attention_probs_dropout_prob = absl::GetFlag(FLAGS_attention_probs_dropout_prob);
+  ValidateTrainOptions(o);
+  return o;
+}
+
+}  // namespace distlm::train

@@ -1,0 +1,402 @@
+#include "common/train/trainer.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "common/bert/checkpoint.h"
+#include "common/glue/features.h"
+#include "common/glue/metrics.h"
+#include "common/glue/processors.h"
+#include "common/data/sampler.h"
+#include "common/runtime/atomic_file.h"
+#include "common/runtime/errors.h"
+#include "common/runtime/runfiles.h"
+#include "common/runtime/runtime_flags.h"
+#include "common/tokenizer/bert_tokenizer.h"
+
+namespace distlm::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+double MsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+constexpr char kBuiltinVocab[] = "common/testdata/vocab.txt";
+constexpr char kBuiltinData[] = "common/testdata/rte";
+
+bool DirIsEmpty(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return true;
+  bool empty = true;
+  while (auto* e = readdir(d)) {
+    std::string name = e->d_name;
+    if (name != "." && name != "..") {
+      empty = false;
+      break;
+    }
+  }
+  closedir(d);
+  return empty;
+}
+
+std::string Timestamp() {
+  std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y%m%d-%H%M%S", std::localtime(&now));
+  return buf;
+}
+
+}  // namespace
+
+json EvalResult::ToJson() const {
+  return {{"epoch", epoch},           {"examples", examples},   {"loss", loss},
+          {"accuracy", accuracy},     {"f1", f1},               {"precision", precision},
+          {"recall", recall},         {"mcc", mcc},             {"samples_per_s", samples_per_s},
+          {"epoch_time_s", epoch_time_s}, {"train_samples_per_s", train_samples_per_s}};
+}
+
+Trainer::Trainer(TrainOptions options, StageHooks hooks, DistInfo dist)
+    : options_(std::move(options)), hooks_(std::move(hooks)), dist_(std::move(dist)) {}
+
+void Trainer::StandardBackward(const torch::Tensor& loss) { loss.backward(); }
+
+double Trainer::StandardOptimizerStep(UpdateContext& u) {
+  double norm = ClipGradNorm(u.parameters, u.max_grad_norm);
+  u.optimizer.Step();
+  u.optimizer.set_lr(u.schedule.Step());
+  u.optimizer.ZeroGrad();
+  return norm;
+}
+
+void Trainer::PrepareOutputDir() {
+  if (options_.output_dir.empty()) {
+    options_.output_dir = UserWorkingDirectory() + "/distlm_output/" + hooks_.stage + "/" + Timestamp();
+  }
+  if (!is_main_rank()) return;
+  const std::string& dir = options_.output_dir;
+  if (PathExists(dir) && !DirIsEmpty(dir) && options_.do_train) {
+    if (!options_.overwrite_output_dir) {
+      throw UserError("--output_dir=" + dir +
+                      " exists and is not empty; pass --overwrite_output_dir to start afresh");
+    }
+    for (const char* f : {"train_log.jsonl", "eval_results.json"}) {
+      std::remove((dir + "/" + f).c_str());
+    }
+  }
+  MakeDirs(dir);
+  json args = options_.ToJson();
+  args["stage"] = hooks_.stage;
+  args["world_size"] = dist_.world_size;
+  args["backend"] = dist_.backend;
+  args["num_threads"] = at::get_num_threads();
+  WriteFileAtomically(dir + "/training_args.json", args.dump(2) + "\n");
+}
+
+void Trainer::Setup() {
+  if (setup_done_) return;
+  // Data: the task's processor, the model's vocabulary.
+  auto processor = glue::MakeProcessor(options_.task_name);
+  std::string data_dir = options_.data_dir.empty() ? FindRunfile(kBuiltinData) : options_.data_dir;
+  if (!PathExists(data_dir)) throw UserError("--data_dir=" + data_dir + ": no such directory");
+  auto labels = processor->GetLabels();
+
+  torch::manual_seed(options_.seed);
+  if (options_.model_name_or_path.empty()) {
+    vocab_path_ = FindRunfile(kBuiltinVocab);
+  } else {
+    if (!PathExists(options_.model_name_or_path)) {
+      throw UserError(options_.model_name_or_path + ": model directory not found (--model_name_or_path)");
+    }
+    vocab_path_ = options_.model_name_or_path + "/vocab.txt";
+  }
+  auto tokenizer = tokenizer::BertTokenizer::FromVocabFile(vocab_path_, options_.do_lower_case);
+
+  if (options_.model_name_or_path.empty()) {
+    bert::BertConfig config = bert::TinyBertConfig(static_cast<int64_t>(tokenizer.vocab().size()));
+    config.num_labels = static_cast<int64_t>(labels.size());
+    if (options_.hidden_dropout_prob >= 0) config.hidden_dropout_prob = options_.hidden_dropout_prob;
+    if (options_.attention_probs_dropout_prob >= 0) {
+      config.attention_probs_dropout_prob = options_.attention_probs_dropout_prob;
+    }
+    model_ = bert::BertForSequenceClassification(config);
+  } else {
+    auto loaded = bert::LoadPretrained(options_.model_name_or_path, static_cast<int64_t>(labels.size()),
+                                       /*log=*/is_main_rank());
+    bert::BertConfig config = loaded.config;
+    if (options_.hidden_dropout_prob >= 0 || options_.attention_probs_dropout_prob >= 0) {
+      // Dropout has no parameters: rebuild with the new probabilities, keep the weights.
+      if (options_.hidden_dropout_prob >= 0) config.hidden_dropout_prob = options_.hidden_dropout_prob;
+      if (options_.attention_probs_dropout_prob >= 0) {
+        config.attention_probs_dropout_prob = options_.attention_probs_dropout_prob;
+      }
+      bert::BertForSequenceClassification rebuilt(config);
+      torch::NoGradGuard no_grad;
+      auto src = loaded.model->named_parameters();
+      for (auto& p : rebuilt->named_parameters()) p.value().copy_(*src.find(p.key()));
+      model_ = rebuilt;
+    } else {
+      model_ = loaded.model;
+    }
+  }
+  if (options_.max_seq_length > model_->config().max_position_embeddings) {
+    throw UserError("--max_seq_length=" + std::to_string(options_.max_seq_length) +
+                    " exceeds the model's max_position_embeddings (" +
+                    std::to_string(model_->config().max_position_embeddings) + ")");
+  }
+  parameters_.clear();
+  for (const auto& p : model_->parameters()) parameters_.push_back(p);
+
+  if (options_.do_train) {
+    train_data_ = data::ToTensors(glue::ConvertExamplesToFeatures(
+        processor->GetTrainExamples(data_dir), labels, options_.max_seq_length, tokenizer));
+  }
+  if (options_.do_eval) {
+    dev_data_ = data::ToTensors(glue::ConvertExamplesToFeatures(
+        processor->GetDevExamples(data_dir), labels, options_.max_seq_length, tokenizer));
+  }
+  PrepareOutputDir();
+  setup_done_ = true;
+}
+
+double Trainer::AverageOverRanks(double value) {
+  if (!dist_.pg || dist_.world_size == 1) return value;
+  std::vector<at::Tensor> t = {torch::tensor({value}, torch::kDouble)};
+  dist_.pg->allreduce(t)->wait();
+  return t[0].item<double>() / dist_.world_size;
+}
+
+void Trainer::LogUpdate(int64_t step, int64_t epoch, double loss, double lr, double grad_norm,
+                        double step_ms, int64_t samples) {
+  json line = {{"step", step},
+               {"epoch", epoch},
+               {"loss", loss},
+               {"lr", lr},
+               {"grad_norm", grad_norm},
+               {"step_time_ms", step_ms},
+               {"samples_per_s", samples / (step_ms / 1000.0)}};
+  if (hooks_.update_log_extras) {
+    for (auto& [k, v] : hooks_.update_log_extras(*this).items()) line[k] = v;
+  }
+  if (is_main_rank()) AppendLineDurably(options_.output_dir + "/train_log.jsonl", line.dump());
+}
+
+void Trainer::Train() {
+  const int64_t B = options_.per_device_train_batch_size;
+  const int64_t accum = options_.gradient_accumulation_steps;
+  data::DistributedSampler sampler(train_data_.size(), dist_.world_size, dist_.rank, /*shuffle=*/true,
+                                   options_.seed);
+  const int64_t batches_per_epoch = (sampler.num_samples() + B - 1) / B;
+  const int64_t updates_per_epoch = batches_per_epoch / accum;
+  if (updates_per_epoch == 0) {
+    throw UserError("each rank gets " + std::to_string(batches_per_epoch) + " batch(es) of " +
+                    std::to_string(B) + " per epoch, fewer than --gradient_accumulation_steps=" +
+                    std::to_string(accum));
+  }
+  const int64_t total = options_.max_steps > 0
+                            ? options_.max_steps
+                            : updates_per_epoch * static_cast<int64_t>(options_.num_train_epochs);
+  const int64_t epochs = (total + updates_per_epoch - 1) / updates_per_epoch;
+
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  for (const auto& p : model_->named_parameters()) named.emplace_back(p.key(), p.value());
+  AdamWOptions adam;
+  adam.lr = options_.learning_rate;
+  adam.eps = options_.adam_epsilon;
+  adam.weight_decay = options_.weight_decay;
+  optimizer_ = std::make_unique<BertAdamW>(named, adam);
+  LinearSchedule schedule(options_.learning_rate, total, options_.warmup_steps);
+  optimizer_->set_lr(schedule.current_lr());
+  UpdateContext ctx{*optimizer_, schedule, parameters_, options_.max_grad_norm};
+
+  if (hooks_.before_training) hooks_.before_training(*this);
+  auto backward = hooks_.backward ? hooks_.backward : StandardBackward;
+  auto optimizer_step = hooks_.optimizer_step ? hooks_.optimizer_step : StandardOptimizerStep;
+
+  const bool tty = isatty(STDOUT_FILENO);
+  if (is_main_rank()) {
+    std::printf("%s: %lld training examples, %d rank(s) x batch %lld x accumulation %lld = %lld per update; "
+                "%lld updates (%lld per epoch, %lld epoch(s)); output in %s\n",
+                hooks_.stage.c_str(), static_cast<long long>(train_data_.size()), dist_.world_size,
+                static_cast<long long>(B), static_cast<long long>(accum),
+                static_cast<long long>(B * accum * dist_.world_size), static_cast<long long>(total),
+                static_cast<long long>(updates_per_epoch), static_cast<long long>(epochs),
+                options_.output_dir.c_str());
+    std::fflush(stdout);
+  }
+
+  int64_t update = 0, minibatch = 0;
+  for (int64_t epoch = 0; epoch < epochs && update < total; ++epoch) {
+    sampler.set_epoch(epoch);
+    auto batches = data::MakeBatches(sampler.Indices(), B);
+    model_->train();
+    auto epoch_start = Clock::now();
+    int64_t epoch_samples = 0;
+    int64_t micro = 0;
+    double loss_sum = 0;
+    int64_t samples = 0;
+    Clock::time_point update_start;
+    for (const auto& indices : batches) {
+      if (micro == 0) {
+        update_start = Clock::now();
+        loss_sum = 0;
+        samples = 0;
+      }
+      data::Batch batch = data::MakeBatch(train_data_, indices, !options_.pad_to_max_length);
+      auto out = model_(batch.input_ids, batch.segment_ids, batch.input_mask, batch.labels);
+      torch::Tensor loss = accum > 1 ? out.loss / static_cast<double>(accum) : out.loss;
+      backward(loss);
+      double micro_loss = out.loss.item<double>();
+      loss_sum += micro_loss;
+      samples += batch.size();
+      ++minibatch;
+      if (minibatch <= 5 && is_main_rank()) {
+        std::printf("minibatch %lld loss %.6f%s\n", static_cast<long long>(minibatch), micro_loss,
+                    dist_.world_size > 1 ? " (rank 0's share)" : "");
+        std::fflush(stdout);
+      }
+      if (++micro < accum) continue;
+      micro = 0;
+
+      if (hooks_.sync_gradients) hooks_.sync_gradients(*this);
+      const double lr = optimizer_->lr();
+      const double grad_norm = optimizer_step(ctx);
+      ++update;
+      const double step_ms = MsSince(update_start);
+      step_ms_.push_back(step_ms);
+      const double loss_mean = AverageOverRanks(loss_sum / static_cast<double>(accum));
+      losses_.push_back(loss_mean);
+      const int64_t global_samples = samples * dist_.world_size;
+      epoch_samples += global_samples;
+      LogUpdate(update, epoch + 1, loss_mean, lr, grad_norm, step_ms, global_samples);
+      if (is_main_rank()) {
+        if (tty) {
+          std::printf("\r[%-30s] update %lld/%lld loss %.4f", std::string(30 * update / total, '#').c_str(),
+                      static_cast<long long>(update), static_cast<long long>(total), loss_mean);
+          if (update == total) std::printf("\n");
+          std::fflush(stdout);
+        } else if (update % options_.logging_steps == 0 || update == total) {
+          std::printf("update %lld/%lld epoch %lld loss %.6f lr %.3g grad_norm %.4f %.1f ms\n",
+                      static_cast<long long>(update), static_cast<long long>(total),
+                      static_cast<long long>(epoch + 1), loss_mean, lr, grad_norm, step_ms);
+          std::fflush(stdout);
+        }
+      }
+      if (update == total) break;
+    }
+    // Micro-batches that did not complete an update at the end of an epoch are dropped.
+    if (micro != 0) optimizer_->ZeroGrad();
+    last_epoch_time_s_ = MsSince(epoch_start) / 1000.0;
+    last_epoch_samples_per_s_ = epoch_samples / std::max(last_epoch_time_s_, 1e-9);
+    if (hooks_.end_of_epoch) {
+      hooks_.end_of_epoch(*this, epoch + 1);
+    } else if (options_.do_eval) {
+      Evaluate(epoch + 1);
+    }
+  }
+
+  if (is_main_rank()) {
+    // What the handout asks students to report: the mean over iterations 2..40 (the first
+    // one pays for warming up allocators and thread pools).
+    size_t last = std::min<size_t>(step_ms_.size(), 40);
+    if (last >= 2) {
+      double sum = 0;
+      for (size_t i = 1; i < last; ++i) sum += step_ms_[i];
+      std::printf("mean iteration time over iterations 2..%zu: %.2f ms\n", last, sum / (last - 1));
+    }
+  }
+}
+
+EvalResult Trainer::Evaluate(int64_t epoch) {
+  EvalResult r;
+  r.epoch = epoch;
+  r.epoch_time_s = last_epoch_time_s_;
+  r.train_samples_per_s = last_epoch_samples_per_s_;
+  if (!setup_done_ || dev_data_.size() == 0) {
+    throw UserError("evaluation needs --do_eval and a dev split");
+  }
+  if (is_main_rank()) {
+    torch::NoGradGuard no_grad;
+    bool was_training = model_->is_training();
+    model_->eval();
+    data::DistributedSampler sequential(dev_data_.size(), 1, 0, /*shuffle=*/false, 0);
+    auto start = Clock::now();
+    double loss_sum = 0;
+    int64_t steps = 0;
+    std::vector<int64_t> preds, labels;
+    for (const auto& indices : data::MakeBatches(sequential.Indices(), options_.per_device_eval_batch_size)) {
+      data::Batch b = data::MakeBatch(dev_data_, indices, !options_.pad_to_max_length);
+      auto out = model_(b.input_ids, b.segment_ids, b.input_mask, b.labels);
+      loss_sum += out.loss.item<double>();
+      ++steps;
+      auto p = out.logits.argmax(1);
+      for (int64_t i = 0; i < b.size(); ++i) {
+        preds.push_back(p[i].item<int64_t>());
+        labels.push_back(b.labels[i].item<int64_t>());
+      }
+    }
+    double secs = MsSince(start) / 1000.0;
+    if (was_training) model_->train();
+    glue::Metrics m = glue::ComputeMetrics(preds, labels);
+    r.examples = static_cast<int64_t>(preds.size());
+    r.loss = loss_sum / std::max<int64_t>(steps, 1);
+    r.accuracy = m.accuracy;
+    r.f1 = m.f1;
+    r.precision = m.precision;
+    r.recall = m.recall;
+    r.mcc = m.mcc;
+    r.samples_per_s = r.examples / std::max(secs, 1e-9);
+    eval_results_.push_back(r);
+    json all = json::array();
+    for (const auto& e : eval_results_) all.push_back(e.ToJson());
+    WriteFileAtomically(options_.output_dir + "/eval_results.json", all.dump(2) + "\n");
+    std::printf("eval%s: %lld examples, loss %.4f, accuracy %.4f, f1 %.4f, precision %.4f, recall %.4f, "
+                "mcc %.4f (%.0f examples/s)\n",
+                epoch > 0 ? (" after epoch " + std::to_string(epoch)).c_str() : "",
+                static_cast<long long>(r.examples), r.loss, r.accuracy, r.f1, r.precision, r.recall, r.mcc,
+                r.samples_per_s);
+    std::fflush(stdout);
+  }
+  if (dist_.pg && dist_.world_size > 1) dist_.pg->barrier()->wait();
+  return r;
+}
+
+void Trainer::Run() {
+  Setup();
+  if (options_.do_train) {
+    Train();
+  } else if (options_.do_eval) {
+    Evaluate(0);
+  }
+  if (options_.do_train && is_main_rank()) {
+    bert::SavePretrained(options_.output_dir, model_, vocab_path_);
+    std::printf("model saved to %s\n", options_.output_dir.c_str());
+  }
+}
+
+int RunGlueMain(int argc, char** argv, StageHooks hooks, std::function<DistInfo()> make_dist) {
+  absl::SetProgramUsageMessage("distlm " + hooks.stage +
+                               ": fine-tune BERT on a GLUE task (flags mirror run_glue.py)");
+  return RunMain([&]() -> int {
+    auto rest = absl::ParseCommandLine(argc, argv);
+    if (rest.size() > 1) throw UserError("unexpected argument '" + std::string(rest[1]) + "' (flags are --name=value)");
+    runtime::InitRuntimeFromFlags();
+    TrainOptions options = TrainOptionsFromFlags();
+    DistInfo dist = make_dist ? make_dist() : DistInfo{};
+    Trainer trainer(options, std::move(hooks), dist);
+    trainer.Run();
+    return 0;
+  });
+}
+
+}  // namespace distlm::train

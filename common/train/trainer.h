@@ -1,0 +1,129 @@
+// The training loop every stage shares.
+//
+// The Trainer owns the loop: epochs over a DistributedSampler, forward, loss, backward,
+// gradient synchronisation, clipping, AdamW, the schedule, logging and evaluation. A stage
+// plugs in through StageHooks; whatever it leaves empty runs the standard code.
+//
+// One step, as data: features -> this rank's batch -> BERT forward -> loss -> backward ->
+// sync_gradients (tasks 2a/2b) -> clip -> AdamW -> schedule -> one JSON line in
+// train_log.jsonl (rank 0; loss averaged over ranks).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/torch.h>
+
+#include "common/bert/bert_model.h"
+#include "common/data/batch.h"
+#include "common/train/bert_adamw.h"
+#include "common/train/schedule.h"
+#include "common/train/train_options.h"
+
+namespace distlm::train {
+
+class Trainer;
+
+// What an optimizer step works on.
+struct UpdateContext {
+  BertAdamW& optimizer;
+  LinearSchedule& schedule;
+  const std::vector<torch::Tensor>& parameters;
+  double max_grad_norm;
+};
+
+struct EvalResult {
+  int64_t epoch = 0;  // 1-based; 0 for an evaluation without training
+  int64_t examples = 0;
+  double loss = 0, accuracy = 0, f1 = 0, precision = 0, recall = 0, mcc = 0;
+  double samples_per_s = 0;        // evaluation throughput
+  double epoch_time_s = 0;         // training time of the epoch
+  double train_samples_per_s = 0;  // training throughput of the epoch, all ranks together
+  nlohmann::json ToJson() const;
+};
+
+// The process group a distributed stage trains over; empty for one process.
+struct DistInfo {
+  c10::intrusive_ptr<c10d::ProcessGroup> pg;
+  int rank = 0;
+  int world_size = 1;
+  std::string backend = "none";
+};
+
+struct StageHooks {
+  std::string stage = "part1_single";  // names outputs and messages
+  // Part 1: the backward pass of the (already accumulation-scaled) loss.
+  std::function<void(const torch::Tensor& loss)> backward;
+  // Part 1: clip, optimizer step, schedule step, zero gradients; returns the norm before clipping.
+  std::function<double(UpdateContext&)> optimizer_step;
+  // Part 1: the end of an epoch (1-based); the standard one calls trainer.Evaluate(epoch).
+  std::function<void(Trainer&, int64_t epoch)> end_of_epoch;
+  // Tasks 2a/2b: make every rank's .grad the average over ranks; after backward, before clipping.
+  std::function<void(Trainer&)> sync_gradients;
+  // Task 3: once before training (e.g. wrap the model in DistributedDataParallel).
+  std::function<void(Trainer&)> before_training;
+  // Extra fields for the current update's log line (communication time, bytes, ...).
+  std::function<nlohmann::json(Trainer&)> update_log_extras;
+};
+
+class Trainer {
+ public:
+  Trainer(TrainOptions options, StageHooks hooks, DistInfo dist);
+
+  // Loads data and model, prepares the output folder. Called by Run; public for tests.
+  void Setup();
+  // Setup, then train and/or evaluate as the options say, then save the model (rank 0).
+  void Run();
+  // Evaluates on the dev split (rank 0 computes; other ranks get an empty result) and records
+  // the result in eval_results.json.
+  EvalResult Evaluate(int64_t epoch);
+
+  bert::BertForSequenceClassification& model() { return model_; }
+  // The model's parameters in registration order (what gradients are synchronised over).
+  const std::vector<torch::Tensor>& parameters() const { return parameters_; }
+  const TrainOptions& options() const { return options_; }
+  const DistInfo& dist() const { return dist_; }
+  BertAdamW& optimizer() { return *optimizer_; }
+  const std::string& output_dir() const { return options_.output_dir; }
+  const std::vector<double>& losses() const { return losses_; }
+  const std::vector<EvalResult>& eval_results() const { return eval_results_; }
+  bool is_main_rank() const { return dist_.rank == 0; }
+
+  // The standard implementations (what part 1's reference does).
+  static void StandardBackward(const torch::Tensor& loss);
+  static double StandardOptimizerStep(UpdateContext& u);
+
+ private:
+  void Train();
+  void PrepareOutputDir();
+  void LogUpdate(int64_t step, int64_t epoch, double loss, double lr, double grad_norm, double step_ms,
+                 int64_t samples);
+  double AverageOverRanks(double value);
+
+  TrainOptions options_;
+  StageHooks hooks_;
+  DistInfo dist_;
+  bert::BertForSequenceClassification model_{nullptr};
+  std::vector<torch::Tensor> parameters_;
+  std::unique_ptr<BertAdamW> optimizer_;
+  data::FeatureTensors train_data_, dev_data_;
+  std::string vocab_path_;
+  std::vector<double> losses_;
+  std::vector<double> step_ms_;
+  std::vector<EvalResult> eval_results_;
+  double last_epoch_time_s_ = 0;
+  double last_epoch_samples_per_s_ = 0;
+  bool setup_done_ = false;
+};
+
+// The whole command: parse flags, run the preamble, build the Trainer for this stage and run
+// it; errors become one line and a non-zero exit. `make_dist` creates the process group for
+// distributed stages (null for part 1, which accepts only world size 1).
+int RunGlueMain(int argc, char** argv, StageHooks hooks,
+                std::function<DistInfo()> make_dist = nullptr);
+
+}  // namespace distlm::train

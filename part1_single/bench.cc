@@ -1,0 +1,120 @@
+// //part1_single:bench -- times BERT training steps on random data.
+//
+// A benchmark, not a test: it prints per-step times, the machine's measured sgemm rate, and
+// last one JSON line {"ms_per_step": median, "gflops_per_s": ..., ...} (first step excluded).
+// FLOPs count the matrix products of forward and backward (3x the forward's), which is what
+// an implementation cannot avoid; elementwise work is overhead on top.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "common/bert/bert_model.h"
+#include "common/runtime/errors.h"
+#include "common/runtime/runtime_flags.h"
+#include "common/train/bert_adamw.h"
+
+ABSL_FLAG(std::string, model, "tiny", "tiny (hidden 128, 2 layers, 2 heads, intermediate 512) or base (bert-base)");
+ABSL_FLAG(int64_t, batch_size, 32, "examples per step");
+ABSL_FLAG(int64_t, seq_len, 128, "tokens per example");
+ABSL_FLAG(int64_t, steps, 10, "timed steps (plus one warm-up step)");
+ABSL_FLAG(double, dropout, 0.1, "dropout probability (the model's default is 0.1)");
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// Matrix-product FLOPs of one forward pass.
+double ForwardFlops(const distlm::bert::BertConfig& c, int64_t batch, int64_t seq) {
+  const double H = c.hidden_size, I = c.intermediate_size, S = seq, T = batch * seq;
+  double per_layer = T * (2 * 4 * H * H + 2 * 2 * H * I) + batch * 2.0 * 2 * S * S * H;
+  return c.num_hidden_layers * per_layer + batch * (2 * H * H + 2 * H * c.num_labels);
+}
+
+// The machine's sgemm rate through LibTorch, on a product the size of BERT-base's FFN.
+double MeasureSgemmGflops() {
+  auto a = torch::randn({4096, 768}), b = torch::randn({768, 3072});
+  torch::mm(a, b);
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    auto t0 = Clock::now();
+    auto c = torch::mm(a, b);
+    double s = Seconds(t0, Clock::now());
+    best = std::max(best, 2.0 * 4096 * 768 * 3072 / s / 1e9);
+  }
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return distlm::RunMain([&]() -> int {
+    absl::ParseCommandLine(argc, argv);
+    auto rt = distlm::runtime::InitRuntimeFromFlags();
+    const std::string which = absl::GetFlag(FLAGS_model);
+    distlm::bert::BertConfig c;
+    if (which == "tiny") {
+      c = distlm::bert::TinyBertConfig(30522);
+    } else if (which == "base") {
+      c.vocab_size = 28996;  // bert-base-cased
+    } else {
+      throw distlm::UserError("--model must be tiny or base, got '" + which + "'");
+    }
+    c.hidden_dropout_prob = c.attention_probs_dropout_prob = absl::GetFlag(FLAGS_dropout);
+    const int64_t B = absl::GetFlag(FLAGS_batch_size), S = absl::GetFlag(FLAGS_seq_len),
+                  steps = absl::GetFlag(FLAGS_steps);
+    if (B < 1 || S < 3 || S > c.max_position_embeddings || steps < 1) {
+      throw distlm::UserError("need --batch_size >= 1, 3 <= --seq_len <= 512, --steps >= 1");
+    }
+    torch::manual_seed(0);
+    distlm::bert::BertForSequenceClassification model(c);
+    model->train();
+    std::vector<std::pair<std::string, torch::Tensor>> named;
+    for (const auto& p : model->named_parameters()) named.emplace_back(p.key(), p.value());
+    std::vector<torch::Tensor> params;
+    for (auto& [n, p] : named) params.push_back(p);
+    distlm::train::BertAdamW opt(named, {});
+
+    auto ids = torch::randint(1, c.vocab_size, {B, S}, torch::kLong);
+    auto types = torch::cat({torch::zeros({B, S / 2}, torch::kLong), torch::ones({B, S - S / 2}, torch::kLong)}, 1);
+    auto mask = torch::ones({B, S}, torch::kLong);
+    auto labels = torch::randint(0, 2, {B}, torch::kLong);
+
+    const double sgemm = MeasureSgemmGflops();
+    const double flops = 3 * ForwardFlops(c, B, S);
+    std::vector<double> ms;
+    for (int64_t i = 0; i <= steps; ++i) {
+      auto t0 = Clock::now();
+      auto out = model(ids, types, mask, labels);
+      out.loss.backward();
+      distlm::train::ClipGradNorm(params, 1.0);
+      opt.Step();
+      opt.ZeroGrad();
+      double step_ms = Seconds(t0, Clock::now()) * 1000;
+      std::printf("step %lld: %.1f ms%s\n", static_cast<long long>(i), step_ms, i == 0 ? " (warm-up, excluded)" : "");
+      if (i > 0) ms.push_back(step_ms);
+    }
+    std::sort(ms.begin(), ms.end());
+    const double median = ms[ms.size() / 2];
+    const double gflops = flops / (median / 1000) / 1e9;
+    std::printf("sgemm through LibTorch: %.1f GFLOP/s (%d threads, %s)\n", sgemm, rt.num_threads, rt.blas.c_str());
+    nlohmann::json result = {{"model", which},
+                             {"batch_size", B},
+                             {"seq_len", S},
+                             {"threads", rt.num_threads},
+                             {"ms_per_step", median},
+                             {"gflops_per_s", gflops},
+                             {"sgemm_gflops_per_s", sgemm},
+                             {"fraction_of_sgemm", gflops / sgemm}};
+    std::printf("%s\n", result.dump().c_str());
+    return 0;
+  });
+}

@@ -1,0 +1,13 @@
+// Part 1: single-node fine-tuning. Built twice: with reference/ (the solution) and with
+// student/ (the TODO stubs); see BUILD.
+#include "common/train/trainer.h"
+#include "part1_single/train_step.h"
+
+int main(int argc, char** argv) {
+  distlm::train::StageHooks hooks;
+  hooks.stage = "part1_single";
+  hooks.backward = distlm::part1::Backward;
+  hooks.optimizer_step = distlm::part1::OptimizerStep;
+  hooks.end_of_epoch = distlm::part1::EndOfEpoch;
+  return distlm::train::RunGlueMain(argc, argv, hooks);
+}

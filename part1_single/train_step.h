@@ -1,0 +1,26 @@
+// Part 1: the three pieces of the training loop a student writes.
+//
+// The shared Trainer (common/train/trainer.h) runs the epochs, batches, forward pass, logging
+// and evaluation; it calls these at the right moments. reference/ and student/ both implement
+// this header; one main.cc links either.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "common/train/trainer.h"
+
+namespace distlm::part1 {
+
+// Called once per mini-batch with its loss (already divided by --gradient_accumulation_steps):
+// compute the gradients of the loss with respect to every parameter.
+void Backward(const torch::Tensor& loss);
+
+// Called once per optimizer update, after the gradients of all its mini-batches are in .grad:
+// clip them to u.max_grad_norm, take the optimizer step, advance the learning-rate schedule
+// and clear the gradients. Returns the gradient norm measured before clipping.
+double OptimizerStep(train::UpdateContext& u);
+
+// Called at the end of every epoch (1-based): evaluate on the dev split when --do_eval is set.
+void EndOfEpoch(train::Trainer& trainer, int64_t epoch);
+
+}  // namespace distlm::part1
