@@ -1,0 +1,83 @@
+// A ProcessGroup that counts what passes through it, then forwards to the real one.
+//
+// Stages hand students this group, so the per-update log can say how many tensors were
+// communicated, their shapes, dtype and bytes, without the student's code doing any of it.
+// "Payload" is what this rank hands a collective as input: allreduce and broadcast, the tensor;
+// gather and allgather, this rank's contribution; scatter, the root's N pieces (none elsewhere);
+// reduce_scatter, this rank's N pieces. What crosses the network depends on the algorithm (see
+// task4_bench for the expected network bytes of each).
+#pragma once
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+namespace distlm::dist {
+
+struct CollectiveRecord {
+  std::string op;                    // "allreduce", "gather", ...
+  std::vector<std::vector<int64_t>> shapes;
+  std::string dtype;                 // e.g. "float32" (of the first tensor)
+  int64_t bytes = 0;                 // payload bytes, all tensors
+};
+
+struct CommStats {
+  std::vector<CollectiveRecord> records;
+  int64_t calls() const { return static_cast<int64_t>(records.size()); }
+  int64_t tensors() const;
+  int64_t bytes() const;
+  // {"comm_calls", "comm_tensors", "comm_bytes", "comm_dtype", "comm_ops": {op: calls},
+  //  "comm_shapes": [[...], ...] (at most max_shapes listed, then "comm_shapes_more")}.
+  nlohmann::json ToJson(size_t max_shapes = 16) const;
+};
+
+class CountingProcessGroup : public c10d::ProcessGroup {
+ public:
+  explicit CountingProcessGroup(c10::intrusive_ptr<c10d::ProcessGroup> inner);
+
+  // What was recorded since the last call; starts afresh.
+  CommStats TakeStats();
+  const c10::intrusive_ptr<c10d::ProcessGroup>& inner() const { return inner_; }
+
+  const std::string getBackendName() const override { return inner_->getBackendName(); }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+ private:
+  void Record(const std::string& op, const std::vector<at::Tensor>& tensors);
+
+  c10::intrusive_ptr<c10d::ProcessGroup> inner_;
+  std::mutex mu_;
+  CommStats stats_;
+};
+
+}  // namespace distlm::dist

@@ -1,0 +1,324 @@
+#include "common/dist/dist.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef USE_C10D_NCCL
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/dist/mpi_process_group.h"
+#include "common/dist/rendezvous.h"
+
+namespace distlm::dist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::chrono::milliseconds Millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
+}
+
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+std::vector<uint8_t> Bytes(const std::string& s) { return {s.begin(), s.end()}; }
+std::string Text(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
+
+std::string RankList(const std::vector<int>& ranks) {
+  return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ", absl::StrJoin(ranks, ", "));
+}
+
+// ---- CheckAgreement's fingerprints ----
+
+constexpr int kFingerprintBytes = 128;
+constexpr int kPrefixBytes = kFingerprintBytes - 24;  // after length and two hashes
+
+uint64_t Fnv1a(const std::string& s, uint64_t basis, bool reverse) {
+  uint64_t h = basis;
+  for (size_t i = 0; i < s.size(); ++i) {
+    h ^= static_cast<unsigned char>(s[reverse ? s.size() - 1 - i : i]);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::vector<uint8_t> Fingerprint(const std::string& value) {
+  std::vector<uint8_t> fp(kFingerprintBytes, 0);
+  uint64_t fields[3] = {value.size(), Fnv1a(value, 1469598103934665603ull, false),
+                        Fnv1a(value, 0x9e3779b97f4a7c15ull, true)};
+  std::memcpy(fp.data(), fields, sizeof(fields));
+  std::memcpy(fp.data() + sizeof(fields), value.data(),
+              std::min<size_t>(value.size(), kPrefixBytes));
+  return fp;
+}
+
+// The value itself when it is short and printable, else its first hash in hex.
+std::string Describe(const std::vector<uint8_t>& fp) {
+  uint64_t fields[3];
+  std::memcpy(fields, fp.data(), sizeof(fields));
+  if (fields[0] <= static_cast<uint64_t>(kPrefixBytes)) {
+    std::string v(fp.begin() + sizeof(fields), fp.begin() + sizeof(fields) + fields[0]);
+    bool printable = !v.empty() && std::all_of(v.begin(), v.end(), [](char ch) {
+      return ch >= 0x20 && ch < 0x7f;
+    });
+    if (printable) return v;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(fields[1]));
+  return hex;
+}
+
+// ---- the Gloo device ----
+
+std::shared_ptr<::gloo::transport::Device> GlooDevice(const DistConfig& c) {
+  if (!c.gloo_iface.empty()) {
+    try {
+      return c10d::ProcessGroupGloo::createDeviceForInterface(c.gloo_iface);
+    } catch (const std::exception& e) {
+      throw UserError(absl::StrCat("--gloo_iface=", c.gloo_iface, ": ", OneLine(e)));
+    }
+  }
+  std::string address = c.world_size == 1 ? "127.0.0.1"
+                                          : LocalAddressTowards(c.master_ip, c.master_port);
+  try {
+    return c10d::ProcessGroupGloo::createDeviceForHostname(address);
+  } catch (const std::exception& e) {
+    throw UserError(absl::StrCat("Gloo cannot use ", address, ", the local address that "
+                                 "reaches --master_ip=", c.master_ip, " (pick one with "
+                                 "--gloo_iface): ", OneLine(e)));
+  }
+}
+
+// ---- heartbeats for LostRankError ----
+
+constexpr char kLostKey[] = "distlm/lost/finding";
+constexpr char kLostDoneKey[] = "distlm/lost/done";
+constexpr auto kBeatPeriod = std::chrono::seconds(1);
+constexpr int kLostWindowSeconds = 3;
+std::string BeatKey(int rank) { return absl::StrCat("distlm/hb/", rank); }
+
+}  // namespace
+
+// A thread that bumps this rank's counter in the store once a second, over its own store
+// connection with a short timeout so neither a hung master nor shutdown can block it long.
+class Heartbeat {
+ public:
+  explicit Heartbeat(const DistConfig& c) : rank_(c.rank) {
+    c10d::TCPStoreOptions opts;
+    opts.port = static_cast<uint16_t>(c.master_port);
+    opts.isServer = false;
+    opts.waitWorkers = false;
+    opts.timeout = std::chrono::seconds(5);
+    store_ = c10::make_intrusive<c10d::TCPStore>(c.master_ip, opts);
+    store_->add(BeatKey(rank_), 1);
+    thread_ = std::thread([this] { Loop(); });
+  }
+
+  ~Heartbeat() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  c10d::TCPStore& store() { return *store_; }
+
+ private:
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!cv_.wait_for(lock, kBeatPeriod, [&] { return stop_; })) {
+      lock.unlock();
+      try {
+        store_->add(BeatKey(rank_), 1);
+      } catch (const std::exception&) {
+        return;  // the store is gone (rank 0 ended): nobody is listening any more
+      }
+      lock.lock();
+    }
+  }
+
+  int rank_;
+  c10::intrusive_ptr<c10d::TCPStore> store_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+DistContext InitDistributed(const DistConfig& config) {
+  const auto start = Clock::now();
+  DistContext ctx;
+  ctx.config = config;
+  if (config.backend == "mpi") {
+    auto pg = MpiProcessGroup::CreateWorld(Millis(config.timeout_s));
+    if (config.source != "default" &&
+        (pg->getSize() != config.world_size || pg->getRank() != config.rank)) {
+      throw UserError(absl::StrCat(
+          "--backend=mpi: MPI started ", pg->getSize(), " processes with this one as rank ",
+          pg->getRank(), ", but ", config.rank_origin, " and ", config.world_size_origin,
+          " say rank ", config.rank, " of ", config.world_size,
+          "; under mpirun leave --rank and --world_size unset"));
+    }
+    ctx.pg = pg;
+  } else if (config.backend == "gloo" || config.backend == "nccl") {
+    if (config.backend == "nccl" && !NcclAvailable()) {
+      throw UserError(
+          "--backend=nccl needs a CUDA build of LibTorch; this one is CPU-only: use gloo or "
+          "mpi");
+    }
+    std::shared_ptr<::gloo::transport::Device> device;
+    if (config.backend == "gloo") device = GlooDevice(config);  // fail fast on a bad iface
+    if (config.world_size == 1) {
+      ctx.store = c10::make_intrusive<c10d::HashStore>();
+    } else {
+      ctx.store = Rendezvous(config);
+    }
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("distlm/pg", ctx.store);
+    if (config.backend == "gloo") {
+      auto options = c10d::ProcessGroupGloo::Options::create(Millis(config.timeout_s));
+      options->devices.push_back(device);
+      try {
+        ctx.pg = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, config.rank,
+                                                             config.world_size, options);
+      } catch (const std::exception& e) {
+        throw UserError(absl::StrCat("Gloo could not connect rank ", config.rank,
+                                     " to its peers within --dist_timeout_s=", config.timeout_s,
+                                     ": ", OneLine(e)));
+      }
+    } else {
+#ifdef USE_C10D_NCCL
+      // One GPU per rank on a host: the local rank picks it.
+      c10::cuda::set_device(static_cast<c10::DeviceIndex>(config.local_rank));
+      auto options = c10d::ProcessGroupNCCL::Options::create();
+      options->timeout = Millis(config.timeout_s);
+      ctx.pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, config.rank,
+                                                           config.world_size, options);
+#endif
+    }
+    if (config.world_size > 1) ctx.heartbeat = std::make_shared<Heartbeat>(config);
+  } else {
+    throw UserError(
+        absl::StrCat("--backend=", config.backend, " is not a backend: use gloo, mpi or nccl"));
+  }
+  ctx.rank = ctx.pg->getRank();
+  ctx.world_size = ctx.pg->getSize();
+  ctx.backend_name = ctx.pg->getBackendName();
+  ctx.init_seconds = SecondsSince(start);
+  return ctx;
+}
+
+void CheckAgreement(DistContext& ctx, const std::string& what, const std::string& value) {
+  auto options = at::TensorOptions().dtype(at::kByte);
+  if (ctx.backend_name == "nccl") {
+    options = options.device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(
+                                                       ctx.config.local_rank)));
+  }
+  std::vector<uint8_t> mine = Fingerprint(value);
+  std::vector<at::Tensor> input = {
+      at::from_blob(mine.data(), {kFingerprintBytes}, at::TensorOptions().dtype(at::kByte))
+          .to(options, /*non_blocking=*/false, /*copy=*/true)};
+  std::vector<std::vector<at::Tensor>> output(1);
+  for (int r = 0; r < ctx.world_size; ++r) output[0].push_back(at::empty({kFingerprintBytes}, options));
+  ctx.pg->allgather(output, input)->wait();
+
+  // Group the ranks by fingerprint, in order of each value's first rank.
+  std::vector<std::vector<uint8_t>> values;
+  std::vector<std::vector<int>> holders;
+  for (int r = 0; r < ctx.world_size; ++r) {
+    at::Tensor t = output[0][r].cpu().contiguous();
+    std::vector<uint8_t> fp(t.data_ptr<uint8_t>(), t.data_ptr<uint8_t>() + kFingerprintBytes);
+    auto it = std::find(values.begin(), values.end(), fp);
+    if (it == values.end()) {
+      values.push_back(fp);
+      holders.push_back({r});
+    } else {
+      holders[it - values.begin()].push_back(r);
+    }
+  }
+  if (values.size() == 1) return;
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < values.size(); ++i) {
+    parts.push_back(absl::StrCat(RankList(holders[i]), holders[i].size() == 1 ? " has " : " have ",
+                                 Describe(values[i])));
+  }
+  throw UserError(absl::StrCat("ranks disagree on ", what, ": ", absl::StrJoin(parts, ", ")));
+}
+
+UserError LostRankError(DistContext& ctx, const std::exception& failure) {
+  const std::string cause = OneLine(failure);
+  if (!ctx.heartbeat) {
+    if (ctx.backend_name == "mpi") {
+      return UserError(absl::StrCat("a collective failed (mpirun names the lost rank when it "
+                                    "ends the job): ", cause));
+    }
+    return UserError(absl::StrCat("a collective failed: ", cause));
+  }
+  c10d::TCPStore& store = ctx.heartbeat->store();
+  std::string finding;
+  try {
+    if (store.check({kLostKey})) {
+      finding = Text(store.get(kLostKey));
+    } else {
+      auto beats = [&] {
+        std::vector<int64_t> b(ctx.world_size, 0);
+        for (int r = 0; r < ctx.world_size; ++r) {
+          if (r != ctx.rank) b[r] = store.add(BeatKey(r), 0);
+        }
+        return b;
+      };
+      std::vector<int64_t> before = beats();
+      std::this_thread::sleep_for(std::chrono::seconds(kLostWindowSeconds));
+      std::vector<int64_t> after = beats();
+      std::vector<int> lost;
+      for (int r = 0; r < ctx.world_size; ++r) {
+        if (r != ctx.rank && after[r] == before[r]) lost.push_back(r);
+      }
+      // Someone may have decided meanwhile; the first finding stands.
+      std::string mine = lost.empty() ? std::string("none")
+                                      : absl::StrCat(lost.size(), " ", RankList(lost),
+                                                     " (no heartbeat for ",
+                                                     kLostWindowSeconds, " s)");
+      finding = Text(store.compareSet(kLostKey, {}, Bytes(mine)));
+    }
+    store.add(kLostDoneKey, 1);
+    if (ctx.rank == 0) {
+      // Keep the store up while the others come to read the finding.
+      int lost_count = 0;
+      absl::SimpleAtoi(finding.substr(0, finding.find(' ')), &lost_count);
+      const auto linger = Clock::now() + std::chrono::seconds(10);
+      while (store.add(kLostDoneKey, 0) < ctx.world_size - lost_count &&
+             Clock::now() < linger) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+  } catch (const std::exception& e) {
+    finding = absl::StrCat("1 rank 0 (its store at ", ctx.config.master_ip, ":",
+                           ctx.config.master_port, " stopped answering: ", OneLine(e), ")");
+  }
+  if (finding == "none") {
+    return UserError(absl::StrCat("a collective failed while every rank still answers: ", cause));
+  }
+  return UserError(
+      absl::StrCat("lost ", finding.substr(finding.find(' ') + 1), " during a collective: ", cause));
+}
+
+}  // namespace distlm::dist

@@ -1,0 +1,64 @@
+// Process groups for the stages: built from a DistConfig (flags or the launcher's
+// environment, see dist_config.h and dist_flags.h) over Gloo, the project's own MPI group or
+// NCCL, plus the checks that turn a mis-started job into one line instead of a hang.
+//
+//   auto ctx = distlm::dist::InitDistributed(distlm::dist::DistConfigFromFlagsAndEnv());
+//   distlm::dist::CheckAgreement(ctx, "model config", config_json_text);
+//   ctx.pg->allreduce(tensors)->wait();
+#pragma once
+
+#include <exception>
+#include <memory>
+#include <string>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "common/dist/dist_config.h"
+#include "common/runtime/errors.h"
+
+namespace distlm::dist {
+
+class Heartbeat;  // liveness beacons for LostRankError
+
+struct DistContext {
+  c10::intrusive_ptr<c10d::ProcessGroup> pg;
+  // The rendezvous store: a TCPStore (served by rank 0) for gloo and nccl; an in-process store
+  // for a single gloo rank, which therefore never binds a port; null for mpi, where mpirun
+  // does the rendezvous.
+  c10::intrusive_ptr<c10d::Store> store;
+  int rank = 0;
+  int world_size = 1;
+  DistConfig config;
+  std::string backend_name;   // pg->getBackendName(): "gloo", "mpi" or "nccl"
+  double init_seconds = 0;    // rendezvous and group construction, for logs
+  std::shared_ptr<Heartbeat> heartbeat;  // multi-rank gloo/nccl only
+};
+
+// Builds the group. gloo and nccl rendezvous through the store on rank 0 (rendezvous.h); Gloo
+// binds to --gloo_iface, or to the local address that routes to the master, and its
+// collectives give up after --dist_timeout_s. For mpi, rank and size come from MPI itself and
+// must agree with the config unless the config is the default one. nccl on a CPU-only LibTorch
+// is a UserError. Every failure a user can cause is a distlm::UserError.
+DistContext InitDistributed(const DistConfig& config);
+
+// Every rank passes a (what, value) pair, e.g. ("model config", contents of config.json) or
+// ("world size", "4"). Values travel as fixed-size fingerprints (length, two 64-bit hashes
+// and the first 100 bytes) in one allgather over ctx.pg, so it works on every backend. When
+// they differ, every rank throws the same UserError naming the ranks and their values (short
+// values verbatim, long ones by hash), e.g.
+//   ranks disagree on model config: ranks 0, 1, 3 have 3f2a09c1d4e5b6a7, rank 2 has 91c0...
+void CheckAgreement(DistContext& ctx, const std::string& what, const std::string& value);
+
+// For a collective that failed on this rank (Gloo: a peer closed its connection or the
+// --dist_timeout_s deadline passed): finds which ranks are gone and returns the error to
+// throw, e.g. "lost rank 2 (no heartbeat for 3 s) during a collective: <Gloo's message>".
+// Ranks run a heartbeat through the store once a second; a rank whose heartbeat stops is lost
+// (dead or frozen), and a store that no longer answers means rank 0 is lost. The first rank
+// to decide records its finding in the store and the others repeat it, so a failure that
+// cascades through the ring names the rank that started it. Takes about 3 s (rank 0 stays up
+// to 10 s more so the others can read the finding). With mpi, where mpirun ends the job and
+// names the rank itself, the error just carries the failure.
+UserError LostRankError(DistContext& ctx, const std::exception& failure);
+
+}  // namespace distlm::dist

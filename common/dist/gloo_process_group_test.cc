@@ -1,0 +1,288 @@
+// Real ranks on 127.0.0.1 over Gloo: this binary re-executes itself as the workers
+// (test_worker.h), started from flags like the handout's command or from torchrun's
+// variables, and checks their exit codes, one-line errors and timing.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "common/dist/dist_config.h"
+#include "common/dist/test_worker.h"
+#include "common/testing/subprocess.h"
+
+namespace distlm::dist {
+namespace {
+
+using distlm::testing::Command;
+using distlm::testing::ProcessResult;
+
+struct Ranks {
+  std::vector<ProcessResult> results;
+  double seconds = 0;
+};
+
+// One worker per entry of `args`, all in `mode`, with `env` added.
+Ranks Start(const std::string& mode, const std::vector<std::vector<std::string>>& args,
+          const std::vector<std::map<std::string, std::string>>& envs = {},
+          double timeout_s = 60) {
+  std::vector<Command> cmds;
+  for (size_t i = 0; i < args.size(); ++i) {
+    Command c;
+    c.argv = {testing::SelfPath()};
+    c.argv.insert(c.argv.end(), args[i].begin(), args[i].end());
+    c.env = i < envs.size() ? envs[i] : std::map<std::string, std::string>{};
+    c.env["DISTLM_DIST_TEST_MODE"] = mode;
+    cmds.push_back(c);
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  Ranks run;
+  run.results = distlm::testing::RunAll(cmds, timeout_s);
+  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (size_t i = 0; i < run.results.size(); ++i) {
+    std::printf("---- process %zu (exit %d%s):\n%s", i, run.results[i].exit_code,
+                run.results[i].timed_out ? ", timed out" : "", run.results[i].output.c_str());
+  }
+  std::printf("---- all done in %.2f s\n", run.seconds);
+  return run;
+}
+
+// Flags for rank r of w, handout style (--local_rank), on a fresh port.
+std::vector<std::vector<std::string>> HandoutArgs(int w, int port,
+                                                  const std::vector<std::string>& extra = {}) {
+  std::vector<std::vector<std::string>> args;
+  for (int r = 0; r < w; ++r) {
+    std::vector<std::string> a = {"--master_ip=127.0.0.1", "--master_port=" + std::to_string(port),
+                                  "--world_size=" + std::to_string(w),
+                                  "--local_rank=" + std::to_string(r)};
+    a.insert(a.end(), extra.begin(), extra.end());
+    args.push_back(a);
+  }
+  return args;
+}
+
+bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+void ExpectAllExit(const Ranks& run, int code) {
+  for (size_t i = 0; i < run.results.size(); ++i) {
+    EXPECT_FALSE(run.results[i].timed_out) << "process " << i << " hung";
+    EXPECT_EQ(run.results[i].exit_code, code) << "process " << i << ":\n" << run.results[i].output;
+  }
+}
+
+TEST(GlooProcessGroupTest, TwoRanksFromTheHandoutCommand) {
+  Ranks run = Start("collectives", HandoutArgs(2, distlm::testing::FreePort()));
+  ExpectAllExit(run, 0);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(Contains(run.results[r].output,
+                         "rank " + std::to_string(r) + " of 2: backend=gloo source=flags"))
+        << run.results[r].output;
+    EXPECT_TRUE(Contains(run.results[r].output, "0 failures")) << run.results[r].output;
+  }
+}
+
+TEST(GlooProcessGroupTest, FourRanksFromTorchrunVariables) {
+  int port = distlm::testing::FreePort();
+  std::vector<std::map<std::string, std::string>> envs;
+  for (int r = 0; r < 4; ++r) {
+    envs.push_back({{"RANK", std::to_string(r)},
+                    {"LOCAL_RANK", std::to_string(r)},
+                    {"WORLD_SIZE", "4"},
+                    {"MASTER_ADDR", "127.0.0.1"},
+                    {"MASTER_PORT", std::to_string(port)}});
+  }
+  Ranks run = Start("collectives", {{}, {}, {}, {}}, envs);
+  ExpectAllExit(run, 0);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_TRUE(Contains(run.results[r].output, "backend=gloo source=torchrun local_rank=" +
+                                                    std::to_string(r)))
+        << run.results[r].output;
+  }
+}
+
+TEST(GlooProcessGroupTest, OneRankNeedsNoPort) {
+  // The default master port may be taken by anything; a single rank must not care.
+  Ranks run = Start("collectives", {{}});
+  ExpectAllExit(run, 0);
+}
+
+TEST(GlooProcessGroupTest, AgreementPassesWhenEqual) {
+  Ranks run = Start("agree", HandoutArgs(3, distlm::testing::FreePort()),
+                  {{{"DISTLM_DIST_TEST_VALUE", "cfg-1"}},
+                   {{"DISTLM_DIST_TEST_VALUE", "cfg-1"}},
+                   {{"DISTLM_DIST_TEST_VALUE", "cfg-1"}}});
+  ExpectAllExit(run, 0);
+}
+
+TEST(GlooProcessGroupTest, AgreementFailsEverywhereNamingTheRanks) {
+  std::string long_value(500, 'x');
+  Ranks run = Start("agree", HandoutArgs(3, distlm::testing::FreePort()),
+                  {{{"DISTLM_DIST_TEST_VALUE", "cfg-1"}},
+                   {{"DISTLM_DIST_TEST_VALUE", "cfg-2"}},
+                   {{"DISTLM_DIST_TEST_VALUE", "cfg-1"}}});
+  ExpectAllExit(run, 2);
+  for (const auto& r : run.results) {
+    EXPECT_TRUE(Contains(r.output,
+                         "error: ranks disagree on model config: ranks 0, 2 have cfg-1, rank 1 "
+                         "has cfg-2\n"))
+        << r.output;
+  }
+  // Long values are compared whole and shown by hash.
+  std::string other = long_value;
+  other.back() = 'y';
+  run = Start("agree", HandoutArgs(2, distlm::testing::FreePort()),
+              {{{"DISTLM_DIST_TEST_VALUE", long_value}}, {{"DISTLM_DIST_TEST_VALUE", other}}});
+  ExpectAllExit(run, 2);
+  EXPECT_TRUE(Contains(run.results[0].output, "error: ranks disagree on model config: rank 0 has "))
+      << run.results[0].output;
+}
+
+TEST(GlooProcessGroupTest, RankNotBelowWorldSize) {
+  Ranks run = Start("init", {{"--rank=2", "--world_size=2"}});
+  ExpectAllExit(run, 2);
+  EXPECT_TRUE(Contains(run.results[0].output,
+                       "error: rank 2 (--rank=2) is not below the world size 2 (--world_size=2)\n"))
+      << run.results[0].output;
+  EXPECT_LT(run.seconds, 10);
+}
+
+TEST(GlooProcessGroupTest, UnreachableMaster) {
+  int port = distlm::testing::FreePort();  // nobody listens there
+  Ranks run = Start("init", {{"--master_ip=127.0.0.1", "--master_port=" + std::to_string(port),
+                            "--world_size=2", "--rank=1", "--dist_timeout_s=2"}});
+  ExpectAllExit(run, 2);
+  EXPECT_TRUE(Contains(run.results[0].output,
+                       "error: cannot reach the master at 127.0.0.1:" + std::to_string(port) +
+                           " within 2 s (--master_ip/--master_port): "))
+      << run.results[0].output;
+  EXPECT_LT(run.seconds, 15);
+}
+
+TEST(GlooProcessGroupTest, MissingRank) {
+  // One of two ranks starts; rank 0 gives up after the timeout and says who is missing.
+  Ranks run = Start("init", {HandoutArgs(2, distlm::testing::FreePort(), {"--dist_timeout_s=3"})[0]});
+  ExpectAllExit(run, 2);
+  EXPECT_TRUE(Contains(run.results[0].output,
+                       "error: only 1 of 2 ranks joined within --dist_timeout_s=3 (missing: rank "
+                       "1)\n"))
+      << run.results[0].output;
+  EXPECT_GE(run.seconds, 3);
+  EXPECT_LT(run.seconds, 15);
+}
+
+TEST(GlooProcessGroupTest, MissingRanksOfFour) {
+  auto args = HandoutArgs(4, distlm::testing::FreePort(), {"--dist_timeout_s=3"});
+  Ranks run = Start("init", {args[0], args[2]});
+  ExpectAllExit(run, 2);
+  for (const auto& r : run.results) {
+    EXPECT_TRUE(Contains(r.output,
+                         "error: only 2 of 4 ranks joined within --dist_timeout_s=3 (missing: "
+                         "ranks 1, 3)\n"))
+        << r.output;
+  }
+  EXPECT_LT(run.seconds, 20);
+}
+
+TEST(GlooProcessGroupTest, WorldSizeDisagreement) {
+  int port = distlm::testing::FreePort();
+  auto args = HandoutArgs(2, port);
+  args[1] = HandoutArgs(3, port)[1];  // rank 1 believes in three ranks
+  Ranks run = Start("init", args);
+  ExpectAllExit(run, 2);
+  for (const auto& r : run.results) {
+    EXPECT_TRUE(Contains(r.output,
+                         "error: ranks disagree on world size: rank 0 has 2 (--world_size=2), "
+                         "rank 1 has 3\n"))
+        << r.output;
+  }
+  EXPECT_LT(run.seconds, 15);
+}
+
+TEST(GlooProcessGroupTest, PortInUseOnRankZero) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  int port = ntohs(addr.sin_port);
+  Ranks run = Start("init", {HandoutArgs(2, port)[0]});
+  close(fd);
+  ExpectAllExit(run, 2);
+  EXPECT_TRUE(Contains(run.results[0].output,
+                       "error: rank 0 cannot host the rendezvous on port " + std::to_string(port) +
+                           " (--master_port): the port is already in use on this host"))
+      << run.results[0].output;
+  EXPECT_LT(run.seconds, 10);
+}
+
+TEST(GlooProcessGroupTest, SecondClaimOfARankIsRefused) {
+  int port = distlm::testing::FreePort();
+  auto args = HandoutArgs(2, port);
+  Ranks run = Start("init", {args[0], args[1], args[1]});
+  int refused = 0, fine = 0;
+  for (const auto& r : run.results) {
+    EXPECT_FALSE(r.timed_out);
+    if (r.exit_code == 0) ++fine;
+    if (r.exit_code == 2 &&
+        Contains(r.output, "error: rank 1 (--local_rank=1, used as the global rank since --rank "
+                           "is absent) is taken: another process already joined the master at "
+                           "127.0.0.1:" + std::to_string(port) + " as rank 1\n")) {
+      ++refused;
+    }
+  }
+  EXPECT_EQ(refused, 1);
+  EXPECT_EQ(fine, 2);
+}
+
+TEST(GlooProcessGroupTest, BadBackendsAreOneLine) {
+  Ranks run = Start("init", {{"--backend=nccl"}, {"--backend=tcp"}});
+  ExpectAllExit(run, NcclAvailable() ? 0 : 2);
+  if (!NcclAvailable()) {
+    EXPECT_TRUE(Contains(run.results[0].output,
+                         "error: --backend=nccl needs a CUDA build of LibTorch; this one is "
+                         "CPU-only: use gloo or mpi\n"));
+  }
+  EXPECT_TRUE(Contains(run.results[1].output,
+                       "error: --backend=tcp is not a backend: use gloo, mpi or nccl\n"));
+}
+
+TEST(GlooProcessGroupTest, ALostRankIsNamedAndNobodyHangs) {
+  // Four ranks in Gloo's ring: rank 3 dies; ranks 0 and 2 (its neighbours) see the broken
+  // connection first, rank 1 only when they give up. All three must name rank 3.
+  Ranks run = Start("die", HandoutArgs(4, distlm::testing::FreePort(), {"--dist_timeout_s=30"}),
+                  {{{"DISTLM_DIST_TEST_DIE_RANK", "3"}},
+                   {{"DISTLM_DIST_TEST_DIE_RANK", "3"}},
+                   {{"DISTLM_DIST_TEST_DIE_RANK", "3"}},
+                   {{"DISTLM_DIST_TEST_DIE_RANK", "3"}}},
+                  /*timeout_s=*/60);
+  EXPECT_EQ(run.results[3].exit_code, 128 + 9);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_FALSE(run.results[r].timed_out);
+    EXPECT_EQ(run.results[r].exit_code, 2) << run.results[r].output;
+    EXPECT_TRUE(Contains(run.results[r].output,
+                         "error: lost rank 3 (no heartbeat for 3 s) during a collective: "))
+        << run.results[r].output;
+  }
+  EXPECT_LT(run.seconds, 25);  // well inside --dist_timeout_s=30: the failure is noticed, not waited out
+}
+
+}  // namespace
+}  // namespace distlm::dist
+
+int main(int argc, char** argv) {
+  if (distlm::dist::testing::IsWorker()) return distlm::dist::testing::WorkerMain(argc, argv);
+  testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,311 @@
+#include "common/dist/test_worker.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include <torch/torch.h>
+
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "common/dist/dist_flags.h"
+#include "common/runtime/errors.h"
+
+namespace distlm::dist::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string Env(const char* name, const std::string& fallback = "") {
+  const char* v = std::getenv(name);
+  return v ? v : fallback;
+}
+
+class Checker {
+ public:
+  explicit Checker(int rank) : rank_(rank) {}
+
+  void Equal(const std::string& what, const at::Tensor& got, const at::Tensor& want) {
+    bool ok = got.sizes() == want.sizes() && got.scalar_type() == want.scalar_type() &&
+              torch::equal(got, want);
+    Record(what, ok, ok ? "" : absl::StrCat("got ", ToString(got), ", want ", ToString(want)));
+  }
+
+  void True(const std::string& what, bool ok, const std::string& detail) {
+    Record(what, ok, detail);
+  }
+
+  std::vector<std::string> failures;
+
+ private:
+  static std::string ToString(const at::Tensor& t) {
+    std::ostringstream os;
+    os << t.flatten().slice(0, 0, 8).to(at::kDouble);
+    std::string s = os.str();
+    for (char& c : s) {
+      if (c == '\n') c = ' ';
+    }
+    return s;
+  }
+
+  void Record(const std::string& what, bool ok, const std::string& detail) {
+    std::printf("rank %d: %-28s %s %s\n", rank_, what.c_str(), ok ? "ok" : "FAIL",
+                detail.c_str());
+    if (!ok) failures.push_back(absl::StrCat("rank ", rank_, " ", what, ": ", detail));
+  }
+
+  int rank_;
+};
+
+at::Tensor F(at::Tensor t) { return t.to(at::kFloat); }
+
+}  // namespace
+
+std::vector<std::string> CheckCollectives(DistContext& ctx, bool mpi_only) {
+  const int r = ctx.rank;
+  const int w = ctx.world_size;
+  auto& pg = *ctx.pg;
+  Checker check(r);
+
+  {  // allreduce, four reductions over three dtypes
+    std::vector<at::Tensor> t = {torch::arange(1000, at::kFloat) * (r + 1)};
+    pg.allreduce(t)->wait();
+    check.Equal("allreduce sum float", t[0], torch::arange(1000, at::kFloat) * (w * (w + 1) / 2));
+
+    c10d::AllreduceOptions max;
+    max.reduceOp = c10d::ReduceOp::MAX;
+    std::vector<at::Tensor> m = {torch::full({5}, 7 * r, at::kLong)};
+    pg.allreduce(m, max)->wait();
+    check.Equal("allreduce max int64", m[0], torch::full({5}, 7 * (w - 1), at::kLong));
+
+    c10d::AllreduceOptions min;
+    min.reduceOp = c10d::ReduceOp::MIN;
+    std::vector<at::Tensor> n = {torch::full({3}, r + 0.5, at::kDouble)};
+    pg.allreduce(n, min)->wait();
+    check.Equal("allreduce min double", n[0], torch::full({3}, 0.5, at::kDouble));
+
+    c10d::AllreduceOptions prod;
+    prod.reduceOp = c10d::ReduceOp::PRODUCT;
+    std::vector<at::Tensor> p = {torch::full({4}, r + 1.0, at::kFloat)};
+    pg.allreduce(p, prod)->wait();
+    double factorial = 1;
+    for (int i = 1; i <= w; ++i) factorial *= i;
+    check.Equal("allreduce product float", p[0], torch::full({4}, factorial, at::kFloat));
+  }
+
+  {  // broadcast from the last rank: everyone ends with the root's tensor
+    std::vector<at::Tensor> t = {torch::arange(7, at::kFloat) + 100 * r};
+    c10d::BroadcastOptions opts;
+    opts.rootRank = w - 1;
+    pg.broadcast(t, opts)->wait();
+    check.Equal("broadcast from last", t[0], torch::arange(7, at::kFloat) + 100 * (w - 1));
+  }
+
+  for (int root : {0, w - 1}) {  // gather: the root sees every rank's tensor in rank order
+    std::vector<at::Tensor> in = {torch::arange(3, at::kFloat) + 10 * r};
+    std::vector<std::vector<at::Tensor>> out;
+    if (r == root) {
+      out.resize(1);
+      for (int j = 0; j < w; ++j) out[0].push_back(torch::full({3}, -1.0f));
+    }
+    c10d::GatherOptions opts;
+    opts.rootRank = root;
+    pg.gather(out, in, opts)->wait();
+    if (r == root) {
+      for (int j = 0; j < w; ++j) {
+        check.Equal(absl::StrCat("gather to ", root, " slot ", j), out[0][j],
+                    torch::arange(3, at::kFloat) + 10 * j);
+      }
+    }
+  }
+
+  {  // scatter from the last rank: rank j receives slot j
+    std::vector<at::Tensor> out = {torch::full({4}, -1.0f)};
+    std::vector<std::vector<at::Tensor>> in;
+    if (r == w - 1) {
+      in.resize(1);
+      for (int j = 0; j < w; ++j) in[0].push_back(torch::arange(4, at::kFloat) * (j + 1));
+    }
+    c10d::ScatterOptions opts;
+    opts.rootRank = w - 1;
+    pg.scatter(out, in, opts)->wait();
+    check.Equal("scatter from last", out[0], torch::arange(4, at::kFloat) * (r + 1));
+  }
+
+  {  // allgather: every rank sees every rank's tensor
+    std::vector<at::Tensor> in = {torch::full({2, 2}, r, at::kFloat)};
+    std::vector<std::vector<at::Tensor>> out(1);
+    for (int j = 0; j < w; ++j) out[0].push_back(torch::full({2, 2}, -1.0f));
+    pg.allgather(out, in)->wait();
+    for (int j = 0; j < w; ++j) {
+      check.Equal(absl::StrCat("allgather slot ", j), out[0][j], torch::full({2, 2}, j, at::kFloat));
+    }
+  }
+
+  {  // barrier: nobody leaves before rank 0, which arrives 400 ms late
+    if (r == 0) std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    auto t0 = Clock::now();
+    pg.barrier()->wait();
+    double waited = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (r != 0) {
+      check.True("barrier waits for rank 0", waited > 0.3, absl::StrCat("waited ", waited, " s"));
+    }
+  }
+
+  {  // several collectives in flight at once, waited for in reverse order
+    std::vector<at::Tensor> a = {torch::ones({64}) * (r + 1)};
+    std::vector<at::Tensor> b = {torch::full({32}, r, at::kDouble)};
+    std::vector<at::Tensor> c = {torch::arange(16, at::kFloat) * (r + 1)};
+    c10d::AllreduceOptions max;
+    max.reduceOp = c10d::ReduceOp::MAX;
+    auto wa = pg.allreduce(a);
+    auto wb = pg.allreduce(b, max);
+    c10d::BroadcastOptions root0;
+    auto wc = pg.broadcast(c, root0);
+    wc->wait();
+    wb->wait();
+    wa->wait();
+    check.Equal("async allreduce a", a[0], torch::ones({64}) * (w * (w + 1) / 2));
+    check.Equal("async allreduce b", b[0], torch::full({32}, w - 1, at::kDouble));
+    check.Equal("async broadcast c", c[0], torch::arange(16, at::kFloat));
+  }
+
+  if (!mpi_only) return check.failures;
+
+  {  // reduce to rank 1 % w; the others keep their input
+    std::vector<at::Tensor> t = {torch::full({6}, r + 1.0, at::kDouble)};
+    c10d::ReduceOptions opts;
+    opts.rootRank = 1 % w;
+    pg.reduce(t, opts)->wait();
+    double want = r == 1 % w ? w * (w + 1) / 2.0 : r + 1.0;
+    check.Equal("reduce to 1", t[0], torch::full({6}, want, at::kDouble));
+  }
+
+  {  // reduce_scatter: slot j of rank s is s*w + j, so rank r gets sum_s (s*w + r)
+    std::vector<at::Tensor> out = {torch::full({3}, -1.0f)};
+    std::vector<std::vector<at::Tensor>> in(1);
+    for (int j = 0; j < w; ++j) in[0].push_back(torch::full({3}, r * w + j, at::kFloat));
+    pg.reduce_scatter(out, in)->wait();
+    check.Equal("reduce_scatter", out[0], torch::full({3}, w * w * (w - 1) / 2 + w * r, at::kFloat));
+  }
+
+  {  // _reduce_scatter_base: input arange(3w) + s on rank s; rank r gets its third of the sum
+    at::Tensor in = torch::arange(3 * w, at::kFloat) + r;
+    at::Tensor out = torch::full({3}, -1.0f);
+    pg._reduce_scatter_base(out, in)->wait();
+    check.Equal("_reduce_scatter_base", out,
+                torch::arange(3 * r, 3 * r + 3, at::kFloat) * w + w * (w - 1) / 2);
+  }
+
+  {  // _allgather_base: rank r contributes three r's
+    at::Tensor in = torch::full({3}, r, at::kLong);
+    at::Tensor out = torch::full({3 * w}, -1, at::kLong);
+    pg._allgather_base(out, in)->wait();
+    check.Equal("_allgather_base", out, torch::arange(w, at::kLong).repeat_interleave(3));
+  }
+
+  {  // non-contiguous tensors are staged and written back into the view
+    at::Tensor base = torch::arange(12, at::kFloat).view({3, 4}) * (r + 1);
+    std::vector<at::Tensor> t = {base.t()};
+    pg.allreduce(t)->wait();
+    check.Equal("allreduce non-contiguous", base,
+                torch::arange(12, at::kFloat).view({3, 4}) * (w * (w + 1) / 2));
+  }
+
+  {  // the future completes with the result, as DDP comm hooks expect
+    std::vector<at::Tensor> t = {torch::ones({8}) * (r + 1)};
+    auto fut = pg.allreduce(t)->getFuture();
+    fut->wait();
+    check.Equal("future value", F(fut->value().toTensorVector()[0]),
+                torch::ones({8}) * (w * (w + 1) / 2));
+  }
+
+  {  // argument errors throw at once, in the caller, with the operation named
+    std::vector<at::Tensor> in = {torch::ones({2})};
+    std::vector<std::vector<at::Tensor>> out(1, {torch::ones({2})});  // one slot, w needed
+    std::string error;
+    try {
+      pg.allgather(out, in);
+    } catch (const std::exception& e) {
+      error = OneLine(e);
+    }
+    bool ok = w == 1 ? error.empty()
+                     : error.find("allgather: needs " + std::to_string(w) + " output") !=
+                           std::string::npos;
+    check.True("allgather wrong slot count", ok, error);
+
+    c10d::AllreduceOptions avg;
+    avg.reduceOp = c10d::ReduceOp::AVG;
+    error.clear();
+    try {
+      pg.allreduce(in, avg);
+    } catch (const std::exception& e) {
+      error = OneLine(e);
+    }
+    check.True("allreduce AVG refused", error.find("reduce with SUM and divide") != std::string::npos,
+               error);
+  }
+  return check.failures;
+}
+
+bool IsWorker() { return std::getenv("DISTLM_DIST_TEST_MODE") != nullptr; }
+
+std::string SelfPath() {
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  self[n > 0 ? n : 0] = '\0';
+  return self;
+}
+
+int WorkerMain(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return RunMain([] {
+    const std::string mode = Env("DISTLM_DIST_TEST_MODE");
+    DistConfig config = DistConfigFromFlagsAndEnv();
+    DistContext ctx = InitDistributed(config);
+    std::printf("rank %d of %d: backend=%s source=%s local_rank=%d init=%.3f s\n", ctx.rank,
+                ctx.world_size, ctx.backend_name.c_str(), config.source.c_str(),
+                config.local_rank, ctx.init_seconds);
+    std::fflush(stdout);
+    if (mode == "init") return 0;
+    if (mode == "collectives") {
+      auto t0 = Clock::now();
+      auto failures = CheckCollectives(ctx, ctx.backend_name == "mpi");
+      CheckAgreement(ctx, "world size", std::to_string(ctx.world_size));
+      std::printf("rank %d: collectives took %.3f s, %zu failures\n", ctx.rank,
+                  std::chrono::duration<double>(Clock::now() - t0).count(), failures.size());
+      return failures.empty() ? 0 : 3;
+    }
+    if (mode == "agree") {
+      CheckAgreement(ctx, "model config", Env("DISTLM_DIST_TEST_VALUE"));
+      std::printf("rank %d: agreement ok\n", ctx.rank);
+      return 0;
+    }
+    const int victim = std::atoi(Env("DISTLM_DIST_TEST_DIE_RANK", "1").c_str());
+    if (mode == "die" || mode == "hang") {
+      // Everyone is connected; now one rank goes away and the others must notice.
+      ctx.pg->barrier()->wait();
+      if (ctx.rank == victim) {
+        std::fflush(stdout);
+        if (mode == "die") raise(SIGKILL);
+        std::this_thread::sleep_for(std::chrono::seconds(120));
+        return 0;
+      }
+      for (int step = 0;; ++step) {
+        std::vector<at::Tensor> t = {torch::ones({1 << 16})};
+        try {
+          ctx.pg->allreduce(t)->wait();
+        } catch (const std::exception& e) {
+          throw LostRankError(ctx, e);
+        }
+      }
+    }
+    throw UserError("unknown DISTLM_DIST_TEST_MODE=" + mode);
+  });
+}
+
+}  // namespace distlm::dist::testing
