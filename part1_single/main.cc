@@ -1,5 +1,6 @@
 // Part 1: single-node fine-tuning. Built twice: with reference/ (the solution) and with
 // student/ (the TODO stubs); see BUILD.
+#include "common/train/distributed.h"
 #include "common/train/trainer.h"
 #include "part1_single/train_step.h"
 
@@ -9,5 +10,7 @@ int main(int argc, char** argv) {
   hooks.backward = distlm::part1::Backward;
   hooks.optimizer_step = distlm::part1::OptimizerStep;
   hooks.end_of_epoch = distlm::part1::EndOfEpoch;
-  return distlm::train::RunGlueMain(argc, argv, hooks);
+  // Accepts --master_ip/--world_size/... like every stage, but only world size 1.
+  return distlm::train::RunGlueMain(argc, argv, hooks,
+                                    [] { return distlm::train::SingleProcessFromFlags("part1_single"); });
 }

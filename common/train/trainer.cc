@@ -156,10 +156,17 @@ void Trainer::Setup() {
   }
   parameters_.clear();
   for (const auto& p : model_->parameters()) parameters_.push_back(p);
+  if (dist_.check_agreement) {
+    // Every rank must build the same model and see the same data, or averaging is meaningless.
+    dist_.check_agreement("model config", model_->config().Fingerprint());
+  }
 
   if (options_.do_train) {
     train_data_ = data::ToTensors(glue::ConvertExamplesToFeatures(
         processor->GetTrainExamples(data_dir), labels, options_.max_seq_length, tokenizer));
+  }
+  if (dist_.check_agreement && options_.do_train) {
+    dist_.check_agreement("number of training examples", std::to_string(train_data_.size()));
   }
   if (options_.do_eval) {
     dev_data_ = data::ToTensors(glue::ConvertExamplesToFeatures(
@@ -186,7 +193,9 @@ void Trainer::LogUpdate(int64_t step, int64_t epoch, double loss, double lr, dou
                {"step_time_ms", step_ms},
                {"samples_per_s", samples / (step_ms / 1000.0)}};
   if (hooks_.update_log_extras) {
-    for (auto& [k, v] : hooks_.update_log_extras(*this).items()) line[k] = v;
+    json extras = hooks_.update_log_extras(*this);
+    for (auto& [k, v] : extras.items()) line[k] = v;
+    if (line.contains("comm_time_ms")) line["compute_time_ms"] = step_ms - line["comm_time_ms"].get<double>();
   }
   if (is_main_rank()) AppendLineDurably(options_.output_dir + "/train_log.jsonl", line.dump());
 }
@@ -394,7 +403,14 @@ int RunGlueMain(int argc, char** argv, StageHooks hooks, std::function<DistInfo(
     TrainOptions options = TrainOptionsFromFlags();
     DistInfo dist = make_dist ? make_dist() : DistInfo{};
     Trainer trainer(options, std::move(hooks), dist);
-    trainer.Run();
+    try {
+      trainer.Run();
+    } catch (const UserError&) {
+      throw;
+    } catch (const std::exception& e) {
+      if (dist.describe_failure) throw UserError(dist.describe_failure(e));
+      throw;
+    }
     return 0;
   });
 }

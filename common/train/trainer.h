@@ -52,6 +52,11 @@ struct DistInfo {
   int rank = 0;
   int world_size = 1;
   std::string backend = "none";
+  // Throws a one-line UserError on every rank when ranks disagree on (what, value).
+  std::function<void(const std::string& what, const std::string& value)> check_agreement;
+  // Turns a failed collective into a message naming the lost rank.
+  std::function<std::string(const std::exception&)> describe_failure;
+  std::shared_ptr<void> keep_alive;  // whatever owns the group (store, heartbeat, ...)
 };
 
 struct StageHooks {

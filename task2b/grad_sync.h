@@ -1,0 +1,16 @@
+// Task 2b: gradient synchronisation with all_reduce.
+#pragma once
+
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/torch.h>
+
+namespace distlm::task2b {
+
+// Called on every rank after backward, before clipping and the optimizer step. Afterwards
+// every parameter's .grad must hold, on every rank, the average of the gradients the ranks
+// computed: all_reduce with SUM, then divide by the number of ranks (pg.getSize()).
+void SyncGradients(c10d::ProcessGroup& pg, const std::vector<torch::Tensor>& parameters);
+
+}  // namespace distlm::task2b
