@@ -22,10 +22,11 @@ utf8proc_category_t Category(char32_t c) {
 
 bool IsValidCodePoint(char32_t c) { return c < 0xD800 || (c > 0xDFFF && c <= 0x10FFFF); }
 
-// Unicode's "Cased" property (Lowercase or Uppercase or Lt). utf8proc has no Other_Lowercase /
-// Other_Uppercase, so a character counts as cased when it is Lu/Ll/Lt or has a case mapping;
-// that covers the Other_* characters with mappings (Roman numerals, circled letters, U+0345)
-// and misses only a few modifier letters such as U+00AA and U+00BA next to a capital sigma.
+// Unicode's "Cased" property: Lowercase or Uppercase or Lt. utf8proc has no Other_Lowercase /
+// Other_Uppercase, so a character counts as cased when it is Lu/Ll/Lt or has a case mapping,
+// plus the few Other_* characters with neither (DerivedCoreProperties.txt): U+00AA, U+00BA and
+// the squared and circled capital letters U+1F130..U+1F189. The remaining Other_* characters
+// without mappings are modifier letters (Lm), which are case-ignorable and so never asked.
 bool IsCased(char32_t c) {
   switch (Category(c)) {
     case UTF8PROC_CATEGORY_LU:
@@ -34,6 +35,10 @@ bool IsCased(char32_t c) {
       return true;
     default:
       break;
+  }
+  if (c == 0x00AA || c == 0x00BA || (c >= 0x1F130 && c <= 0x1F149) || (c >= 0x1F150 && c <= 0x1F169) ||
+      (c >= 0x1F170 && c <= 0x1F189)) {
+    return true;
   }
   const auto cp = static_cast<utf8proc_int32_t>(c);
   return utf8proc_tolower(cp) != cp || utf8proc_toupper(cp) != cp;

@@ -49,7 +49,8 @@ bool IsPythonSpace(char32_t c);
 // Python `str.lower()`: full lower-case mapping, which differs from utf8proc's simple mapping in
 // exactly two places: U+0130 (capital I with dot) becomes "i" + U+0307, and U+03A3 (capital
 // sigma) becomes final sigma U+03C2 at the end of a word (Unicode's Final_Sigma context, as
-// CPython implements it). See unicode.cc for the one approximation.
+// CPython implements it; the Cased and Case_Ignorable properties utf8proc lacks are derived in
+// unicode.cc).
 std::u32string PythonLower(std::u32string_view text);
 
 // BERT `_run_strip_accents`: canonical decomposition (NFD), then drop every code point of

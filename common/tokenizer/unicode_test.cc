@@ -104,6 +104,11 @@ TEST(PythonLowerTest, FinalSigma) {
   EXPECT_EQ(PythonLower(U"\u0391\u03A3."), U"\u03B1\u03C2.");
   // A combining accent before Σ is skipped (case-ignorable) back to the cased letter.
   EXPECT_EQ(PythonLower(U"\u0391\u0301\u03A3"), U"\u03B1\u0301\u03C2");
+  // Cased without a case mapping (Other_Lowercase): the feminine ordinal; an uncased letter
+  // (CJK) or a digit before Σ makes it not final.
+  EXPECT_EQ(PythonLower(U"\u00AA\u03A3"), U"\u00AA\u03C2");
+  EXPECT_EQ(PythonLower(U"\u4E2D\u03A3"), U"\u4E2D\u03C3");
+  EXPECT_EQ(PythonLower(U"1\u03A3"), U"1\u03C3");
 }
 
 TEST(StripAccentsTest, DecomposesAndDropsNonSpacingMarks) {
