@@ -142,10 +142,14 @@ MPI_Op ReductionOp(const c10d::ReduceOp& reduce_op, at::ScalarType t, const char
       if (reduce_op == c10d::ReduceOp::BAND) return MPI_BAND;
       if (reduce_op == c10d::ReduceOp::BOR) return MPI_BOR;
       return MPI_BXOR;
+    case c10d::ReduceOp::AVG:
+      TORCH_CHECK(false, "MpiProcessGroup::", op, ": ReduceOp AVG is not supported (nor in "
+                  "Gloo): reduce with SUM and divide by the world size");
+      break;
     default:
-      TORCH_CHECK(false, "MpiProcessGroup::", op, ": reduce op ",
+      TORCH_CHECK(false, "MpiProcessGroup::", op, ": ReduceOp ",
                   static_cast<int>(static_cast<c10d::ReduceOp::RedOpType>(reduce_op)),
-                  " is not supported (neither is AVG in Gloo): reduce with SUM and divide");
+                  " is not supported: use SUM, PRODUCT, MIN, MAX, BAND, BOR or BXOR");
   }
   return MPI_OP_NULL;
 }
@@ -199,7 +203,7 @@ class MpiWork : public c10d::Work {
       throw UserError(absl::StrCat(
           "MPI ", absl::AsciiStrToLower(c10d::opTypeToString(opType_)), " did not finish within ",
           std::chrono::duration<double>(limit).count(),
-          " s (--dist_timeout_s): a rank is stuck or gone; mpirun names it when it ends"));
+          " s (--dist_timeout_s): a rank is stuck or gone"));
     }
     if (exception_) std::rethrow_exception(exception_);
     return true;

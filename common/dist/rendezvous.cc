@@ -138,6 +138,8 @@ std::string AwaitRanks(c10d::Store& store, const DistConfig& c) {
 
 }  // namespace
 
+int64_t RankClaims(c10d::Store& store, int rank) { return store.add(ClaimKey(rank), 0); }
+
 std::string LocalAddressTowards(const std::string& host, int port) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;

@@ -28,6 +28,9 @@ namespace distlm::dist {
 // world-size disagreement.
 c10::intrusive_ptr<c10d::Store> Rendezvous(const DistConfig& config);
 
+// How many processes have claimed `rank` in this rendezvous store (1 in a healthy job).
+int64_t RankClaims(c10d::Store& store, int rank);
+
 // The local address (IPv4 or IPv6 text) this host uses to reach host:port. Nothing is sent:
 // a UDP socket is connected and asked for its own address. Throws UserError naming
 // --master_ip when the host does not resolve or has no route.

@@ -13,6 +13,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "common/dist/dist_flags.h"
+#include "common/dist/rendezvous.h"
 #include "common/runtime/errors.h"
 
 namespace distlm::dist::testing {
@@ -246,7 +247,7 @@ std::vector<std::string> CheckCollectives(DistContext& ctx, bool mpi_only) {
     } catch (const std::exception& e) {
       error = OneLine(e);
     }
-    check.True("allreduce AVG refused", error.find("reduce with SUM and divide") != std::string::npos,
+    check.True("allreduce AVG refused", error.find("allreduce: ReduceOp AVG is not supported") != std::string::npos,
                error);
   }
   return check.failures;
@@ -271,11 +272,22 @@ int WorkerMain(int argc, char** argv) {
                 ctx.world_size, ctx.backend_name.c_str(), config.source.c_str(),
                 config.local_rank, ctx.init_seconds);
     std::fflush(stdout);
-    if (mode == "init") return 0;
+    if (mode == "init") {
+      // Rank 0 may be asked to keep the store up until a second claimant of a rank has come.
+      int claims = std::atoi(Env("DISTLM_DIST_TEST_AWAIT_CLAIMS", "0").c_str());
+      const auto deadline = Clock::now() + std::chrono::seconds(30);
+      while (claims > 0 && RankClaims(*ctx.store, 1) < claims && Clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      return 0;
+    }
     if (mode == "collectives") {
       auto t0 = Clock::now();
       auto failures = CheckCollectives(ctx, ctx.backend_name == "mpi");
+      // Equal values pass, long ones (compared by fingerprint) included.
       CheckAgreement(ctx, "world size", std::to_string(ctx.world_size));
+      CheckAgreement(ctx, "model config", std::string(500, 'x'));
+      std::printf("rank %d: agreement ok\n", ctx.rank);
       std::printf("rank %d: collectives took %.3f s, %zu failures\n", ctx.rank,
                   std::chrono::duration<double>(Clock::now() - t0).count(), failures.size());
       return failures.empty() ? 0 : 3;

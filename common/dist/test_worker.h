@@ -3,7 +3,9 @@
 // flags and environment, like a stage would, and runs the mode:
 //   collectives  every collective the stages use, against closed forms; exit 3 on a mismatch
 //   agree        CheckAgreement("model config", $DISTLM_DIST_TEST_VALUE)
-//   init         InitDistributed only (for the start-up error cases)
+//   init         InitDistributed only (for the start-up error cases); with
+//                $DISTLM_DIST_TEST_AWAIT_CLAIMS=N rank 0 then keeps the store up until N
+//                processes have claimed rank 1
 //   die          rank $DISTLM_DIST_TEST_DIE_RANK kills itself (SIGKILL) after start-up; the
 //                others all-reduce until that fails and throw LostRankError
 //   hang         rank $DISTLM_DIST_TEST_DIE_RANK sleeps instead of joining an all-reduce
