@@ -4,8 +4,11 @@
 // pids the ranks wrote to files.
 #include "tools/launcher.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -122,6 +125,14 @@ void ExpectAllGone(const std::string& dir, const std::vector<int>& ranks) {
   }
 }
 
+// Signal signo reached the child of each listed rank: it went to the rank's process group.
+void ExpectChildrenGot(const std::string& dir, const std::vector<int>& ranks, int signo) {
+  for (int r : ranks) {
+    EXPECT_TRUE(PathExists(dir + "/rank_" + std::to_string(r) + ".child_got_" + std::to_string(signo)))
+        << "signal " << signo << " did not reach rank " << r << "'s child";
+  }
+}
+
 LaunchOptions RunScenario(int nproc, const std::string& dir, const std::vector<std::string>& keys) {
   LaunchOptions o;
   o.nproc_per_node = nproc;
@@ -173,6 +184,28 @@ TEST(LaunchTest, TwoRanksGetTorchrunVariablesAndOneFreePort) {
   unsetenv("WORLD_SIZE");
   EXPECT_EQ(c.code, 0) << c.err;
   CheckEnvLines(c.out, 2, /*expected_port=*/0);
+}
+
+TEST(LaunchTest, APortInUseIsNeverPicked) {
+  // Hold the port a first launch picked: a second launch must pick another one, which its
+  // rank 0 can listen on. (A fixed default port would fail here.)
+  LaunchOptions o;
+  o.command = {Testee(), "env"};
+  Captured first = LaunchCaptured(o);
+  ASSERT_EQ(first.code, 0) << first.err;
+  int port = std::stoi(first.out.substr(first.out.find("MASTER_PORT=") + 12));
+  int holder = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  ASSERT_EQ(bind(holder, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << "port " << port;
+  ASSERT_EQ(listen(holder, 1), 0);
+  Captured second = LaunchCaptured(o);
+  close(holder);
+  EXPECT_EQ(second.code, 0) << second.err;
+  EXPECT_FALSE(Contains(second.out, "MASTER_PORT=" + std::to_string(port) + "\n")) << second.out;
+  EXPECT_TRUE(Contains(second.out, "[rank 0] listen=ok\n")) << second.out;
 }
 
 TEST(LaunchTest, FourRanksThroughTheBinaryWithAGivenPort) {
@@ -279,7 +312,9 @@ TEST(LaunchTest, AFailingRankStopsTheOthersAndIsNamed) {
   // The sleepers (60 s) were stopped by SIGTERM at once, not by the 5 s SIGKILL.
   EXPECT_LT(c.seconds, 4.0);
   EXPECT_FALSE(Contains(c.err, "SIGKILL;")) << c.err;
-  ExpectAllGone(dir, {0, 2});
+  ExpectChildrenGot(dir, {0, 2}, SIGTERM);
+  // Rank 1's own child went with it.
+  ExpectAllGone(dir, {0, 1, 2});
 }
 
 TEST(LaunchTest, ADeathBySignalIsNamed) {
@@ -287,7 +322,7 @@ TEST(LaunchTest, ADeathBySignalIsNamed) {
   Captured c = LaunchCaptured(RunScenario(2, dir, {"fail_rank=0", "code=-9"}));
   EXPECT_EQ(c.code, 128 + SIGKILL) << c.err;
   EXPECT_TRUE(Contains(c.err, "launch: rank 0 was killed by signal 9 (SIGKILL)\n")) << c.err;
-  ExpectAllGone(dir, {1});
+  ExpectAllGone(dir, {0, 1});
 }
 
 TEST(LaunchTest, RanksIgnoringSigtermAreKilledAfterTheGrace) {
@@ -300,19 +335,23 @@ TEST(LaunchTest, RanksIgnoringSigtermAreKilledAfterTheGrace) {
       << c.err;
   EXPECT_GE(c.seconds, 0.5);
   EXPECT_LT(c.seconds, 4.0);
-  ExpectAllGone(dir, {0});
+  ExpectAllGone(dir, {0, 1});
 }
 
 TEST(LaunchTest, TheTimeoutStopsEverythingAndNamesTheRanks) {
+  // Rank 1 finishes early (exit 0 is no failure) but leaves a child; 0 and 2 sleep.
   std::string dir = distlm::testing::MakeTempDir("timeout");
-  LaunchOptions o = RunScenario(2, dir, {});
+  LaunchOptions o = RunScenario(3, dir, {"fail_rank=1", "code=0"});
   o.timeout_s = 1;
   Captured c = LaunchCaptured(o);
   EXPECT_EQ(c.code, kTimeoutExitCode) << c.err;
-  EXPECT_TRUE(Contains(c.err, "launch: timed out after 1 s (--timeout_s); ranks still running: 0, 1\n")) << c.err;
+  EXPECT_TRUE(Contains(c.err, "launch: timed out after 1 s (--timeout_s); ranks still running: 0, 2\n")) << c.err;
+  EXPECT_FALSE(Contains(c.err, "launch: rank 1")) << c.err;
   EXPECT_GE(c.seconds, 1.0);
   EXPECT_LT(c.seconds, 4.0);
-  ExpectAllGone(dir, {0, 1});
+  // Rank 1's child, left behind when rank 1 exited, got SIGTERM then.
+  ExpectChildrenGot(dir, {1}, SIGTERM);
+  ExpectAllGone(dir, {0, 1, 2});
 }
 
 // ---- Signals to the launcher -------------------------------------------------------------------
@@ -328,6 +367,8 @@ void CheckForwarded(int signo, const std::string& name) {
   // The ranks ended on the forwarded signal itself, well before the 5 s grace.
   EXPECT_FALSE(Contains(r.output, "sending SIGKILL")) << r.output;
   EXPECT_LT(SecondsSince(start), 4.5);
+  // As Ctrl-C in a terminal, the signal reached everything the ranks started.
+  ExpectChildrenGot(dir, {0, 1}, signo);
   ExpectAllGone(dir, {0, 1});
 }
 

@@ -9,15 +9,17 @@
 //   launch_testee long N
 //       prints one line of N bytes.
 //   launch_testee run DIR [key=value...]
-//       the ranks of a failure or signal scenario. Every rank but fail_rank starts a child
-//       (in its process group), writes "PID CHILD_PID" to DIR/rank_R.pid and sleeps sleep_s.
-//       Keys: fail_rank (-1) waits for the others' pid files, then exits after after_ms with
-//       code (a negative code -S: kills itself with signal S); ignore_term=1 ignores SIGTERM
-//       (rank and child); kill_parent=S makes rank 0 send signal S to the launcher once every
-//       other rank has written its pid file.
+//       the ranks of a failure or signal scenario. Every rank starts a child (in its process
+//       group), writes "PID CHILD_PID" to DIR/rank_R.pid and sleeps sleep_s (60). Keys:
+//       (the child creates DIR/rank_R.child_got_S when SIGINT or SIGTERM, S, reaches it);
+//       fail_rank (-1) instead waits for every pid file, then exits after after_ms with code
+//       (a negative code -S: kills itself with signal S), leaving its child behind;
+//       ignore_term=1 ignores SIGTERM (rank and child); kill_parent=S makes rank 0 send signal
+//       S to the launcher once every pid file is there.
 //
 // Deliberately free of LibTorch and absl, so that four of them start in milliseconds.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -32,6 +34,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -111,35 +114,40 @@ void SleepSeconds(double s) {
   std::this_thread::sleep_for(std::chrono::duration<double>(s));
 }
 
+// Marker file per signal, prepared before the handler can run (it may only make
+// async-signal-safe calls).
+char g_markers[NSIG][4096];
+
+void NoteSignalAndExit(int sig) {
+  int fd = open(g_markers[sig], O_WRONLY | O_CREAT, 0644);
+  if (fd >= 0) close(fd);
+  _exit(0);
+}
+
 int RunMode(const std::string& dir, const std::map<std::string, std::string>& kv) {
   auto get = [&](const char* key, int def) { return kv.count(key) ? std::atoi(kv.at(key).c_str()) : def; };
   int rank = Rank();
   int world = std::atoi(Env("WORLD_SIZE").c_str());
   int sleep_s = get("sleep_s", 60);
-  auto wait_for_pid_files = [&](int skip_rank) {
-    for (int tries = 0; tries < 1000; ++tries) {
-      int present = 0;
-      for (int r = 0; r < world; ++r) {
-        if (r == skip_rank || access((dir + "/rank_" + std::to_string(r) + ".pid").c_str(), F_OK) == 0) ++present;
-      }
-      if (present == world) return;
-      SleepSeconds(0.01);
-    }
-  };
-  int fail_rank = get("fail_rank", -1);
-  if (rank == fail_rank) {
-    wait_for_pid_files(fail_rank);  // so the test knows every process it must see gone
-    SleepSeconds(get("after_ms", 0) / 1000.0);
-    int code = get("code", 1);
-    if (code < 0) kill(getpid(), -code);
-    return code;
-  }
   if (get("ignore_term", 0) == 1) signal(SIGTERM, SIG_IGN);  // inherited by the child below
+  // The child notes which signals reach it, so the test can tell that signals went to the
+  // rank's whole process group and not only to the rank. The handlers are installed before
+  // fork(), so the child has them from its first instruction; the rank then drops its own.
+  std::vector<int> noted = {SIGINT};
+  if (get("ignore_term", 0) != 1) noted.push_back(SIGTERM);
+  for (int sig : noted) {
+    std::string marker = dir + "/rank_" + std::to_string(rank) + ".child_got_" + std::to_string(sig);
+    std::snprintf(g_markers[sig], sizeof(g_markers[sig]), "%s", marker.c_str());
+    struct sigaction sa {};
+    sa.sa_handler = NoteSignalAndExit;
+    sigaction(sig, &sa, nullptr);
+  }
   pid_t child = fork();
   if (child == 0) {
     SleepSeconds(sleep_s);
     _exit(0);
   }
+  for (int sig : noted) signal(sig, SIG_DFL);
   std::string path = dir + "/rank_" + std::to_string(rank) + ".pid";
   std::string tmp = path + ".tmp";
   FILE* f = std::fopen(tmp.c_str(), "w");
@@ -149,8 +157,28 @@ int RunMode(const std::string& dir, const std::map<std::string, std::string>& kv
   if (std::rename(tmp.c_str(), path.c_str()) != 0) return 92;
   std::printf("rank %d ready\n", rank);
   std::fflush(stdout);
+
+  // Act only once every rank has written its pid file, so the test knows every process it
+  // must later see gone.
+  auto wait_for_pid_files = [&] {
+    for (int tries = 0; tries < 1000; ++tries) {
+      int present = 0;
+      for (int r = 0; r < world; ++r) {
+        if (access((dir + "/rank_" + std::to_string(r) + ".pid").c_str(), F_OK) == 0) ++present;
+      }
+      if (present == world) return;
+      SleepSeconds(0.01);
+    }
+  };
+  if (rank == get("fail_rank", -1)) {
+    wait_for_pid_files();
+    SleepSeconds(get("after_ms", 0) / 1000.0);
+    int code = get("code", 1);
+    if (code < 0) kill(getpid(), -code);
+    return code;  // the child stays behind, for the launcher to clean up
+  }
   if (int sig = get("kill_parent", 0); sig > 0 && rank == 0) {
-    wait_for_pid_files(fail_rank);
+    wait_for_pid_files();
     kill(getppid(), sig);
   }
   SleepSeconds(sleep_s);

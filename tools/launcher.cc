@@ -44,8 +44,9 @@ constexpr int kMaxRanks = 256;
 // process groups still holds open.
 constexpr double kDrainAfterExitS = 2.0;
 
-// Without pidfds (kernels before 5.3) exits are noticed by polling this often.
-constexpr int kFallbackPollMs = 50;
+// How often to check what no descriptor signals: whether the processes an exited rank left in
+// its group are gone, and rank exits on kernels without pidfds (before 5.3).
+constexpr int kPeriodicCheckMs = 20;
 
 std::string Errno() { return std::strerror(errno); }
 
@@ -183,7 +184,11 @@ struct Rank {
   pid_t pid = -1;
   int pidfd = -1;  // readable when the rank exits; -1 without pidfd support
   bool exited = false;
-  int status = 0;  // waitpid status once exited
+  // The rank's process group lives on after the rank while something it started is in it. It
+  // is open until found empty or sent SIGKILL; a closed group's number is never signalled
+  // again, since the kernel may give it to an unrelated process.
+  bool group_open = false;
+  std::optional<Clock::time_point> group_kill_at;  // SIGKILL for what an exited rank left
   OutputStream streams[2];  // stdout, stderr
   int tee_fd = -1;
 };
@@ -238,12 +243,13 @@ class Launcher {
   ~Launcher() {
     for (Rank& r : ranks_) {
       if (r.pid > 0 && !r.exited) {
-        Kill(r, SIGKILL);
+        Signal(r, SIGKILL);
         int status;
         while (waitpid(r.pid, &status, 0) < 0 && errno == EINTR) {
         }
+        r.exited = true;
       }
-      if (r.pid > 0) kill(-r.pid, SIGKILL);
+      if (r.group_open) kill(-r.pid, SIGKILL);
       CloseFd(r.pidfd);
       CloseFd(r.streams[0].fd);
       CloseFd(r.streams[1].fd);
@@ -350,14 +356,45 @@ class Launcher {
                                          : "cannot execute " + executable_ + ": " +
                                                std::strerror(failure.error));
     }
+    r.group_open = true;
     r.pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
   }
 
-  // Signals the rank's process group (the rank and what it started); the rank alone if it has
-  // moved to another group.
-  void Kill(const Rank& r, int signo) {
-    if (r.exited) return;
-    if (kill(-r.pid, signo) != 0) kill(r.pid, signo);
+  // Sends signo to the rank's process group: the rank and what it started, or what is left
+  // of that after the rank exited. A running rank that moved to a group of its own is
+  // signalled alone.
+  void Signal(Rank& r, int signo) {
+    if (r.group_open && kill(-r.pid, signo) == 0) {
+      if (signo == SIGKILL && r.exited) r.group_open = false;  // nothing more to be done
+      return;
+    }
+    if (r.exited) {
+      r.group_open = false;  // empty
+    } else {
+      kill(r.pid, signo);
+    }
+  }
+
+  bool Alive(const Rank& r) const { return !r.exited || r.group_open; }
+
+  // Closes the groups of exited ranks that have emptied; SIGKILLs those whose grace is over.
+  void CheckLeftovers(Clock::time_point now) {
+    for (Rank& r : ranks_) {
+      if (!r.exited || !r.group_open) continue;
+      if (kill(-r.pid, 0) != 0) {
+        r.group_open = false;
+      } else if (r.group_kill_at && now >= *r.group_kill_at) {
+        if (!killed_) {
+          Message("launch: processes started by rank " + std::to_string(r.rank) + " still running " +
+                  FormatSeconds(o_.grace_s) + " s after it exited and they got SIGTERM (--grace_s); sending SIGKILL");
+        }
+        Signal(r, SIGKILL);
+      }
+    }
+  }
+
+  Clock::time_point GraceFromNow() const {
+    return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o_.grace_s));
   }
 
   std::vector<int> RunningRanks() const {
@@ -371,18 +408,22 @@ class Launcher {
   void StartTeardown(int signo) {
     stopping_ = true;
     std::vector<int> running = RunningRanks();
-    for (Rank& r : ranks_) Kill(r, signo);
+    for (Rank& r : ranks_) {
+      if (Alive(r)) Signal(r, signo);
+    }
     if (!running.empty()) {
       Message("launch: stopping rank(s) " + RankList(running) + " (" + SignalName(signo) +
               ", SIGKILL after " + FormatSeconds(o_.grace_s) + " s)");
     }
-    kill_at_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o_.grace_s));
+    kill_at_ = GraceFromNow();
   }
 
   void KillAll() {
     if (killed_) return;
     killed_ = true;
-    for (Rank& r : ranks_) Kill(r, SIGKILL);
+    for (Rank& r : ranks_) {
+      if (Alive(r)) Signal(r, SIGKILL);
+    }
   }
 
   void EmitLine(Rank& r, OutputStream& s, const char* data, size_t size) {
@@ -438,11 +479,13 @@ class Launcher {
       pid_t got = waitpid(r.pid, &status, WNOHANG);
       if (got == 0 || (got < 0 && errno == EINTR)) continue;
       r.exited = true;
-      r.status = got == r.pid ? status : 0;
       CloseFd(r.pidfd);
-      // Whatever the rank started and left behind in its group goes with it.
-      kill(-r.pid, SIGKILL);
-      if (stopping_) continue;
+      if (kill(-r.pid, 0) != 0) r.group_open = false;
+      if (stopping_) {
+        // Its group already got the stop signal; what is left of it shares the deadline.
+        r.group_kill_at = killed_ ? Clock::now() : kill_at_;
+        continue;
+      }
       if (got < 0) {
         Message("launch: lost track of rank " + std::to_string(r.rank) + ": waitpid: " + Errno());
         exit_code_ = 1;
@@ -455,26 +498,34 @@ class Launcher {
                 std::to_string(WTERMSIG(status)) + " (" + SignalName(WTERMSIG(status)) + ")");
         exit_code_ = 128 + WTERMSIG(status);
       } else {
-        continue;  // exited 0
+        // Exited 0: done. What it started and left behind gets the same end as a teardown.
+        if (r.group_open) {
+          Signal(r, SIGTERM);
+          r.group_kill_at = GraceFromNow();
+        }
+        continue;
       }
-      StartTeardown(SIGTERM);
+      StartTeardown(SIGTERM);  // this rank's leftovers included
+      r.group_kill_at = kill_at_;
     }
   }
 
   int Loop() {
-    const Clock::time_point start = Clock::now();
     std::optional<Clock::time_point> deadline;
     if (o_.timeout_s > 0) {
-      deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o_.timeout_s));
+      deadline = Clock::now() +
+                 std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o_.timeout_s));
     }
     std::optional<Clock::time_point> drain_until;
     while (true) {
-      bool all_exited = RunningRanks().empty();
-      bool any_open = false;
-      for (const Rank& r : ranks_) any_open = any_open || r.streams[0].fd >= 0 || r.streams[1].fd >= 0;
-      if (all_exited && !any_open) break;
-      if (all_exited && !drain_until) {
-        drain_until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kDrainAfterExitS));
+      bool all_gone = std::none_of(ranks_.begin(), ranks_.end(), [&](const Rank& r) { return Alive(r); });
+      bool any_stream = std::any_of(ranks_.begin(), ranks_.end(), [](const Rank& r) {
+        return r.streams[0].fd >= 0 || r.streams[1].fd >= 0;
+      });
+      if (all_gone && !any_stream) break;
+      if (all_gone && !drain_until) {
+        drain_until = Clock::now() +
+                      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kDrainAfterExitS));
       }
 
       // Wait for output, an exit, a signal, or the next deadline.
@@ -482,35 +533,36 @@ class Launcher {
       std::vector<std::pair<Rank*, OutputStream*>> stream_of;  // parallel to fds, null for others
       fds.push_back({signals_->read_fd(), POLLIN, 0});
       stream_of.push_back({nullptr, nullptr});
-      bool need_periodic_reap = false;
+      bool periodic = false;  // something only a periodic check notices
+      std::optional<Clock::time_point> wake;
+      auto consider = [&](const std::optional<Clock::time_point>& t) {
+        if (t && (!wake || *t < *wake)) wake = t;
+      };
       for (Rank& r : ranks_) {
         for (OutputStream& s : r.streams) {
           if (s.fd < 0) continue;
           fds.push_back({s.fd, POLLIN, 0});
           stream_of.push_back({&r, &s});
         }
-        if (r.exited) continue;
-        if (r.pidfd >= 0) {
+        if (!r.exited && r.pidfd >= 0) {
           fds.push_back({r.pidfd, POLLIN, 0});
           stream_of.push_back({nullptr, nullptr});
-        } else {
-          need_periodic_reap = true;
+        } else if (!r.exited) {
+          periodic = true;  // no pidfd: poll for the exit
+        } else if (r.group_open) {
+          periodic = true;  // leftovers: poll for the group to empty
+          consider(r.group_kill_at);
         }
       }
-      Clock::time_point now = Clock::now();
-      std::optional<Clock::time_point> wake;
-      auto consider = [&](const std::optional<Clock::time_point>& t) {
-        if (t && (!wake || *t < *wake)) wake = t;
-      };
       if (!stopping_) consider(deadline);
       if (stopping_ && !killed_) consider(kill_at_);
       consider(drain_until);
       int timeout_ms = -1;
       if (wake) {
-        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(*wake - now).count() + 1;
+        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(*wake - Clock::now()).count() + 1;
         timeout_ms = static_cast<int>(std::clamp<long long>(ms, 0, 1 << 30));
       }
-      if (need_periodic_reap && (timeout_ms < 0 || timeout_ms > kFallbackPollMs)) timeout_ms = kFallbackPollMs;
+      if (periodic && (timeout_ms < 0 || timeout_ms > kPeriodicCheckMs)) timeout_ms = kPeriodicCheckMs;
       int ready = poll(fds.data(), fds.size(), timeout_ms);
       if (ready < 0 && errno != EINTR) throw std::runtime_error("launch: poll() failed: " + Errno());
 
@@ -533,8 +585,8 @@ class Launcher {
       }
       Reap();
 
-      now = Clock::now();
-      if (!stopping_ && deadline && now >= *deadline) {
+      Clock::time_point now = Clock::now();
+      if (!stopping_ && deadline && now >= *deadline && !RunningRanks().empty()) {
         Message("launch: timed out after " + FormatSeconds(o_.timeout_s) +
                 " s (--timeout_s); ranks still running: " + RankList(RunningRanks()));
         exit_code_ = kTimeoutExitCode;
@@ -548,6 +600,7 @@ class Launcher {
         }
         KillAll();
       }
+      CheckLeftovers(now);
       if (drain_until && now >= *drain_until) {
         for (Rank& r : ranks_) {
           for (OutputStream& s : r.streams) {

@@ -14,8 +14,9 @@
 //   processes it started. Ranks get PR_SET_PDEATHSIG(SIGKILL), so they die if the launcher is
 //   killed outright (the kernel sends it when the thread that called Launch() ends, so call
 //   it from a thread that outlives the ranks). What a rank's own children do when the launcher
-//   is SIGKILLed is up to them: nothing is left to deliver their signal. When a rank exits,
-//   whatever is left in its process group is SIGKILLed, so no rank leaves processes behind.
+//   is SIGKILLed is up to them: nothing is left to signal them. When a rank exits, whatever it
+//   left in its process group gets SIGTERM, and SIGKILL after grace_s; Launch() returns once
+//   every group is empty or SIGKILLed, so no rank leaves processes behind.
 //
 // Output. A rank's stdout and stderr are read through pipes and written, line by line, to
 //   out_fd and err_fd respectively as "[rank R] <line>\n", each line in one write, so lines of
@@ -25,20 +26,20 @@
 //   blocks: ranks that want their lines to appear promptly flush them. With tee_dir, rank R's
 //   lines (stdout and stderr, without the prefix) are also written to tee_dir/rank_R.log.
 //
-// Failure and exit codes. Ranks that exit 0 are done; the others keep running. The first
+// Failure and exit codes. A rank that exits 0 is done; the others keep running. The first
 //   failure the launcher sees (a non-zero exit or a death by signal; the lowest rank among
 //   those it sees at the same moment) is reported on err_fd as
 //     launch: rank R exited with code C
 //     launch: rank R was killed by signal S (SIGNAME)
-//   and then the teardown runs: SIGTERM to every rank still running, SIGKILL to those left
-//   after grace_s. Launch() returns C, or 128 + S for a signal, as a shell would, so the
+//   and then the teardown runs: SIGTERM to every rank's process group, SIGKILL to whatever is
+//   left after grace_s. Launch() returns C, or 128 + S for a signal, as a shell would, so the
 //   rank's own code (e.g. 2 for a user error) reaches the caller. Other exits:
 //     0    every rank exited 0;
 //     124  timeout_s passed first (as timeout(1)): "launch: timed out after T s
 //          (--timeout_s); ranks still running: 0, 1", then the same teardown;
 //     128 + S  the launcher got SIGINT, SIGTERM or SIGHUP (S): it forwards that signal to
-//          every rank, then the same teardown. A second such signal during a teardown sends
-//          SIGKILL at once.
+//          every rank's process group (as a terminal's Ctrl-C reaches a whole job), then
+//          the same teardown. A second such signal during a teardown sends SIGKILL at once.
 //   Exits and deaths caused by the teardown itself are not reported as failures.
 //
 // Errors. Bad options, a command that cannot be found or executed, an unwritable tee_dir or
