@@ -264,6 +264,7 @@ void Trainer::Train() {
       data::Batch batch = data::MakeBatch(train_data_, indices, !options_.pad_to_max_length);
       auto out = model_(batch.input_ids, batch.segment_ids, batch.input_mask, batch.labels);
       torch::Tensor loss = accum > 1 ? out.loss / static_cast<double>(accum) : out.loss;
+      if (hooks_.before_backward) hooks_.before_backward(*this, micro + 1 == accum);
       backward(loss);
       double micro_loss = out.loss.item<double>();
       loss_sum += micro_loss;

@@ -71,6 +71,9 @@ struct StageHooks {
   std::function<void(Trainer&)> sync_gradients;
   // Task 3: once before training (e.g. wrap the model in DistributedDataParallel).
   std::function<void(Trainer&)> before_training;
+  // Task 3: before each mini-batch's backward; will_sync is false for the mini-batches of a
+  // gradient-accumulation group that do not end it (DDP's no_sync()).
+  std::function<void(Trainer&, bool will_sync)> before_backward;
   // Extra fields for the current update's log line (communication time, bytes, ...).
   std::function<nlohmann::json(Trainer&)> update_log_extras;
 };
