@@ -1,5 +1,8 @@
 #include "common/dist/dist.h"
 
+#include <ifaddrs.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -87,8 +90,30 @@ std::string Describe(const std::vector<uint8_t>& fp) {
 
 // ---- the Gloo device ----
 
+// Names of this host's network interfaces that have an address.
+std::vector<std::string> InterfaceNames() {
+  std::vector<std::string> names;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return names;
+  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr) continue;
+    if (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6) continue;
+    if (std::find(names.begin(), names.end(), i->ifa_name) == names.end()) {
+      names.push_back(i->ifa_name);
+    }
+  }
+  freeifaddrs(list);
+  return names;
+}
+
 std::shared_ptr<::gloo::transport::Device> GlooDevice(const DistConfig& c) {
   if (!c.gloo_iface.empty()) {
+    std::vector<std::string> names = InterfaceNames();
+    if (std::find(names.begin(), names.end(), c.gloo_iface) == names.end()) {
+      throw UserError(absl::StrCat("--gloo_iface=", c.gloo_iface, ": no such network interface "
+                                   "with an address on this host (have: ",
+                                   absl::StrJoin(names, ", "), ")"));
+    }
     try {
       return c10d::ProcessGroupGloo::createDeviceForInterface(c.gloo_iface);
     } catch (const std::exception& e) {
@@ -304,7 +329,9 @@ UserError LostRankError(DistContext& ctx, const std::exception& failure) {
       // Keep the store up while the others come to read the finding.
       int lost_count = 0;
       absl::SimpleAtoi(finding.substr(0, finding.find(' ')), &lost_count);
-      const auto linger = Clock::now() + std::chrono::seconds(10);
+      // Ranks still inside a collective fail within --dist_timeout_s (Gloo's deadline) or
+      // as soon as a neighbour exits, so waiting longer than that serves nobody.
+      const auto linger = Clock::now() + Millis(std::clamp(ctx.config.timeout_s, 2.0, 10.0));
       while (store.add(kLostDoneKey, 0) < ctx.world_size - lost_count &&
              Clock::now() < linger) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -56,8 +56,9 @@ void CheckAgreement(DistContext& ctx, const std::string& what, const std::string
 // Ranks run a heartbeat through the store once a second; a rank whose heartbeat stops is lost
 // (dead or frozen), and a store that no longer answers means rank 0 is lost. The first rank
 // to decide records its finding in the store and the others repeat it, so a failure that
-// cascades through the ring names the rank that started it. Takes about 3 s (rank 0 stays up
-// to 10 s more so the others can read the finding). With mpi, where mpirun ends the job and
+// cascades through the ring names the rank that started it. Takes about 3 s; rank 0 then
+// stays until every rank not lost has read the finding, at most --dist_timeout_s (clamped to
+// 2..10 s), since its exit takes the store with it. With mpi, where mpirun ends the job and
 // names the rank itself, the error just carries the failure.
 UserError LostRankError(DistContext& ctx, const std::exception& failure);
 

@@ -80,7 +80,8 @@ void ExpectAllExit(const Ranks& run, int code) {
 }
 
 TEST(GlooProcessGroupTest, TwoRanksFromTheHandoutCommand) {
-  Ranks run = Start("collectives", HandoutArgs(2, distlm::testing::FreePort()));
+  // With the interface named (the four-rank case below finds it from the master's address).
+  Ranks run = Start("collectives", HandoutArgs(2, distlm::testing::FreePort(), {"--gloo_iface=lo"}));
   ExpectAllExit(run, 0);
   for (int r = 0; r < 2; ++r) {
     EXPECT_TRUE(Contains(run.results[r].output,
@@ -149,7 +150,10 @@ TEST(GlooProcessGroupTest, AgreementFailsEverywhereNamingTheRanks) {
 
 TEST(GlooProcessGroupTest, BadStartsAreOneLineAndQuick) {
   // Three independent processes, each wrong in its own way; none needs the network.
-  Ranks run = Start("init", {{"--rank=2", "--world_size=2"}, {"--backend=nccl"}, {"--backend=tcp"}});
+  Ranks run = Start("init", {{"--rank=2", "--world_size=2"},
+                             {"--backend=nccl"},
+                             {"--backend=tcp"},
+                             {"--gloo_iface=nosuch0"}});
   EXPECT_EQ(run.results[0].exit_code, 2);
   EXPECT_TRUE(Contains(run.results[0].output,
                        "error: rank 2 (--rank=2) is not below the world size 2 (--world_size=2)\n"))
@@ -165,6 +169,10 @@ TEST(GlooProcessGroupTest, BadStartsAreOneLineAndQuick) {
   EXPECT_TRUE(Contains(run.results[2].output,
                        "error: --backend=tcp is not a backend: use gloo, mpi or nccl\n"))
       << run.results[2].output;
+  EXPECT_EQ(run.results[3].exit_code, 2);
+  EXPECT_TRUE(Contains(run.results[3].output, "error: --gloo_iface=nosuch0: no such network interface with an address on "
+                       "this host (have: lo"))
+      << run.results[3].output;
   EXPECT_LT(run.seconds, 10);
 }
 
@@ -266,6 +274,21 @@ TEST(GlooProcessGroupTest, ALostRankIsNamedAndNobodyHangs) {
         << run.results[r].output;
   }
   EXPECT_LT(run.seconds, 25);  // well inside --dist_timeout_s=30: the failure is noticed, not waited out
+}
+
+TEST(GlooProcessGroupTest, AStuckRankTimesOutInsteadOfHanging) {
+  // Rank 1 is alive (its heartbeat goes on) but never joins the all-reduce: Gloo's deadline
+  // (--dist_timeout_s) ends rank 0's wait, and the report says that nobody was lost.
+  Ranks run = Start("hang", HandoutArgs(2, distlm::testing::FreePort(), {"--dist_timeout_s=2"}),
+                    {{{"DISTLM_DIST_TEST_DIE_RANK", "1"}}, {{"DISTLM_DIST_TEST_DIE_RANK", "1"}}});
+  for (const auto& r : run.results) EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(run.results[0].exit_code, 2) << run.results[0].output;
+  EXPECT_TRUE(Contains(run.results[0].output,
+                       "error: a collective failed while every rank still answers: "))
+      << run.results[0].output;
+  EXPECT_TRUE(Contains(run.results[0].output, "Timed out")) << run.results[0].output;
+  EXPECT_EQ(run.results[1].exit_code, 0) << run.results[1].output;  // left when the store went
+  EXPECT_LT(run.seconds, 20);
 }
 
 }  // namespace

@@ -304,7 +304,18 @@ int WorkerMain(int argc, char** argv) {
       if (ctx.rank == victim) {
         std::fflush(stdout);
         if (mode == "die") raise(SIGKILL);
-        std::this_thread::sleep_for(std::chrono::seconds(120));
+        // Alive but absent from the collective. Under mpirun, mpirun ends it; over a store,
+        // it leaves once rank 0 (and with it the store) has gone.
+        const auto deadline = Clock::now() + std::chrono::seconds(120);
+        while (Clock::now() < deadline) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          if (!ctx.store) continue;
+          try {
+            RankClaims(*ctx.store, 0);
+          } catch (const std::exception&) {
+            return 0;
+          }
+        }
         return 0;
       }
       for (int step = 0;; ++step) {
