@@ -7,7 +7,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
-#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -239,7 +238,15 @@ DistContext InitDistributed(const DistConfig& config) {
                                                            config.world_size, options);
 #endif
     }
-    if (config.world_size > 1) ctx.heartbeat = std::make_shared<Heartbeat>(config);
+    if (config.world_size > 1) {
+      try {
+        ctx.heartbeat = std::make_shared<Heartbeat>(config);
+      } catch (const std::exception& e) {
+        throw UserError(absl::StrCat("lost the master at ", config.master_ip, ":",
+                                     config.master_port, " right after the rendezvous: ",
+                                     OneLine(e)));
+      }
+    }
   } else {
     throw UserError(
         absl::StrCat("--backend=", config.backend, " is not a backend: use gloo, mpi or nccl"));
