@@ -81,7 +81,9 @@ def _libtorch_impl(rctx):
     cuda = rctx.path(libdir + "/libtorch_cuda.so").exists
     if cuda:
         libs = ["torch", "torch_cuda", "torch_cpu", "c10_cuda", "c10"]
-    linkopts = ["-L" + libdir, "-Wl,-rpath," + libdir, "-Wl,--no-as-needed"] + ["-l" + l for l in libs] + ["-Wl,--as-needed"]
+    # --no-as-needed keeps libtorch_cuda's kernel registration linked in; push/pop-state keeps the
+    # setting from leaking onto the libraries that follow on the command line.
+    linkopts = ["-L" + libdir, "-Wl,-rpath," + libdir, "-Wl,--push-state,--no-as-needed"] + ["-l" + l for l in libs] + ["-Wl,--pop-state"]
 
     # Debian's LibTorch links Gloo and glog as separate shared libraries; the official build
     # carries Gloo inside libtorch_cpu.

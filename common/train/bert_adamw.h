@@ -41,6 +41,8 @@ class BertAdamW {
   void set_lr(double lr) { options_.lr = lr; }
   double lr() const { return options_.lr; }
   int64_t step_count() const { return step_; }
+  // For resuming: the bias correction continues from this many steps.
+  void SetStepCount(int64_t step) { step_ = state_.step = step; }
 
   // True for names that get weight decay (not "bias", not "LayerNorm.weight").
   static bool DecayApplies(const std::string& name);

@@ -1,5 +1,7 @@
 #include "common/train/trainer.h"
 
+#include "common/train/snapshot.h"
+
 #include <dirent.h>
 #include <unistd.h>
 
@@ -7,7 +9,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
+#include <map>
+#include <optional>
+
+#include <ATen/CPUGeneratorImpl.h>
 
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -86,13 +93,21 @@ void Trainer::PrepareOutputDir() {
   if (!is_main_rank()) return;
   const std::string& dir = options_.output_dir;
   if (PathExists(dir) && !DirIsEmpty(dir) && options_.do_train) {
-    if (!options_.overwrite_output_dir) {
+    if (options_.overwrite_output_dir) {
+      for (const char* f : {"train_log.jsonl", "eval_results.json"}) std::remove((dir + "/" + f).c_str());
+      DIR* d = opendir((dir + "/snapshots").c_str());
+      while (d != nullptr) {
+        auto* e = readdir(d);
+        if (e == nullptr) break;
+        std::string name = e->d_name;
+        if (name != "." && name != "..") std::remove((dir + "/snapshots/" + name).c_str());
+      }
+      if (d != nullptr) closedir(d);
+    } else if (!HasSnapshots(dir)) {
       throw UserError("--output_dir=" + dir +
                       " exists and is not empty; pass --overwrite_output_dir to start afresh");
     }
-    for (const char* f : {"train_log.jsonl", "eval_results.json"}) {
-      std::remove((dir + "/" + f).c_str());
-    }
+    // Otherwise a snapshot is there: Train() resumes from it.
   }
   MakeDirs(dir);
   json args = options_.ToJson();
@@ -200,6 +215,145 @@ void Trainer::LogUpdate(int64_t step, int64_t epoch, double loss, double lr, dou
   if (is_main_rank()) AppendLineDurably(options_.output_dir + "/train_log.jsonl", line.dump());
 }
 
+json Trainer::Fingerprint() const {
+  return {{"stage", hooks_.stage},
+          {"world_size", dist_.world_size},
+          {"per_gpu_train_batch_size", options_.per_device_train_batch_size},
+          {"gradient_accumulation_steps", options_.gradient_accumulation_steps},
+          {"learning_rate", options_.learning_rate},
+          {"weight_decay", options_.weight_decay},
+          {"warmup_steps", options_.warmup_steps},
+          {"max_steps", options_.max_steps},
+          {"num_train_epochs", options_.num_train_epochs},
+          {"seed", options_.seed},
+          {"max_seq_length", options_.max_seq_length},
+          {"model_config", model_->config().Fingerprint()},
+          {"train_examples", train_data_.size()}};
+}
+
+NamedTensors Trainer::SnapshotTensors() {
+  NamedTensors tensors;
+  const auto& state = optimizer_->state();
+  const auto& params = optimizer_->params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    tensors.emplace_back("param/" + params[i].first, params[i].second.detach());
+    tensors.emplace_back("exp_avg/" + params[i].first, state.exp_avg[i]);
+    tensors.emplace_back("exp_avg_sq/" + params[i].first, state.exp_avg_sq[i]);
+  }
+  tensors.emplace_back("rng/cpu", at::detail::getDefaultCPUGenerator().get_state());
+  return tensors;
+}
+
+void Trainer::Snapshot(const TrainingState& state) {
+  if (!is_main_rank()) return;
+  TrainingState s = state;
+  s.losses = losses_;
+  s.eval_results = json::array();
+  for (const auto& e : eval_results_) s.eval_results.push_back(e.ToJson());
+  s.fingerprint = Fingerprint();
+  WriteSnapshot(options_.output_dir, s, SnapshotTensors());
+}
+
+std::optional<TrainingState> Trainer::TryResume(LinearSchedule& schedule) {
+  // Rank 0 reads the snapshot and sends it to the others, so ranks need no shared file system.
+  std::optional<LoadedSnapshot> snap;
+  if (is_main_rank() && !options_.overwrite_output_dir) snap = LoadLatestSnapshot(options_.output_dir);
+  std::string state_json = snap ? snap->state.ToJson().dump() : "";
+  const bool multi = dist_.pg && dist_.world_size > 1;
+  if (multi) {
+    std::vector<at::Tensor> len = {torch::tensor({static_cast<int64_t>(state_json.size())}, torch::kLong)};
+    dist_.pg->broadcast(len)->wait();
+    const int64_t n = len[0].item<int64_t>();
+    std::vector<at::Tensor> bytes = {torch::zeros({std::max<int64_t>(n, 1)}, torch::kByte)};
+    if (is_main_rank()) std::memcpy(bytes[0].data_ptr(), state_json.data(), n);
+    dist_.pg->broadcast(bytes)->wait();
+    state_json.assign(static_cast<const char*>(bytes[0].data_ptr()), n);
+  }
+  if (state_json.empty()) return std::nullopt;
+  TrainingState state = TrainingState::FromJson(json::parse(state_json));
+
+  const json want = Fingerprint();
+  for (auto& [key, value] : want.items()) {
+    if (state.fingerprint.value(key, json()) != value) {
+      throw UserError("the snapshot in " + options_.output_dir + "/snapshots was taken with " + key + "=" +
+                      state.fingerprint.value(key, json()).dump() + ", this run has " + value.dump() +
+                      "; rerun with the same flags to resume, or --overwrite_output_dir to start afresh");
+    }
+  }
+  NamedTensors mine = SnapshotTensors();  // this rank's tensors, in a fixed order
+  std::map<std::string, torch::Tensor> loaded;
+  if (snap) {
+    for (auto& [name, t] : snap->tensors) loaded[name] = t;
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& [name, target] : mine) {
+    torch::Tensor value;
+    if (is_main_rank()) {
+      auto it = loaded.find(name);
+      if (it == loaded.end() || it->second.sizes() != target.sizes() || it->second.scalar_type() != target.scalar_type()) {
+        throw UserError(snap->path + ": tensor '" + name + "' is missing or has another shape or dtype");
+      }
+      value = it->second;
+    } else {
+      value = torch::empty_like(target);
+    }
+    if (multi) {
+      std::vector<at::Tensor> t = {value};
+      dist_.pg->broadcast(t)->wait();
+    }
+    if (name == "rng/cpu") {
+      at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle to the global one
+      gen.set_state(value);
+    } else {
+      target.copy_(value);  // parameters and optimizer moments share storage with `mine`
+    }
+  }
+  optimizer_->SetStepCount(state.update);
+  schedule.set_updates_done(state.update);
+  optimizer_->set_lr(schedule.current_lr());
+  losses_ = state.losses;
+  eval_results_.clear();
+  for (const auto& e : state.eval_results) {
+    EvalResult r;
+    r.epoch = e.at("epoch").get<int64_t>();
+    r.examples = e.at("examples").get<int64_t>();
+    r.loss = e.at("loss").get<double>();
+    r.accuracy = e.at("accuracy").get<double>();
+    r.f1 = e.at("f1").get<double>();
+    r.precision = e.at("precision").get<double>();
+    r.recall = e.at("recall").get<double>();
+    r.mcc = e.at("mcc").get<double>();
+    r.samples_per_s = e.at("samples_per_s").get<double>();
+    r.epoch_time_s = e.at("epoch_time_s").get<double>();
+    r.train_samples_per_s = e.at("train_samples_per_s").get<double>();
+    eval_results_.push_back(r);
+  }
+  if (is_main_rank()) {
+    // The log keeps exactly the updates the snapshot has seen; later lines are replayed.
+    std::string log_path = options_.output_dir + "/train_log.jsonl";
+    std::string kept;
+    if (PathExists(log_path)) {
+      std::string all = ReadFile(log_path);
+      size_t pos = 0;
+      for (int64_t i = 0; i < state.update && pos < all.size(); ++i) {
+        size_t nl = all.find('\n', pos);
+        if (nl == std::string::npos) break;  // a torn last line is dropped
+        pos = nl + 1;
+      }
+      kept = all.substr(0, pos);
+    }
+    WriteFileAtomically(log_path, kept);
+    json evals = json::array();
+    for (const auto& e : eval_results_) evals.push_back(e.ToJson());
+    WriteFileAtomically(options_.output_dir + "/eval_results.json", evals.dump(2) + "\n");
+    std::printf("resuming from %s: %lld updates done (epoch %lld, mini-batch %lld of it)\n", snap->path.c_str(),
+                static_cast<long long>(state.update), static_cast<long long>(state.epoch + 1),
+                static_cast<long long>(state.batch_in_epoch));
+    std::fflush(stdout);
+  }
+  return state;
+}
+
 void Trainer::Train() {
   const int64_t B = options_.per_device_train_batch_size;
   const int64_t accum = options_.gradient_accumulation_steps;
@@ -227,6 +381,7 @@ void Trainer::Train() {
   LinearSchedule schedule(options_.learning_rate, total, options_.warmup_steps);
   optimizer_->set_lr(schedule.current_lr());
   UpdateContext ctx{*optimizer_, schedule, parameters_, options_.max_grad_norm};
+  std::optional<TrainingState> resumed = TryResume(schedule);
 
   if (hooks_.before_training) hooks_.before_training(*this);
   auto backward = hooks_.backward ? hooks_.backward : StandardBackward;
@@ -244,10 +399,13 @@ void Trainer::Train() {
     std::fflush(stdout);
   }
 
-  int64_t update = 0, minibatch = 0;
-  for (int64_t epoch = 0; epoch < epochs && update < total; ++epoch) {
+  int64_t update = resumed ? resumed->update : 0;
+  int64_t minibatch = resumed ? resumed->minibatches : 0;
+  int64_t skip = resumed ? resumed->batch_in_epoch : 0;
+  for (int64_t epoch = resumed ? resumed->epoch : 0; epoch < epochs && update < total; ++epoch) {
     sampler.set_epoch(epoch);
     auto batches = data::MakeBatches(sampler.Indices(), B);
+    int64_t batch_index = 0;
     model_->train();
     auto epoch_start = Clock::now();
     int64_t epoch_samples = 0;
@@ -256,6 +414,7 @@ void Trainer::Train() {
     int64_t samples = 0;
     Clock::time_point update_start;
     for (const auto& indices : batches) {
+      if (batch_index++ < skip) continue;  // consumed before the snapshot we resumed from
       if (micro == 0) {
         update_start = Clock::now();
         loss_sum = 0;
@@ -302,8 +461,17 @@ void Trainer::Train() {
           std::fflush(stdout);
         }
       }
+      if (options_.save_steps > 0 && update % options_.save_steps == 0 && update < total) {
+        TrainingState at;
+        at.update = update;
+        at.epoch = epoch;
+        at.batch_in_epoch = batch_index;
+        at.minibatches = minibatch;
+        Snapshot(at);
+      }
       if (update == total) break;
     }
+    skip = 0;
     // Micro-batches that did not complete an update at the end of an epoch are dropped.
     if (micro != 0) optimizer_->ZeroGrad();
     last_epoch_time_s_ = MsSince(epoch_start) / 1000.0;
@@ -313,6 +481,11 @@ void Trainer::Train() {
     } else if (options_.do_eval) {
       Evaluate(epoch + 1);
     }
+    TrainingState at;
+    at.update = update;
+    at.epoch = epoch + 1;
+    at.minibatches = minibatch;
+    Snapshot(at);
   }
 
   if (is_main_rank()) {

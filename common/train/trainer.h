@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "common/data/batch.h"
 #include "common/train/bert_adamw.h"
 #include "common/train/schedule.h"
+#include "common/train/snapshot.h"
 #include "common/train/train_options.h"
 
 namespace distlm::train {
@@ -111,6 +113,12 @@ class Trainer {
   void LogUpdate(int64_t step, int64_t epoch, double loss, double lr, double grad_norm, double step_ms,
                  int64_t samples);
   double AverageOverRanks(double value);
+  // Snapshots (see snapshot.h): what a resume must agree on, the tensors saved, writing one,
+  // and resuming from the newest valid one (rank 0 reads, every rank receives).
+  nlohmann::json Fingerprint() const;
+  NamedTensors SnapshotTensors();
+  void Snapshot(const TrainingState& state);
+  std::optional<TrainingState> TryResume(LinearSchedule& schedule);
 
   TrainOptions options_;
   StageHooks hooks_;

@@ -1,0 +1,115 @@
+// Snapshots and exact resume: a run killed with SIGKILL and started again with the same command
+// logs the same losses and ends with the same weights, bit for bit, as one that was never
+// interrupted; a corrupt newest snapshot falls back to the one before.
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/runtime/atomic_file.h"
+#include "common/safetensors/safetensors.h"
+#include "common/testing/subprocess.h"
+
+namespace {
+
+using distlm::testing::Command;
+using nlohmann::json;
+
+const std::vector<std::string> kFlags = {"--max_steps=12", "--save_steps=2", "--num_threads=1",
+                                         "--max_seq_length=64", "--per_gpu_train_batch_size=4"};
+
+std::string Binary() { return distlm::testing::Runfile("part1_single/reference"); }
+
+distlm::testing::ProcessResult RunToEnd(const std::string& out, std::vector<std::string> extra = {}) {
+  Command c;
+  c.argv = {Binary()};
+  c.argv.insert(c.argv.end(), kFlags.begin(), kFlags.end());
+  c.argv.insert(c.argv.end(), extra.begin(), extra.end());
+  c.argv.push_back("--output_dir=" + out);
+  return distlm::testing::Run(c, 120);
+}
+
+// Starts the run and SIGKILLs it once its log has `lines` lines.
+void RunAndKill(const std::string& out, int lines) {
+  std::string cmd = Binary();
+  for (const auto& f : kFlags) cmd += " " + f;
+  cmd += " --output_dir=" + out + " >/dev/null 2>&1 & pid=$!; ";
+  cmd += "while [ \"$(cat " + out + "/train_log.jsonl 2>/dev/null | wc -l)\" -lt " + std::to_string(lines) +
+         " ]; do kill -0 $pid 2>/dev/null || exit 3; sleep 0.01; done; kill -9 $pid; wait $pid; exit 0";
+  auto r = distlm::testing::Run(Command{{"/bin/sh", "-c", cmd}, {}}, 120);
+  ASSERT_EQ(r.exit_code, 0) << "the run ended before it could be killed: " << r.output;
+}
+
+std::vector<double> Losses(const std::string& dir) {
+  std::vector<double> out;
+  std::ifstream in(dir + "/train_log.jsonl");
+  std::string line;
+  while (std::getline(in, line)) out.push_back(json::parse(line)["loss"].get<double>());
+  return out;
+}
+
+void ExpectSameWeights(const std::string& a, const std::string& b) {
+  auto ta = distlm::safetensors::LoadFile(a + "/model.safetensors");
+  auto tb = distlm::safetensors::LoadFile(b + "/model.safetensors");
+  ASSERT_EQ(ta.size(), tb.size());
+  for (size_t i = 0; i < ta.size(); ++i) {
+    EXPECT_EQ(ta[i].first, tb[i].first);
+    EXPECT_TRUE(torch::equal(ta[i].second, tb[i].second)) << ta[i].first;
+  }
+}
+
+class ResumeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    reference_ = new std::string(distlm::testing::MakeTempDir("uninterrupted"));
+    auto r = RunToEnd(*reference_);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    ASSERT_EQ(Losses(*reference_).size(), 12u);
+  }
+  static std::string* reference_;
+};
+std::string* ResumeTest::reference_ = nullptr;
+
+TEST_F(ResumeTest, KilledTwiceThenResumedIsBitForBitTheSame) {
+  std::string out = distlm::testing::MakeTempDir("killed");
+  RunAndKill(out, 3);   // between snapshots
+  RunAndKill(out, 9);   // the second run resumed, then died too
+  auto r = RunToEnd(out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resuming from"), std::string::npos) << r.output;
+  EXPECT_EQ(Losses(out), Losses(*reference_));  // exact, not approximate
+  ExpectSameWeights(out, *reference_);
+}
+
+TEST_F(ResumeTest, CorruptNewestSnapshotFallsBackToThePreviousOne) {
+  std::string out = distlm::testing::MakeTempDir("corrupt");
+  RunAndKill(out, 7);
+  // Truncate the newest snapshot (snapshot-6) as a crash during a copy would.
+  std::string newest = out + "/snapshots/snapshot-6.safetensors";
+  ASSERT_TRUE(distlm::PathExists(newest));
+  std::string bytes = distlm::ReadFile(newest);
+  distlm::WriteFileAtomically(newest, bytes.substr(0, bytes.size() / 2));
+  auto r = RunToEnd(out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("snapshot " + newest + " is unusable"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("resuming from " + out + "/snapshots/snapshot-4.safetensors"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(Losses(out), Losses(*reference_));
+  ExpectSameWeights(out, *reference_);
+}
+
+TEST_F(ResumeTest, ChangedFlagsRefuseToResumeAndOverwriteStartsAfresh) {
+  std::string out = distlm::testing::MakeTempDir("changed");
+  RunAndKill(out, 5);
+  auto r = RunToEnd(out, {"--learning_rate=1e-4"});
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("error: the snapshot in " + out + "/snapshots was taken with learning_rate=5e-05, this run has 0.0001"),
+            std::string::npos)
+      << r.output;
+  r = RunToEnd(out, {"--overwrite_output_dir"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("resuming"), std::string::npos) << r.output;
+  EXPECT_EQ(Losses(out), Losses(*reference_));
+}
+
+}  // namespace
