@@ -357,8 +357,9 @@ std::optional<TrainingState> Trainer::TryResume(LinearSchedule& schedule) {
 void Trainer::Train() {
   const int64_t B = options_.per_device_train_batch_size;
   const int64_t accum = options_.gradient_accumulation_steps;
-  data::DistributedSampler sampler(train_data_.size(), dist_.world_size, dist_.rank, /*shuffle=*/true,
-                                   options_.seed);
+  const bool shared_data = hooks_.every_rank_reads_all_data;
+  data::DistributedSampler sampler(train_data_.size(), shared_data ? 1 : dist_.world_size,
+                                   shared_data ? 0 : dist_.rank, /*shuffle=*/true, options_.seed);
   const int64_t batches_per_epoch = (sampler.num_samples() + B - 1) / B;
   const int64_t updates_per_epoch = batches_per_epoch / accum;
   if (updates_per_epoch == 0) {

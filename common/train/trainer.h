@@ -76,6 +76,9 @@ struct StageHooks {
   // Task 3: before each mini-batch's backward; will_sync is false for the mini-batches of a
   // gradient-accumulation group that do not end it (DDP's no_sync()).
   std::function<void(Trainer&, bool will_sync)> before_backward;
+  // For grading's mutation tests only: every rank reads the whole data set in the same order
+  // (as if the distributed sampler were forgotten).
+  bool every_rank_reads_all_data = false;
   // Extra fields for the current update's log line (communication time, bytes, ...).
   std::function<nlohmann::json(Trainer&)> update_log_extras;
 };
