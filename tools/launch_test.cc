@@ -354,6 +354,27 @@ TEST(LaunchTest, TheTimeoutStopsEverythingAndNamesTheRanks) {
   ExpectAllGone(dir, {0, 1, 2});
 }
 
+TEST(LaunchTest, WhatFinishedRanksLeaveBehindIsStopped) {
+  // Both ranks exit 0 at once, each leaving a child that would sleep 60 s.
+  std::string dir = distlm::testing::MakeTempDir("leftover");
+  Captured c = LaunchCaptured(RunScenario(2, dir, {"fail_rank=all", "code=0"}));
+  EXPECT_EQ(c.code, 0) << c.err;
+  EXPECT_LT(c.seconds, 3.0);
+  ExpectChildrenGot(dir, {0, 1}, SIGTERM);
+  ExpectAllGone(dir, {0, 1});
+
+  // Children that ignore SIGTERM get SIGKILL after the grace; the exit code stays the ranks'.
+  dir = distlm::testing::MakeTempDir("leftover");
+  LaunchOptions o = RunScenario(2, dir, {"fail_rank=all", "code=0", "ignore_term=1"});
+  o.grace_s = 0.3;
+  c = LaunchCaptured(o);
+  EXPECT_EQ(c.code, 0) << c.err;
+  EXPECT_GE(c.seconds, 0.3);
+  EXPECT_LT(c.seconds, 3.0);
+  EXPECT_TRUE(Contains(c.err, "launch: processes started by rank 0 still running 0.3 s after it exited")) << c.err;
+  ExpectAllGone(dir, {0, 1});
+}
+
 // ---- Signals to the launcher -------------------------------------------------------------------
 
 void CheckForwarded(int signo, const std::string& name) {
@@ -375,6 +396,24 @@ void CheckForwarded(int signo, const std::string& name) {
 TEST(LaunchTest, SigtermToTheLauncherIsForwarded) { CheckForwarded(SIGTERM, "SIGTERM"); }
 
 TEST(LaunchTest, SigintToTheLauncherIsForwarded) { CheckForwarded(SIGINT, "SIGINT"); }
+
+TEST(LaunchTest, ASignalTheCallerIgnoresStaysIgnored) {
+  // As under nohup: SIGHUP is ignored, so the launcher (here, this process) neither catches nor
+  // forwards it; only the timeout ends the ranks.
+  struct sigaction ignore {}, old {};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGHUP, &ignore, &old);
+  std::string dir = distlm::testing::MakeTempDir("nohup");
+  LaunchOptions o = RunScenario(2, dir, {"kill_parent=" + std::to_string(SIGHUP)});
+  o.timeout_s = 1;
+  Captured c = LaunchCaptured(o);
+  struct sigaction after {};
+  sigaction(SIGHUP, &old, &after);
+  EXPECT_EQ(after.sa_handler, SIG_IGN) << "Launch() did not restore the caller's disposition";
+  EXPECT_EQ(c.code, kTimeoutExitCode) << c.err;
+  EXPECT_FALSE(Contains(c.err, "SIGHUP")) << c.err;
+  ExpectAllGone(dir, {0, 1});
+}
 
 TEST(LaunchTest, RanksDieWithAKilledLauncher) {
   std::string dir = distlm::testing::MakeTempDir("orphan");

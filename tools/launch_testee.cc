@@ -12,8 +12,9 @@
 //       the ranks of a failure or signal scenario. Every rank starts a child (in its process
 //       group), writes "PID CHILD_PID" to DIR/rank_R.pid and sleeps sleep_s (60). Keys:
 //       (the child creates DIR/rank_R.child_got_S when SIGINT or SIGTERM, S, reaches it);
-//       fail_rank (-1) instead waits for every pid file, then exits after after_ms with code
-//       (a negative code -S: kills itself with signal S), leaving its child behind;
+//       fail_rank (a rank, or "all") instead waits for every pid file, then exits after
+//       after_ms with code (a negative code -S: kills itself with signal S), leaving its child
+//       behind;
 //       ignore_term=1 ignores SIGTERM (rank and child); kill_parent=S makes rank 0 send signal
 //       S to the launcher once every pid file is there.
 //
@@ -170,7 +171,8 @@ int RunMode(const std::string& dir, const std::map<std::string, std::string>& kv
       SleepSeconds(0.01);
     }
   };
-  if (rank == get("fail_rank", -1)) {
+  bool fails = kv.count("fail_rank") && (kv.at("fail_rank") == "all" || rank == get("fail_rank", -1));
+  if (fails) {
     wait_for_pid_files();
     SleepSeconds(get("after_ms", 0) / 1000.0);
     int code = get("code", 1);

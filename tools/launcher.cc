@@ -66,12 +66,18 @@ std::string JoinPath(const std::string& dir, const std::string& path) {
   return dir + "/" + path;
 }
 
-// Writes all of data, retrying short writes; false when the descriptor is gone (EPIPE, ...).
+// Writes all of data, retrying short writes (and waiting on a non-blocking descriptor that is
+// full); false when the descriptor is gone (EPIPE, ...).
 bool WriteAll(int fd, const char* data, size_t size) {
   while (size > 0) {
     ssize_t n = write(fd, data, size);
     if (n < 0) {
       if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        pollfd p{fd, POLLOUT, 0};
+        poll(&p, 1, -1);
+        continue;
+      }
       return false;
     }
     data += n;
@@ -105,7 +111,8 @@ void OnForwardedSignal(int signo) {
 constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP};
 
 // Installs the launcher's signal dispositions for the duration of Launch() and restores the
-// caller's afterwards.
+// caller's afterwards. A forwarded signal the caller ignores stays ignored (nohup's SIGHUP, a
+// background job's SIGINT), for the launcher and, as usual, for the ranks.
 class SignalScope {
  public:
   explicit SignalScope(bool forward) {
@@ -120,7 +127,11 @@ class SignalScope {
       g_signal_pipe_write.store(pipe_[1]);
       sa.sa_handler = OnForwardedSignal;
       sa.sa_flags = SA_RESTART;
-      for (int s : kForwardedSignals) Install(s, sa);
+      for (int s : kForwardedSignals) {
+        struct sigaction current {};
+        sigaction(s, nullptr, &current);
+        if (current.sa_handler != SIG_IGN) Install(s, sa);
+      }
     }
   }
   ~SignalScope() {
@@ -133,6 +144,18 @@ class SignalScope {
   SignalScope& operator=(const SignalScope&) = delete;
 
   int read_fd() const { return pipe_[0]; }
+
+  // Resets, in a child about to exec, every disposition this scope changed to what the caller
+  // had: ignored stays ignored, anything else becomes the default (exec would drop a handler
+  // anyway, and ours must not run in a child). Async-signal-safe.
+  void RestoreInChild() const {
+    for (const auto& [signo, old] : saved_) {
+      struct sigaction sa {};
+      sigemptyset(&sa.sa_mask);
+      sa.sa_handler = old.sa_handler == SIG_IGN ? SIG_IGN : SIG_DFL;
+      sigaction(signo, &sa, nullptr);
+    }
+  }
 
   // Signals that arrived since the last call, in order.
   std::vector<int> Take() {
@@ -314,11 +337,7 @@ class Launcher {
         MoveFdInChild(devnull_, 0);
         MoveFdInChild(out[1], 1);
         MoveFdInChild(err[1], 2);
-        struct sigaction dfl {};
-        dfl.sa_handler = SIG_DFL;
-        sigemptyset(&dfl.sa_mask);
-        for (int s : kForwardedSignals) sigaction(s, &dfl, nullptr);
-        sigaction(SIGPIPE, &dfl, nullptr);
+        signals_->RestoreInChild();
         sigprocmask(SIG_SETMASK, &blocked.old_mask(), nullptr);
         ExecFailure failure{0, 0};
         if (workdir == nullptr || chdir(workdir) == 0) {
