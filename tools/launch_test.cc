@@ -217,6 +217,18 @@ TEST(LaunchTest, FourRanksThroughTheBinaryWithAGivenPort) {
   CheckEnvLines(r.output, 4, port);
 }
 
+TEST(LaunchTest, GlooRanksRendezvousOnTheLaunchersVariables) {
+  // What the launcher is for: c10d's TCPStore on the picked port, then a Gloo all-reduce.
+  LaunchOptions o;
+  o.nproc_per_node = 2;
+  o.timeout_s = 40;  // a broken rendezvous fails here, not at the test's deadline
+  o.command = {distlm::testing::Runfile("tools/launch_gloo_testee")};
+  Captured c = LaunchCaptured(o);
+  EXPECT_EQ(c.code, 0) << c.out << c.err;
+  EXPECT_TRUE(Contains(c.out, "[rank 0] allreduce ok\n")) << c.out << c.err;
+  EXPECT_TRUE(Contains(c.out, "[rank 1] allreduce ok\n")) << c.out << c.err;
+}
+
 TEST(LaunchTest, CommandsAreFoundOnPathAndKeepTheEnvironment) {
   setenv("DISTLM_LAUNCH_TEST_MARK", "kept", 1);
   LaunchOptions o;
