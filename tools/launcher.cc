@@ -383,13 +383,11 @@ class Launcher {
   // of that after the rank exited. A running rank that moved to a group of its own is
   // signalled alone.
   void Signal(Rank& r, int signo) {
-    if (r.group_open && kill(-r.pid, signo) == 0) {
-      if (signo == SIGKILL && r.exited) r.group_open = false;  // nothing more to be done
-      return;
-    }
+    bool group_reached = r.group_open && kill(-r.pid, signo) == 0;
     if (r.exited) {
-      r.group_open = false;  // empty
-    } else {
+      // Empty, or SIGKILLed: either way nothing more to be done.
+      if (!group_reached || signo == SIGKILL) r.group_open = false;
+    } else if (!group_reached || getpgid(r.pid) != r.pid) {
       kill(r.pid, signo);
     }
   }
@@ -496,6 +494,7 @@ class Launcher {
       if (r.exited) continue;
       int status = 0;
       pid_t got = waitpid(r.pid, &status, WNOHANG);
+      std::string wait_error = got < 0 ? Errno() : "";
       if (got == 0 || (got < 0 && errno == EINTR)) continue;
       r.exited = true;
       CloseFd(r.pidfd);
@@ -506,7 +505,7 @@ class Launcher {
         continue;
       }
       if (got < 0) {
-        Message("launch: lost track of rank " + std::to_string(r.rank) + ": waitpid: " + Errno());
+        Message("launch: lost track of rank " + std::to_string(r.rank) + ": waitpid: " + wait_error);
         exit_code_ = 1;
       } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
         Message("launch: rank " + std::to_string(r.rank) + " exited with code " +

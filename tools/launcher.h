@@ -40,6 +40,7 @@
 //     128 + S  the launcher got SIGINT, SIGTERM or SIGHUP (S): it forwards that signal to
 //          every rank's process group (as a terminal's Ctrl-C reaches a whole job), then
 //          the same teardown. A second such signal during a teardown sends SIGKILL at once.
+//     1    the launcher lost track of a rank (waitpid failed: someone else reaped it).
 //   Exits and deaths caused by the teardown itself are not reported as failures.
 //
 // Errors. Bad options, a command that cannot be found or executed, an unwritable tee_dir or
