@@ -1,0 +1,238 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2016  # the ranks' commands expand $RANK & co. themselves
+# Tests of emulated_cluster.sh with real namespaces, veths, a bridge and tc: bring-up, the rate
+# a shaped link delivers, netem detection, the ranks' environment, and above all teardown:
+# after a normal end, a failing rank, SIGTERM, SIGINT, ranks that ignore both, and a SIGKILLed
+# tool (whose leftovers `down` must remove), no distlm-* namespace, link or process remains.
+#
+# Needs root; without it every case is SKIPPED (loudly) and the test passes. It replaces any
+# emulated cluster that is up on this machine (there is one per machine).
+set -uo pipefail
+
+if [[ -n ${TEST_SRCDIR:-} ]]; then
+  TOOL=$TEST_SRCDIR/${TEST_WORKSPACE:-distlm}/task4_bench/cluster/emulated_cluster
+else
+  TOOL=$(cd "$(dirname "$0")" && pwd)/emulated_cluster.sh
+fi
+OUT=$(mktemp -d "${TEST_TMPDIR:-/tmp}/emulated_cluster_test.XXXXXX")
+FAILURES=0
+CURRENT=""
+
+fail() {
+  echo "FAILED [$CURRENT]: $*"
+  FAILURES=$((FAILURES + 1))
+}
+start() {
+  CURRENT=$1
+  echo "=== $1"
+}
+
+# Our things that exist right now (empty = nothing).
+leftovers() {
+  local what
+  what="$(ip netns list 2>/dev/null | awk '{print $1}' | grep '^distlm-') $(ip -o link show | awk -F': ' '{print $2}' | grep '^distlm-')"
+  [[ -e /run/distlm-cluster ]] && what+=" /run/distlm-cluster"
+  # shellcheck disable=SC2086  # one line, single spaces
+  echo $what
+}
+expect_clean() {
+  local left
+  left=$(leftovers)
+  [[ -z $left ]] || fail "left behind after $1: $left"
+}
+# Processes running `sleep <marker>`: the ranks' children must not outlive the tool.
+marker_processes() { pgrep -f "^sleep $1\$" | tr '\n' ' '; }
+expect_no_marker() {
+  local left
+  left=$(marker_processes "$1")
+  [[ -z $left ]] || fail "processes of the ranks still running after $2: $left"
+}
+expect_contains() {
+  grep -qF -- "$2" "$1" || fail "output lacks '$2'; it was:
+$(cat "$1")"
+}
+# Waits until every one of $1 namespaces holds a process (the ranks have started).
+wait_for_ranks() {
+  local n=$1 tries r ready
+  for ((tries = 0; tries < 200; tries++)); do
+    ready=0
+    for ((r = 0; r < n; r++)); do
+      [[ -n $(ip netns pids "distlm-ns$r" 2>/dev/null) ]] && ready=$((ready + 1))
+    done
+    ((ready == n)) && return 0
+    sleep 0.05
+  done
+  fail "the ranks did not start within 10 s"
+  return 1
+}
+
+if [[ $(id -u) -ne 0 ]]; then
+  echo "SKIPPED: emulated_cluster_test needs root (network namespaces, veths, tc); nothing was tested"
+  exit 0
+fi
+if ! "$TOOL" up 1 >"$OUT/probe.txt" 2>&1; then
+  echo "SKIPPED: this machine does not let root create network namespaces and veths; nothing was tested:"
+  cat "$OUT/probe.txt"
+  "$TOOL" down >/dev/null 2>&1
+  exit 0
+fi
+"$TOOL" down >/dev/null 2>&1
+
+# Job control: background jobs get their own process group and do not ignore SIGINT, so the
+# tool can trap the SIGINT we send it (as after a Ctrl-C in a terminal).
+set -m
+
+start "non-root users are refused"
+if command -v setpriv >/dev/null; then
+  # A copy nobody can read (the runfiles live under root's home).
+  copy=$(mktemp -d /tmp/distlm_cluster_nonroot.XXXXXX)
+  cp "$TOOL" "$copy/emulated_cluster"
+  chmod 755 "$copy" "$copy/emulated_cluster"
+  setpriv --reuid=65534 --regid=65534 --clear-groups "$copy/emulated_cluster" up 2 >"$OUT/nonroot.txt" 2>&1
+  rc=$?
+  rm -rf "$copy"
+  ((rc == 2)) || fail "exit code $rc, expected 2"
+  expect_contains "$OUT/nonroot.txt" "error: emulated_cluster: needs root"
+  expect_clean "a refused non-root run"
+else
+  echo "SKIPPED: no setpriv, so the non-root refusal was not checked"
+fi
+
+start "bad arguments are one-line errors and create nothing"
+for args in "up 0" "up 65" "up 2 --rate=fast" "up 2 --delay=5" "run 2" "run 2 --bogus -- true" "frobnicate"; do
+  # shellcheck disable=SC2086
+  "$TOOL" $args >"$OUT/bad.txt" 2>&1
+  rc=$?
+  ((rc == 2)) || fail "'$args' exited $rc, expected 2"
+  grep -q "^error: emulated_cluster: " "$OUT/bad.txt" || fail "'$args' gave no error line: $(cat "$OUT/bad.txt")"
+done
+expect_clean "bad arguments"
+
+start "up builds nodes, addresses and shaped links; down removes them"
+"$TOOL" up 3 --rate=100mbit >"$OUT/up.txt" 2>&1 || fail "up failed: $(cat "$OUT/up.txt")"
+for r in 0 1 2; do
+  addr=$(ip -n "distlm-ns$r" -4 -o addr show dev distlm0 | awk '{print $4}')
+  [[ $addr == "10.213.0.$((r + 1))/24" ]] || fail "node $r has address '$addr'"
+  tc -n "distlm-ns$r" qdisc show dev distlm0 | grep -q "tbf 1: root .*rate 100Mbit" ||
+    fail "node $r's sending side is not shaped: $(tc -n "distlm-ns$r" qdisc show dev distlm0)"
+  tc qdisc show dev "distlm-h$r" | grep -q "tbf 1: root .*rate 100Mbit" ||
+    fail "node $r's receiving side is not shaped: $(tc qdisc show dev "distlm-h$r")"
+  [[ $(cat "/sys/class/net/distlm-h$r/master/ifindex" 2>/dev/null) == $(cat /sys/class/net/distlm-br/ifindex) ]] ||
+    fail "distlm-h$r is not on the bridge"
+done
+# The bridge carries no address: nothing the ranks send has a way out of it.
+ip -o addr show dev distlm-br | grep -q inet && fail "the bridge has an address: $(ip -o addr show dev distlm-br)"
+"$TOOL" down >"$OUT/down.txt" 2>&1 || fail "down failed: $(cat "$OUT/down.txt")"
+expect_clean "down"
+
+start "a shaped link delivers its rate"
+"$TOOL" up 2 --rate=200mbit >/dev/null 2>&1 || fail "up failed"
+"$TOOL" measure --seconds=0.5 >"$OUT/measure.txt" 2>&1 || fail "measure failed: $(cat "$OUT/measure.txt")"
+cat "$OUT/measure.txt"
+ratio=$(sed -n 's/.*achieved\/configured = \([0-9.]*\).*/\1/p' "$OUT/measure.txt")
+# tbf counts whole frames; TCP payload is 1448 of each 1514-byte frame, so about 0.956 is
+# expected. Well below means the shaping (or the probe) is broken, above 1 that it leaks.
+awk -v r="${ratio:-0}" 'BEGIN { exit !(r >= 0.85 && r <= 1.02) }' ||
+  fail "achieved/configured rate is '${ratio}', expected 0.85..1.02"
+"$TOOL" down >/dev/null 2>&1
+expect_clean "measure"
+
+start "delay: netem is used where the kernel has it, and its absence is said"
+"$TOOL" up 2 --rate=100mbit --delay=2ms >"$OUT/delay.txt" 2>&1 || fail "up with --delay failed: $(cat "$OUT/delay.txt")"
+if tc -n distlm-ns0 qdisc show dev distlm0 | grep -q netem; then
+  tc -n distlm-ns0 qdisc show dev distlm0 | grep -q "delay 2ms" || fail "netem without the 2ms delay"
+  tc -n distlm-ns0 qdisc show dev distlm0 | grep -q "rate 100Mbit" || fail "netem without the rate"
+  grep -q "no netem" "$OUT/delay.txt" && fail "netem is there but the tool says it is not"
+else
+  expect_contains "$OUT/delay.txt" "this kernel has no netem: delay is not emulated; rates are"
+  tc -n distlm-ns0 qdisc show dev distlm0 | grep -q "rate 100Mbit" || fail "no netem, and the rate is lost too"
+fi
+"$TOOL" down >/dev/null 2>&1
+expect_clean "the delay case"
+
+start "run gives each rank its variables and prefixed output, then tears down"
+"$TOOL" run 2 -- sh -c 'echo "rank=$RANK world=$WORLD_SIZE master=$MASTER_ADDR:$MASTER_PORT"; ip -4 -o addr show dev distlm0' \
+  >"$OUT/run.txt" 2>&1
+rc=$?
+((rc == 0)) || fail "run exited $rc"
+expect_contains "$OUT/run.txt" "[rank 0] rank=0 world=2 master=10.213.0.1:29500"
+expect_contains "$OUT/run.txt" "[rank 1] rank=1 world=2 master=10.213.0.1:29500"
+expect_contains "$OUT/run.txt" "10.213.0.2/24"
+expect_contains "$OUT/run.txt" "all 2 ranks exited 0"
+expect_clean "a successful run"
+
+start "a failing rank stops the others and its code is the tool's"
+"$TOOL" run 3 -- sh -c 'if [ "$RANK" = 1 ]; then sleep 0.3; exit 3; fi; exec sleep 3171' >"$OUT/fail.txt" 2>&1
+rc=$?
+((rc == 3)) || fail "exit code $rc, expected rank 1's 3"
+expect_contains "$OUT/fail.txt" "rank 1 exited with code 3"
+expect_clean "a failed run"
+expect_no_marker 3171 "a failed run"
+
+for sig in TERM INT; do
+  start "SIGTERM/SIGINT mid-run: SIG$sig"
+  marker=$((3172 + ${#sig}))
+  "$TOOL" run 2 --rate=100mbit -- sleep "$marker" >"$OUT/sig.txt" 2>&1 &
+  tool=$!
+  wait_for_ranks 2
+  [[ -n $(leftovers) ]] || fail "nothing was up while the ranks ran"
+  kill -s "$sig" "$tool"
+  wait "$tool"
+  rc=$?
+  expected=130
+  if [[ $sig == TERM ]]; then expected=143; fi
+  ((rc == expected)) || fail "exit code $rc after SIG$sig, expected $expected"
+  expect_contains "$OUT/sig.txt" "got SIG$sig: forwarding it to the ranks, then tearing down"
+  expect_clean "SIG$sig"
+  expect_no_marker "$marker" "SIG$sig"
+done
+
+start "ranks that ignore SIGTERM and SIGINT are killed"
+DISTLM_CLUSTER_GRACE_S=1 "$TOOL" run 2 -- sh -c 'trap "" TERM INT; sleep 3180 & wait' >"$OUT/stubborn.txt" 2>&1 &
+tool=$!
+wait_for_ranks 2
+sleep 0.2  # let the shells set their traps
+t0=$(date +%s)
+kill -TERM "$tool"
+wait "$tool"
+rc=$?
+((rc == 143)) || fail "exit code $rc, expected 143"
+(($(date +%s) - t0 <= 8)) || fail "teardown took $(($(date +%s) - t0)) s with a 1 s grace"
+expect_clean "SIGTERM with stubborn ranks"
+expect_no_marker 3180 "SIGTERM with stubborn ranks"
+
+start "a SIGKILLed tool leaves leftovers that down removes"
+"$TOOL" run 2 -- sleep 3181 >"$OUT/killed.txt" 2>&1 &
+tool=$!
+wait_for_ranks 2
+{
+  kill -KILL "$tool"
+  wait "$tool"
+} 2>/dev/null  # bash's "Killed" report of the job
+[[ -n $(leftovers) ]] || fail "a SIGKILLed tool cleaned up: the test cannot see down at work"
+[[ -n $(marker_processes 3181) ]] || fail "the ranks of a SIGKILLed tool are gone: the test cannot see down stop them"
+"$TOOL" down >"$OUT/down_after_kill.txt" 2>&1 || fail "down failed: $(cat "$OUT/down_after_kill.txt")"
+expect_clean "down after a SIGKILL"
+expect_no_marker 3181 "down after a SIGKILL"
+
+start "up replaces a killed run's leftovers"
+"$TOOL" run 2 -- sleep 3182 >/dev/null 2>&1 &
+tool=$!
+wait_for_ranks 2
+{
+  kill -KILL "$tool"
+  wait "$tool"
+} 2>/dev/null  # bash's "Killed" report of the job
+"$TOOL" up 1 >"$OUT/up_after_kill.txt" 2>&1 || fail "up over leftovers failed: $(cat "$OUT/up_after_kill.txt")"
+expect_contains "$OUT/up_after_kill.txt" "removing an earlier cluster or a killed run's leftovers"
+[[ $(ip netns list | grep -c '^distlm-') == 1 ]] || fail "expected exactly the new node: $(leftovers)"
+expect_no_marker 3182 "up over leftovers"
+"$TOOL" down >/dev/null 2>&1
+expect_clean "the last down"
+
+rm -rf "$OUT"
+if ((FAILURES > 0)); then
+  echo "$FAILURES check(s) FAILED"
+  exit 1
+fi
+echo "all emulated_cluster checks passed"
