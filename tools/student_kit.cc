@@ -1,0 +1,472 @@
+#include "tools/student_kit.h"
+
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "common/runtime/errors.h"
+
+namespace distlm::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> SplitPath(const std::string& path) {
+  std::vector<std::string> parts;
+  std::stringstream ss(path);
+  std::string p;
+  while (std::getline(ss, p, '/')) {
+    if (!p.empty()) parts.push_back(p);
+  }
+  return parts;
+}
+
+std::string Dirname(const std::string& path) {
+  auto pos = path.rfind('/');
+  return pos == std::string::npos ? "" : path.substr(0, pos);
+}
+
+std::string Join(const std::string& dir, const std::string& name) { return dir.empty() ? name : dir + "/" + name; }
+
+std::string ReadWhole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError("cannot read " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void WriteWhole(const std::string& path, const std::string& data) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << data;
+  if (!out) throw UserError("cannot write " + path);
+}
+
+bool IsBuildFile(const std::string& rel) {
+  std::string base = rel.substr(rel.rfind('/') + 1);
+  return base == "BUILD" || base == "BUILD.bazel";
+}
+
+// The tracked files of a git checkout, or every file below root (without .git and Bazel's
+// convenience links) when root is not one.
+std::vector<std::string> SourceFiles(const std::string& root, std::vector<std::string>* notes) {
+  std::vector<std::string> files;
+  if (fs::exists(root + "/.git")) {
+    std::string quoted = "'";
+    for (char c : root) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    quoted += "'";
+    FILE* p = popen(("git -C " + quoted + " ls-files -z 2>/dev/null").c_str(), "r");
+    if (p != nullptr) {
+      std::string all;
+      char buf[65536];
+      size_t n;
+      while ((n = fread(buf, 1, sizeof(buf), p)) > 0) all.append(buf, n);
+      int status = pclose(p);
+      if (status == 0) {
+        size_t start = 0;
+        for (size_t i = 0; i < all.size(); ++i) {
+          if (all[i] == '\0') {
+            files.push_back(all.substr(start, i - start));
+            start = i + 1;
+          }
+        }
+        notes->push_back("the files tracked by git in " + root);
+        return files;
+      }
+    }
+    notes->push_back("git ls-files failed in " + root + ": taking every file instead");
+  }
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(root, fs::directory_options::none, ec), end; it != end;
+       it.increment(ec)) {
+    if (ec) throw UserError("cannot read " + root + ": " + ec.message());
+    std::string rel = it->path().lexically_relative(root).generic_string();
+    std::string first = SplitPath(rel).empty() ? "" : SplitPath(rel)[0];
+    if (first == ".git" || first.rfind("bazel-", 0) == 0) {
+      if (it->is_directory()) it.disable_recursion_pending();
+      continue;
+    }
+    if (!it->is_directory(ec)) files.push_back(rel);
+  }
+  return files;
+}
+
+// --- BUILD files ---------------------------------------------------------------------------
+
+struct Label {
+  std::string package;  // workspace-relative folder
+  std::string name;
+  bool bare = false;    // "x" or "dir/x": a file or a rule of the same package
+};
+
+// Parses a string of a BUILD file as a workspace label; false for external repositories,
+// //visibility:..., //conditions:... and anything that is not a label at all.
+bool ParseLabel(const std::string& s, const std::string& package, Label* out) {
+  if (s.empty() || s[0] == '@') return false;
+  if (s.find_first_of(" \t\n*?{}$") != std::string::npos) return false;
+  if (s.rfind("//", 0) == 0) {
+    std::string rest = s.substr(2);
+    auto colon = rest.find(':');
+    out->package = colon == std::string::npos ? rest : rest.substr(0, colon);
+    if (colon != std::string::npos) {
+      out->name = rest.substr(colon + 1);
+    } else {
+      auto parts = SplitPath(out->package);
+      out->name = parts.empty() ? "" : parts.back();
+    }
+    if (out->package == "visibility" || out->package == "conditions") return false;
+    // Visibility specifications name packages, not targets, and load nothing.
+    if (out->name == "__pkg__" || out->name == "__subpackages__") return false;
+    out->bare = false;
+    return !out->name.empty();
+  }
+  if (s[0] == ':') {
+    out->package = package;
+    out->name = s.substr(1);
+    out->bare = false;
+    return !out->name.empty();
+  }
+  out->package = package;
+  out->name = s;
+  out->bare = true;
+  return true;
+}
+
+struct Package {
+  std::string build_path;  // relative path of its BUILD file
+  std::vector<BuildStatement> statements;
+  std::vector<bool> removed;
+};
+
+// A rule or file of the kit: "pkg:name".
+std::string Key(const std::string& package, const std::string& name) { return package + ":" + name; }
+
+}  // namespace
+
+bool IsPrivatePath(const std::string& path) {
+  auto parts = SplitPath(path);
+  if (!parts.empty() && parts[0] == "grading") return true;
+  // A folder called reference (the last part is the file itself).
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    if (parts[i] == "reference") return true;
+  }
+  return false;
+}
+
+std::vector<BuildStatement> SplitBuildFile(const std::string& text) {
+  std::vector<BuildStatement> out;
+  size_t pos = 0;
+  const size_t n = text.size();
+  auto line_end = [&](size_t from) {
+    size_t e = text.find('\n', from);
+    return e == std::string::npos ? n : e + 1;
+  };
+  auto is_blank_or_comment = [&](size_t from, size_t to, bool* comment) {
+    size_t i = from;
+    while (i < to && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r')) ++i;
+    *comment = i < to && text[i] == '#';
+    return i >= to || text[i] == '\n' || text[i] == '#';
+  };
+  while (pos < n) {
+    // Free lines: blank lines and comments. The comment lines right above a statement (no
+    // blank line between) belong to it.
+    size_t free_start = pos, attached_start = pos;
+    bool comment = false;
+    while (pos < n) {
+      size_t e = line_end(pos);
+      if (!is_blank_or_comment(pos, e, &comment)) break;
+      if (!comment) attached_start = e;  // a blank line ends any attachment above it
+      pos = e;
+    }
+    if (pos >= n) {
+      if (free_start < n) {
+        BuildStatement s;
+        s.text = text.substr(free_start);
+        s.is_comment_or_blank = true;
+        out.push_back(s);
+      }
+      break;
+    }
+    if (attached_start > free_start) {
+      BuildStatement s;
+      s.text = text.substr(free_start, attached_start - free_start);
+      s.is_comment_or_blank = true;
+      out.push_back(s);
+    }
+    // The statement: to the newline where every bracket is closed.
+    BuildStatement st;
+    int depth = 0;
+    std::string ident, last_ident;
+    bool want_name = false;
+    size_t i = pos;
+    for (; i < n; ++i) {
+      char c = text[i];
+      if (c == '#') {
+        while (i < n && text[i] != '\n') ++i;
+        --i;
+        continue;
+      }
+      if (c == '"' || c == '\'') {
+        const bool triple = i + 2 < n && text[i + 1] == c && text[i + 2] == c;
+        const size_t q = triple ? 3 : 1;
+        size_t j = i + q;
+        std::string value;
+        while (j < n) {
+          if (text[j] == '\\' && j + 1 < n) {
+            value += text[j];
+            value += text[j + 1];
+            j += 2;
+            continue;
+          }
+          if (triple ? text.compare(j, 3, std::string(3, c)) == 0 : text[j] == c) break;
+          if (!triple && text[j] == '\n') break;  // unterminated: stop at the line's end
+          value += text[j++];
+        }
+        st.strings.push_back(value);
+        if (want_name && depth == 1 && st.name.empty()) st.name = value;
+        want_name = false;
+        i = std::min(n, j + q) - 1;
+        ident.clear();
+        continue;
+      }
+      if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') {
+        ident += c;
+        continue;
+      }
+      if (!ident.empty()) {
+        last_ident = ident;
+        ident.clear();
+        want_name = false;
+      }
+      if (c == '(' || c == '[' || c == '{') ++depth;
+      if (c == ')' || c == ']' || c == '}') --depth;
+      if (c == '=' && depth == 1 && last_ident == "name" && !(i + 1 < n && text[i + 1] == '=')) want_name = true;
+      if (c == '\\' && i + 1 < n && text[i + 1] == '\n') {
+        ++i;  // an explicit line continuation
+        continue;
+      }
+      if (c == '\n' && depth <= 0) break;
+    }
+    size_t end = i < n ? i + 1 : n;
+    st.text = text.substr(attached_start, end - attached_start);
+    out.push_back(st);
+    pos = end;
+  }
+  return out;
+}
+
+KitReport MakeStudentKit(const KitOptions& options) {
+  KitReport report;
+  const std::string root = options.source_root;
+  if (root.empty() || !fs::is_directory(root)) throw UserError("--source: " + root + " is not a directory");
+  if (!fs::exists(root + "/WORKSPACE")) throw UserError("--source: " + root + " has no WORKSPACE file");
+  std::error_code ec;
+  if (options.out_dir.empty()) throw UserError("--out: no output folder given");
+  if (fs::exists(options.out_dir) && !fs::is_empty(options.out_dir, ec)) {
+    throw UserError("--out: " + options.out_dir + " exists and is not empty");
+  }
+  {
+    // Refuse to write into the source (the kit would end up in its own listing).
+    fs::create_directories(options.out_dir, ec);
+    auto src = fs::weakly_canonical(root), dst = fs::weakly_canonical(options.out_dir);
+    std::string s = src.string() + "/", d = dst.string() + "/";
+    if (d.rfind(s, 0) == 0) throw UserError("--out: " + options.out_dir + " is inside the source " + root);
+  }
+
+  std::vector<std::string> notes;
+  std::vector<std::string> files = SourceFiles(root, &notes);
+  std::set<std::string> kept, private_files;
+  std::set<std::string> private_dirs;
+  for (const auto& f : files) {
+    fs::file_status st = fs::symlink_status(root + "/" + f, ec);
+    if (!fs::exists(st)) {
+      report.left_out.push_back(f + ": tracked but absent from the working tree");
+      continue;
+    }
+    if (IsPrivatePath(f)) {
+      private_files.insert(f);
+      report.left_out.push_back(f + (SplitPath(f)[0] == "grading" ? ": the grader" : ": a reference solution"));
+      // Every folder from the private one down is gone from the kit.
+      auto parts = SplitPath(f);
+      std::string dir;
+      bool inside = false;
+      for (size_t i = 0; i + 1 < parts.size(); ++i) {
+        dir = Join(dir, parts[i]);
+        inside = inside || parts[i] == "reference" || (i == 0 && parts[i] == "grading");
+        if (inside) private_dirs.insert(dir);
+      }
+      continue;
+    }
+    if (fs::is_symlink(st) || !fs::is_regular_file(st)) {
+      report.left_out.push_back(f + ": not a regular file");
+      continue;
+    }
+    kept.insert(f);
+  }
+
+  // Packages of the kit and what they define.
+  std::map<std::string, Package> packages;
+  for (const auto& f : kept) {
+    if (!IsBuildFile(f)) continue;
+    Package p;
+    p.build_path = f;
+    p.statements = SplitBuildFile(ReadWhole(root + "/" + f));
+    p.removed.assign(p.statements.size(), false);
+    packages[Dirname(f)] = std::move(p);
+  }
+  auto inside_private = [&](const std::string& path) {
+    if (private_files.count(path) != 0) return true;
+    for (std::string d = path; !d.empty(); d = Dirname(d)) {
+      if (private_dirs.count(d) != 0) return true;
+    }
+    return false;
+  };
+
+  // Remove rules that name what is gone, until nothing changes.
+  std::set<std::string> removed_keys;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (auto& [pkg, p] : packages) {
+      for (size_t i = 0; i < p.statements.size(); ++i) {
+        const BuildStatement& st = p.statements[i];
+        if (p.removed[i] || st.is_comment_or_blank) continue;
+        std::string why;
+        for (const auto& s : st.strings) {
+          Label l;
+          if (s == st.name || !ParseLabel(s, pkg, &l)) continue;
+          const std::string path = Join(l.package, l.name);
+          if (inside_private(path) || inside_private(l.package)) {
+            why = "uses " + s + ", which the kit leaves out";
+          } else if (removed_keys.count(Key(l.package, l.name)) != 0) {
+            why = "depends on " + s + ", removed";
+          }
+          if (!why.empty()) break;
+        }
+        if (why.empty()) continue;
+        p.removed[i] = true;
+        changed = true;
+        if (!st.name.empty()) removed_keys.insert(Key(pkg, st.name));
+        report.removed_rules.push_back("//" + pkg + ":" + (st.name.empty() ? "<statement>" : st.name) + " (" + why +
+                                       ")");
+      }
+    }
+  }
+
+  // Source files that only removed rules named.
+  for (auto& [pkg, p] : packages) {
+    std::set<std::string> used_by_kept, used_by_removed;
+    for (size_t i = 0; i < p.statements.size(); ++i) {
+      for (const auto& s : p.statements[i].strings) {
+        Label l;
+        if (!ParseLabel(s, pkg, &l) || l.package != pkg) continue;
+        (p.removed[i] ? used_by_removed : used_by_kept).insert(l.name);
+      }
+    }
+    for (const auto& name : used_by_removed) {
+      const std::string path = Join(pkg, name);
+      if (used_by_kept.count(name) == 0 && kept.count(path) != 0) {
+        kept.erase(path);
+        report.left_out.push_back(path + ": used only by removed rules");
+      }
+    }
+  }
+  // A file another package names (a cross-package source label) stays if a kept rule names it:
+  // checked by the label check below.
+
+  // Write the kit.
+  for (const auto& f : kept) {
+    const std::string dst = options.out_dir + "/" + f;
+    fs::create_directories(Dirname(dst), ec);
+    auto pit = IsBuildFile(f) ? packages.find(Dirname(f)) : packages.end();
+    if (pit != packages.end()) {
+      // Blank lines around a removed rule would add up; free blocks (blank and comment lines
+      // only) lose their leading blank lines after a blank line.
+      std::string text;
+      for (size_t i = 0; i < pit->second.statements.size(); ++i) {
+        if (pit->second.removed[i]) continue;
+        std::string piece = pit->second.statements[i].text;
+        const bool after_blank = text.empty() || (text.size() >= 2 && text.compare(text.size() - 2, 2, "\n\n") == 0);
+        if (pit->second.statements[i].is_comment_or_blank && after_blank) {
+          piece.erase(0, piece.find_first_not_of("\n"));
+        }
+        text += piece;
+      }
+      WriteWhole(dst, text);
+    } else {
+      fs::copy_file(root + "/" + f, dst, fs::copy_options::overwrite_existing, ec);
+      if (ec) throw UserError("cannot copy " + f + " to " + dst + ": " + ec.message());
+    }
+    fs::permissions(dst, fs::status(root + "/" + f).permissions(), ec);
+    report.copied.push_back(f);
+  }
+
+  // Checks. 1: no private folder or file; 2: no file equal to a private one (a solution
+  // copied under another name); 3: every label of a kept rule resolves.
+  std::vector<std::string> problems;
+  std::map<uintmax_t, std::vector<std::string>> private_by_size;
+  for (const auto& f : private_files) private_by_size[fs::file_size(root + "/" + f, ec)].push_back(f);
+  for (const auto& f : kept) {
+    if (IsPrivatePath(f)) problems.push_back(f + " is private but in the kit");
+    auto it = private_by_size.find(fs::file_size(options.out_dir + "/" + f, ec));
+    if (it == private_by_size.end()) continue;
+    const std::string data = ReadWhole(options.out_dir + "/" + f);
+    for (const auto& pf : it->second) {
+      if (ReadWhole(root + "/" + pf) == data) problems.push_back(f + " has the same content as " + pf);
+    }
+  }
+  std::set<std::string> defined;  // "pkg:name" of kept rules and kept files
+  for (const auto& f : kept) defined.insert(Key(Dirname(f), f.substr(f.rfind('/') + 1)));
+  for (const auto& [pkg, p] : packages) {
+    for (size_t i = 0; i < p.statements.size(); ++i) {
+      if (p.removed[i]) continue;
+      if (!p.statements[i].name.empty()) defined.insert(Key(pkg, p.statements[i].name));
+      // A rule's outputs (genrule outs, ...) are strings of its package too.
+      for (const auto& s : p.statements[i].strings) defined.insert(Key(pkg, s));
+    }
+  }
+  for (const auto& [pkg, p] : packages) {
+    for (size_t i = 0; i < p.statements.size(); ++i) {
+      if (p.removed[i]) continue;
+      for (const auto& s : p.statements[i].strings) {
+        Label l;
+        if (!ParseLabel(s, pkg, &l) || l.bare) continue;
+        if (packages.count(l.package) == 0) {
+          // A folder with no BUILD file in the kit: fine only if it is not in the workspace at all
+          // (then it is not a label of ours).
+          if (fs::exists(options.out_dir + "/" + l.package) || inside_private(l.package)) {
+            problems.push_back(p.build_path + ": " + s + " names a package the kit does not have");
+          }
+          continue;
+        }
+        // A file of a subfolder (//pkg:dir/file) counts when the file is in the kit.
+        if (defined.count(Key(l.package, l.name)) == 0 && !fs::exists(options.out_dir + "/" + Join(l.package, l.name))) {
+          problems.push_back(p.build_path + ": " + s + " names nothing the kit has");
+        }
+      }
+    }
+  }
+  if (!problems.empty()) {
+    std::string msg = "the kit in " + options.out_dir + " fails its checks: " + problems[0];
+    if (problems.size() > 1) msg += " (and " + std::to_string(problems.size() - 1) + " more)";
+    throw UserError(msg);
+  }
+
+  // Documents and scripts that still name a removed rule: the kit works, but they mislead.
+  for (const auto& f : kept) {
+    if (IsBuildFile(f)) continue;
+    const std::string data = ReadWhole(options.out_dir + "/" + f);
+    if (data.find('\0') != std::string::npos) continue;
+    for (const auto& key : removed_keys) {
+      const std::string label = "//" + key;
+      if (data.find(label) != std::string::npos) report.warnings.push_back(f + " mentions " + label + ", which the kit does not have");
+    }
+  }
+  for (const auto& n : notes) report.warnings.insert(report.warnings.begin(), n);
+  return report;
+}
+
+}  // namespace distlm::tools

@@ -1,0 +1,49 @@
+// The student release of the repository: every tracked file except the reference solutions
+// (each `reference/` folder), the grader (`grading/`), and whatever only they use.
+//
+// BUILD files are edited in the copy, not in the repository: a rule that names a left-out
+// file or depends on a removed rule is removed too (with the comment lines right above it),
+// until nothing refers to what is gone; then a source file that only removed rules used is
+// left out as well (part1_single's tests of the reference binary, for example). The result is
+// checked before it is reported: no `reference` folder, no file equal to a left-out one, and
+// every workspace label in the remaining BUILD files names a rule or file that exists.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace distlm::tools {
+
+struct KitOptions {
+  std::string source_root;  // a checkout: its tracked files (git ls-files), or all files without git
+  std::string out_dir;      // created; must not exist or be empty
+};
+
+struct KitReport {
+  std::vector<std::string> copied;         // relative paths written to out_dir
+  std::vector<std::string> left_out;       // "path: why"
+  std::vector<std::string> removed_rules;  // "//pkg:name (why)"
+  std::vector<std::string> warnings;       // e.g. a document naming a removed target
+};
+
+// Writes the kit; throws distlm::UserError (one line) when the source cannot be read, out_dir
+// is not empty, or the kit fails its own checks.
+KitReport MakeStudentKit(const KitOptions& options);
+
+// True for a path (relative, '/'-separated) the kit never contains: inside a `reference`
+// folder or grading/.
+bool IsPrivatePath(const std::string& path);
+
+// One top-level statement of a BUILD file, with the comment lines right above it.
+struct BuildStatement {
+  std::string text;                  // exactly as in the file, with its final newline
+  std::string name;                  // the name = "..." argument of a rule; "" otherwise
+  std::vector<std::string> strings;  // every string literal in it
+  bool is_comment_or_blank = false;  // free comment lines and blank lines between statements
+};
+
+// Splits a BUILD file into statements (brackets, strings and comments are understood);
+// concatenating the texts gives the file back.
+std::vector<BuildStatement> SplitBuildFile(const std::string& text);
+
+}  // namespace distlm::tools

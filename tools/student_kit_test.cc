@@ -1,0 +1,227 @@
+// The student kit: BUILD-file statements, what is left out and removed on small trees, the
+// kit's refusal to write a kit that fails its checks, and the real kit of this checkout read
+// back file by file.
+#include "tools/student_kit.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "common/runtime/errors.h"
+#include "common/testing/subprocess.h"
+
+namespace distlm::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void Write(const std::string& path, const std::string& data) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path, std::ios::binary) << data;
+}
+
+std::set<std::string> FilesUnder(const std::string& root) {
+  std::set<std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(root)) {
+    if (e.is_regular_file()) out.insert(e.path().lexically_relative(root).generic_string());
+  }
+  return out;
+}
+
+TEST(SplitBuildFileTest, StatementsNamesStringsAndRoundTrip) {
+  const std::string text =
+      "package(default_visibility = [\"//visibility:public\"])\n"
+      "\n"
+      "# A free comment.\n"
+      "\n"
+      "# Attached to the rule below.\n"
+      "cc_library(\n"
+      "    name = \"lib\",  # a trailing comment with a ) bracket\n"
+      "    srcs = [\"a.cc\", 'b(.cc'],\n"
+      "    copts = [\"\"\"x\n"
+      "y)\"\"\"],\n"
+      "    deps = select({\"//conditions:default\": [\":dep\"]}),\n"
+      ")\n"
+      "exports_files([\"main.cc\"])\n";
+  auto st = SplitBuildFile(text);
+  std::string joined;
+  for (const auto& s : st) joined += s.text;
+  EXPECT_EQ(joined, text);
+  ASSERT_EQ(st.size(), 4u);
+  EXPECT_FALSE(st[0].is_comment_or_blank);
+  EXPECT_TRUE(st[1].is_comment_or_blank);
+  EXPECT_EQ(st[1].text, "\n# A free comment.\n\n");
+  EXPECT_EQ(st[2].name, "lib");
+  EXPECT_EQ(st[2].text.rfind("# Attached to the rule below.\ncc_library(", 0), 0u);
+  EXPECT_EQ(st[2].strings, (std::vector<std::string>{"lib", "a.cc", "b(.cc", "x\ny)", "//conditions:default", ":dep"}));
+  EXPECT_EQ(st[3].name, "");
+  EXPECT_EQ(st[3].strings, std::vector<std::string>{"main.cc"});
+}
+
+TEST(IsPrivatePathTest, ReferenceFoldersAndTheGrader) {
+  EXPECT_TRUE(IsPrivatePath("task2a/reference/grad_sync.cc"));
+  EXPECT_TRUE(IsPrivatePath("a/b/reference/c/d.cc"));
+  EXPECT_TRUE(IsPrivatePath("grading/BUILD"));
+  EXPECT_FALSE(IsPrivatePath("task2a/student/grad_sync.cc"));
+  EXPECT_FALSE(IsPrivatePath("docs/reference"));  // a file, not a folder
+  EXPECT_FALSE(IsPrivatePath("common/glue/reference_parity_test.cc"));
+}
+
+// A stage laid out as the course's are, and a package using the grader.
+std::string MakeTree() {
+  std::string src = testing::MakeTempDir("kit_src");
+  Write(src + "/WORKSPACE", "workspace(name = \"x\")\n");
+  Write(src + "/BUILD", "");
+  Write(src + "/README.md", "run `bazel run //stage:reference`\n");
+  Write(src + "/stage/main.cc", "int main() {}\n");
+  Write(src + "/stage/api.h", "void F();\n");
+  Write(src + "/stage/reference/impl.cc", "void F() { /* the solution */ }\n");
+  Write(src + "/stage/student/impl.cc", "void F() { /* TODO(student) */ }\n");
+  Write(src + "/stage/reference_test.cc", "// runs :reference\n");
+  Write(src + "/stage/BUILD",
+        "cc_library(\n    name = \"api\",\n    hdrs = [\"api.h\"],\n)\n\n"
+        "cc_library(\n    name = \"reference_impl\",\n    srcs = [\"reference/impl.cc\"],\n    deps = [\":api\"],\n)\n\n"
+        "# The solution binary.\n"
+        "cc_binary(\n    name = \"reference\",\n    srcs = [\"main.cc\"],\n    deps = [\":reference_impl\"],\n)\n\n"
+        "cc_binary(\n    name = \"student\",\n    srcs = [\"main.cc\", \"student/impl.cc\"],\n    deps = [\":api\"],\n)\n\n"
+        "cc_test(\n    name = \"reference_test\",\n    srcs = [\"reference_test.cc\"],\n    data = [\":reference\"],\n)\n");
+  Write(src + "/grading/BUILD", "cc_library(name = \"judge\")\n");
+  Write(src + "/other/BUILD",
+        "cc_test(name = \"uses_judge\", deps = [\"//grading:judge\"])\n"
+        "cc_library(name = \"fine\", deps = [\"//stage:api\", \"@libtorch\"])\n");
+  return src;
+}
+
+TEST(MakeStudentKitTest, LeavesOutSolutionsTheGraderAndWhatOnlyTheyUse) {
+  std::string src = MakeTree();
+  std::string out = testing::MakeTempDir("kit_out") + "/kit";
+  KitReport r = MakeStudentKit({src, out});
+  auto files = FilesUnder(out);
+  EXPECT_EQ(files, (std::set<std::string>{"WORKSPACE", "BUILD", "README.md", "stage/BUILD", "stage/main.cc",
+                                          "stage/api.h", "stage/student/impl.cc", "other/BUILD"}));
+  const std::string stage_build = Read(out + "/stage/BUILD");
+  EXPECT_EQ(stage_build.find("reference"), std::string::npos) << stage_build;
+  EXPECT_EQ(stage_build.find("The solution binary"), std::string::npos) << "its comment goes with the rule";
+  EXPECT_NE(stage_build.find("name = \"student\""), std::string::npos);
+  EXPECT_NE(stage_build.find("name = \"api\""), std::string::npos);
+  const std::string other_build = Read(out + "/other/BUILD");
+  EXPECT_EQ(other_build, "cc_library(name = \"fine\", deps = [\"//stage:api\", \"@libtorch\"])\n");
+  EXPECT_EQ(r.removed_rules.size(), 4u);  // reference_impl, reference, reference_test, uses_judge
+  bool warned = false;
+  for (const auto& w : r.warnings) warned = warned || w == "README.md mentions //stage:reference, which the kit does not have";
+  EXPECT_TRUE(warned);
+  // The same folder again: refused, not mixed.
+  try {
+    MakeStudentKit({src, out});
+    ADD_FAILURE() << "a second kit into a non-empty folder was accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("exists and is not empty"), std::string::npos) << e.what();
+  }
+}
+
+TEST(MakeStudentKitTest, RefusesASolutionCopiedUnderAnotherName) {
+  std::string src = MakeTree();
+  Write(src + "/stage/notes.txt", "void F() { /* the solution */ }\n");
+  try {
+    MakeStudentKit({src, testing::MakeTempDir("kit_out") + "/kit"});
+    ADD_FAILURE() << "a copy of the reference went into the kit";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("stage/notes.txt has the same content as stage/reference/impl.cc"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(MakeStudentKitTest, RefusesALabelThatResolvesToNothing) {
+  std::string src = MakeTree();
+  Write(src + "/other/BUILD", "cc_library(name = \"x\", deps = [\"//stage:no_such_rule\"])\n");
+  try {
+    MakeStudentKit({src, testing::MakeTempDir("kit_out") + "/kit"});
+    ADD_FAILURE() << "a kit with a dangling label was written";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("other/BUILD: //stage:no_such_rule names nothing the kit has"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(MakeStudentKitTest, BadArgumentsAreOneLineErrors) {
+  EXPECT_THROW(MakeStudentKit({"/nonexistent/checkout", testing::MakeTempDir("kit_out") + "/kit"}), UserError);
+  std::string src = MakeTree();
+  EXPECT_THROW(MakeStudentKit({src, src + "/inside"}), UserError);
+  EXPECT_THROW(MakeStudentKit({src, ""}), UserError);
+}
+
+// The checkout these tests were built from: the WORKSPACE runfile links into it.
+std::string Checkout() {
+  char resolved[4096];
+  std::string ws = testing::Runfile("WORKSPACE");
+  if (realpath(ws.c_str(), resolved) == nullptr) return "";
+  return fs::path(resolved).parent_path().string();
+}
+
+TEST(RealKitTest, NoReferenceSourceAndEveryStubIsThere) {
+  const std::string root = Checkout();
+  ASSERT_FALSE(root.empty());
+  const std::string out = testing::MakeTempDir("real_kit") + "/kit";
+  KitReport r = MakeStudentKit({root, out});
+  auto kit = FilesUnder(out);
+  ASSERT_GT(kit.size(), 50u);
+
+  // Read independently of the tool: every file below a folder named reference, by walking.
+  std::set<std::string> reference_contents;
+  size_t reference_files = 0, stages = 0;
+  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator(); ++it) {
+    const std::string name = it->path().filename().string();
+    if (it->is_directory() && (name == ".git" || name.rfind("bazel-", 0) == 0)) {
+      it.disable_recursion_pending();
+      continue;
+    }
+    if (it->is_directory() && name == "reference" && fs::exists(it->path().parent_path() / "student")) {
+      ++stages;
+      for (const auto& f : fs::directory_iterator(it->path())) {
+        reference_contents.insert(Read(f.path().string()));
+        ++reference_files;
+        // Its student counterpart is in the kit, and is not the solution.
+        const std::string rel = fs::path(f.path()).lexically_relative(root).generic_string();
+        const std::string student = rel.substr(0, rel.find("/reference/")) + "/student/" + f.path().filename().string();
+        EXPECT_EQ(kit.count(student), 1u) << student;
+      }
+    }
+  }
+  EXPECT_GE(stages, 4u) << "part1_single, task2a, task2b, task3 at least";
+  for (const auto& f : kit) {
+    EXPECT_EQ(f.find("reference/"), std::string::npos) << f;
+    EXPECT_NE(f.rfind("grading/", 0), 0u) << f;
+    EXPECT_EQ(reference_contents.count(Read(out + "/" + f)), 0u) << f << " equals a reference file";
+  }
+  for (const std::string stage : {"part1_single", "task2a", "task2b", "task3"}) {
+    const std::string build = Read(out + "/" + stage + "/BUILD");
+    bool student = false;
+    for (const auto& st : SplitBuildFile(build)) {
+      student = student || st.name == "student";
+      for (const auto& s : st.strings) {
+        EXPECT_EQ(s.find("reference"), std::string::npos) << stage << "/BUILD still names " << s;
+      }
+    }
+    EXPECT_TRUE(student) << stage << "/BUILD has no :student binary:\n" << build;
+  }
+  std::printf("kit: %zu files, %zu left out, %zu rules removed, %zu reference files checked against it\n",
+              r.copied.size(), r.left_out.size(), r.removed_rules.size(), reference_files);
+  for (const auto& w : r.warnings) std::printf("note: %s\n", w.c_str());
+}
+
+}  // namespace
+}  // namespace distlm::tools
