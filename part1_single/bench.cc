@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <torch/csrc/autograd/profiler_legacy.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -23,6 +24,7 @@ ABSL_FLAG(int64_t, batch_size, 32, "examples per step");
 ABSL_FLAG(int64_t, seq_len, 128, "tokens per example");
 ABSL_FLAG(int64_t, steps, 10, "timed steps (plus one warm-up step)");
 ABSL_FLAG(double, dropout, 0.1, "dropout probability (the model's default is 0.1)");
+ABSL_FLAG(std::string, profile, "", "write a Chrome trace of the last step's operators to this file");
 
 namespace {
 
@@ -92,14 +94,23 @@ int main(int argc, char** argv) {
     const double flops = 3 * ForwardFlops(c, B, S);
     std::vector<double> ms;
     for (int64_t i = 0; i <= steps; ++i) {
+      std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
+      if (i == steps && !absl::GetFlag(FLAGS_profile).empty()) {
+        profile = std::make_unique<torch::autograd::profiler::RecordProfile>(absl::GetFlag(FLAGS_profile));
+      }
       auto t0 = Clock::now();
       auto out = model(ids, types, mask, labels);
+      auto t1 = Clock::now();
       out.loss.backward();
+      auto t2 = Clock::now();
       distlm::train::ClipGradNorm(params, 1.0);
       opt.Step();
       opt.ZeroGrad();
-      double step_ms = Seconds(t0, Clock::now()) * 1000;
-      std::printf("step %lld: %.1f ms%s\n", static_cast<long long>(i), step_ms, i == 0 ? " (warm-up, excluded)" : "");
+      auto t3 = Clock::now();
+      double step_ms = Seconds(t0, t3) * 1000;
+      std::printf("step %lld: %.1f ms (forward %.1f, backward %.1f, clip+AdamW+zero %.1f)%s\n",
+                  static_cast<long long>(i), step_ms, Seconds(t0, t1) * 1000, Seconds(t1, t2) * 1000,
+                  Seconds(t2, t3) * 1000, i == 0 ? " (warm-up, excluded)" : "");
       if (i > 0) ms.push_back(step_ms);
     }
     std::sort(ms.begin(), ms.end());

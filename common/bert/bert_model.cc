@@ -1,5 +1,7 @@
 #include "common/bert/bert_model.h"
 
+#include "common/bert/fast_dropout.h"
+
 #include <cmath>
 
 namespace distlm::bert {
@@ -10,7 +12,7 @@ namespace F = torch::nn::functional;
 // Dropout that costs nothing when p is 0 (the parity configurations) or in eval mode.
 torch::Tensor MaybeDropout(const torch::Tensor& x, double p, bool training) {
   if (p <= 0.0 || !training) return x;
-  return torch::dropout(x, p, /*train=*/true);
+  return FastDropout(x, p);
 }
 
 torch::nn::LayerNorm MakeLayerNorm(const BertConfig& c) {
@@ -52,19 +54,29 @@ BertSelfAttentionImpl::BertSelfAttentionImpl(const BertConfig& c)
 
 torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& hidden,
                                              const torch::Tensor& additive_mask) {
-  const int64_t batch = hidden.size(0), seq = hidden.size(1);
-  // [batch, seq, hidden] -> [batch, heads, seq, head_size]
-  auto split_heads = [&](const torch::Tensor& t) {
-    return t.view({batch, seq, num_heads, head_size}).permute({0, 2, 1, 3});
-  };
-  auto q = split_heads(query(hidden));
-  auto k = split_heads(key(hidden));
-  auto v = split_heads(value(hidden));
-  auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_size));
-  scores = scores + additive_mask;
+  const int64_t batch = hidden.size(0), seq = hidden.size(1), heads = num_heads, d = head_size;
+  // One product for query, key and value: the three weights side by side (their gradients flow
+  // back to the three parameters through the concatenation).
+  auto w = torch::cat({query->weight, key->weight, value->weight});
+  auto b = torch::cat({query->bias, key->bias, value->bias});
+  // [batch, seq, 3 * hidden] -> [3, batch * heads, seq, head_size], one copy for all three.
+  auto qkv = torch::linear(hidden, w, b)
+                 .view({batch, seq, 3, heads, d})
+                 .permute({2, 0, 3, 1, 4})
+                 .contiguous()
+                 .view({3, batch * heads, seq, d});
+  // unbind, not qkv[i]: its backward stacks the three gradients once instead of filling three
+  // full-size zero tensors.
+  auto parts = qkv.unbind(0);
+  auto q = parts[0], k = parts[1], v = parts[2];
+  // scores = mask + (q k^T) / sqrt(head_size), in one batched product: the mask row of each
+  // example is broadcast over heads and query positions.
+  auto mask = additive_mask.expand({batch, heads, 1, seq}).reshape({batch * heads, 1, seq});
+  auto scores = torch::baddbmm(mask, q, k.transpose(1, 2), /*beta=*/1.0,
+                               /*alpha=*/1.0 / std::sqrt(static_cast<double>(d)));
   auto probs = MaybeDropout(torch::softmax(scores, -1), dropout_p, is_training());
-  auto context = torch::matmul(probs, v).permute({0, 2, 1, 3}).contiguous();
-  return context.view({batch, seq, num_heads * head_size});
+  // [batch * heads, seq, head_size] -> [batch, seq, hidden]
+  return torch::bmm(probs, v).view({batch, heads, seq, d}).permute({0, 2, 1, 3}).reshape({batch, seq, heads * d});
 }
 
 BertResidualOutputImpl::BertResidualOutputImpl(int64_t in_features, const BertConfig& c)

@@ -60,6 +60,12 @@ PreambleReport InitRuntime(int num_threads) {
   report.num_threads =
       num_threads > 0 ? num_threads : DefaultNumThreads(static_cast<int>(cores), report.ranks_on_host);
   at::set_num_threads(report.num_threads);
+  // OpenBLAS keeps its own thread pool, sized to the machine; match it, or ranks sharing a
+  // host oversubscribe its cores and "1 thread" measurements use them all.
+  using SetThreads = void (*)(int);
+  if (auto set_blas_threads = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
+    set_blas_threads(report.num_threads);
+  }
   report.blas = LoadedBlas();
   report.slow_blas = report.blas == "reference";
   if (report.slow_blas) {

@@ -1,10 +1,35 @@
 #include "common/train/bert_adamw.h"
 
+#include <ATen/Parallel.h>
+
 #include <cmath>
 
 #include "common/runtime/errors.h"
 
 namespace distlm::train {
+
+namespace {
+
+// One pass over a parameter: both moments, the Adam step and the decoupled weight decay, in
+// the reference's order of operations, in float32 like the tensor ops it replaces. Cloned for
+// AVX2 so sqrt and division vectorise where the machine allows.
+__attribute__((target_clones("avx2", "default"))) void AdamWRange(float* p, const float* g, float* m, float* v,
+                                                                   int64_t begin, int64_t end, float b1, float one_minus_b1,
+                                                                   float b2, float one_minus_b2, float eps,
+                                                                   float step_size, float decay) {
+  for (int64_t i = begin; i < end; ++i) {
+    const float gi = g[i];
+    const float mi = m[i] * b1 + one_minus_b1 * gi;
+    const float vi = v[i] * b2 + one_minus_b2 * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    float pi = p[i] - step_size * (mi / (std::sqrt(vi) + eps));
+    pi = pi - decay * pi;
+    p[i] = pi;
+  }
+}
+
+}  // namespace
 
 bool BertAdamW::DecayApplies(const std::string& name) {
   // run_glue: no_decay = ['bias', 'LayerNorm.weight'], matched as substrings.
@@ -43,11 +68,25 @@ void BertAdamW::Step() {
     if (!g.defined()) continue;
     torch::Tensor& m = state_.exp_avg[i];
     torch::Tensor& v = state_.exp_avg_sq[i];
+    const float decay = (options_.weight_decay > 0.0 && decay_[i]) ? static_cast<float>(options_.lr * options_.weight_decay) : 0.0f;
+    if (p.scalar_type() == torch::kFloat && p.is_contiguous() && g.is_contiguous() && g.scalar_type() == torch::kFloat) {
+      float* pp = p.data_ptr<float>();
+      const float* gp = g.data_ptr<float>();
+      float* mp = m.data_ptr<float>();
+      float* vp = v.data_ptr<float>();
+      at::parallel_for(0, p.numel(), 1 << 15, [&](int64_t begin, int64_t end) {
+        AdamWRange(pp, gp, mp, vp, begin, end, static_cast<float>(b1), static_cast<float>(1.0 - b1),
+                   static_cast<float>(b2), static_cast<float>(1.0 - b2), static_cast<float>(options_.eps),
+                   static_cast<float>(step_size), decay);
+      });
+      continue;
+    }
+    // Any other layout: the same formula with tensor operations.
     m.mul_(b1).add_(g, 1.0 - b1);
     v.mul_(b2).addcmul_(g, g, 1.0 - b2);
     auto denom = v.sqrt().add_(options_.eps);
     p.addcdiv_(m, denom, -step_size);
-    if (options_.weight_decay > 0.0 && decay_[i]) p.add_(p, -options_.lr * options_.weight_decay);
+    if (decay > 0) p.add_(p, -options_.lr * options_.weight_decay);
   }
 }
 
