@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <map>
@@ -71,6 +73,19 @@ json EvalResult::ToJson() const {
           {"accuracy", accuracy},     {"f1", f1},               {"precision", precision},
           {"recall", recall},         {"mcc", mcc},             {"samples_per_s", samples_per_s},
           {"epoch_time_s", epoch_time_s}, {"train_samples_per_s", train_samples_per_s}};
+}
+
+// Fault injection for the reliability tests: DISTLM_FAULT_KILL=R:K makes rank R SIGKILL itself
+// right after its K-th update, as a node that dies mid-run would.
+void Trainer::MaybeInjectFault(int64_t update) const {
+  const char* spec = std::getenv("DISTLM_FAULT_KILL");
+  if (spec == nullptr) return;
+  int rank = -1;
+  long long at = -1;
+  if (std::sscanf(spec, "%d:%lld", &rank, &at) == 2 && rank == dist_.rank && at == update) {
+    std::fflush(stdout);
+    std::raise(SIGKILL);
+  }
 }
 
 Trainer::Trainer(TrainOptions options, StageHooks hooks, DistInfo dist)
@@ -446,6 +461,7 @@ void Trainer::Train() {
       step_ms_.push_back(step_ms);
       const double loss_mean = AverageOverRanks(loss_sum / static_cast<double>(accum));
       losses_.push_back(loss_mean);
+      MaybeInjectFault(update);
       const int64_t global_samples = samples * dist_.world_size;
       epoch_samples += global_samples;
       LogUpdate(update, epoch + 1, loss_mean, lr, grad_norm, step_ms, global_samples);

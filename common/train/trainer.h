@@ -116,6 +116,7 @@ class Trainer {
   void LogUpdate(int64_t step, int64_t epoch, double loss, double lr, double grad_norm, double step_ms,
                  int64_t samples);
   double AverageOverRanks(double value);
+  void MaybeInjectFault(int64_t update) const;
   // Snapshots (see snapshot.h): what a resume must agree on, the tensors saved, writing one,
   // and resuming from the newest valid one (rank 0 reads, every rank receives).
   nlohmann::json Fingerprint() const;
