@@ -23,7 +23,9 @@
 //   algbw_GBps  S / time_us.
 //   busbw_GBps  algbw * BusBandwidthFactor (task4_bench/traffic.h): all_reduce 2(N-1)/N,
 //               all_gather (N-1)/N, broadcast 1, gather+scatter N-1 (the root's link carries
-//               (N-1) S each way). Comparable with the link speed whatever N is.
+//               (N-1) S each way; one operation alone reaches at most half the link, as its
+//               gather and scatter use the two directions in turn). Comparable with the link
+//               speed whatever N is.
 //   ranks       N.
 // gather+scatter times the whole of task 2a's averaging: gather to rank 0, the sum and the
 // division there, scatter back, as all_reduce's time includes its reduction.

@@ -43,8 +43,11 @@ std::string CollectiveName(Collective c);
 // S the whole output), broadcast 1. Each is the bytes the busiest rank must send over its link
 // per byte of S under the optimal (ring or pipelined) algorithm, so busbw is comparable to the
 // link's speed whatever N is. gather+scatter is ours, defined the same way: the root sends
-// (N-1) * S (and receives as much), so the factor is N-1 and, at equal link speed, its
-// algorithm bandwidth is 2/N of ring all_reduce's. N = 1 gives 0 for all but broadcast (1).
+// (N-1) * S (and receives as much), so the factor is N-1, and busbw can never exceed the
+// root's link speed. One gather+scatter alone reaches only half of it, because its phases use
+// the root's two directions one after the other (receive, then send); back-to-back operations
+// overlap one's scatter with the next one's gather and come closer. At best its algorithm
+// bandwidth is 2/N of ring all_reduce's. N = 1 gives 0 for all but broadcast (1).
 double BusBandwidthFactor(Collective c, int world_size);
 
 // One interface's line of /proc/net/dev (cumulative since the interface appeared).

@@ -126,14 +126,20 @@ ip -o addr show dev distlm-br | grep -q inet && fail "the bridge has an address:
 expect_clean "down"
 
 start "a shaped link delivers its rate"
-"$TOOL" up 2 --rate=200mbit >/dev/null 2>&1 || fail "up failed"
-"$TOOL" measure --seconds=0.5 >"$OUT/measure.txt" 2>&1 || fail "measure failed: $(cat "$OUT/measure.txt")"
-cat "$OUT/measure.txt"
-ratio=$(sed -n 's/.*achieved\/configured = \([0-9.]*\).*/\1/p' "$OUT/measure.txt")
+"$TOOL" up 2 --rate=100mbit >/dev/null 2>&1 || fail "up failed"
 # tbf counts whole frames; TCP payload is 1448 of each 1514-byte frame, so about 0.956 is
-# expected. Well below means the shaping (or the probe) is broken, above 1 that it leaks.
-awk -v r="${ratio:-0}" 'BEGIN { exit !(r >= 0.85 && r <= 1.02) }' ||
-  fail "achieved/configured rate is '${ratio}', expected 0.85..1.02"
+# expected. Above 1.02 the shaping leaks; the best of three below 0.85 means it (or the
+# probe) is broken. Three tries because a busy machine can starve one stream of CPU.
+best=0
+for try in 1 2 3; do
+  "$TOOL" measure --seconds=0.5 >"$OUT/measure.txt" 2>&1 || fail "measure failed: $(cat "$OUT/measure.txt")"
+  cat "$OUT/measure.txt"
+  ratio=$(sed -n 's/.*achieved\/configured = \([0-9.]*\).*/\1/p' "$OUT/measure.txt")
+  awk -v r="${ratio:-0}" 'BEGIN { exit !(r <= 1.02) }' || fail "try $try: achieved/configured rate is '${ratio}' > 1.02"
+  best=$(awk -v r="${ratio:-0}" -v b="$best" 'BEGIN { print (r > b ? r : b) }')
+  awk -v b="$best" 'BEGIN { exit !(b >= 0.85) }' && break
+done
+awk -v b="$best" 'BEGIN { exit !(b >= 0.85) }' || fail "the best achieved/configured rate of 3 is '$best' < 0.85"
 "$TOOL" down >/dev/null 2>&1
 expect_clean "measure"
 
@@ -160,6 +166,32 @@ expect_contains "$OUT/run.txt" "[rank 1] rank=1 world=2 master=10.213.0.1:29500"
 expect_contains "$OUT/run.txt" "10.213.0.2/24"
 expect_contains "$OUT/run.txt" "all 2 ranks exited 0"
 expect_clean "a successful run"
+
+start "run --launcher=mpirun puts one MPI rank in each namespace"
+if command -v mpirun >/dev/null; then
+  "$TOOL" run 2 --launcher=mpirun -- sh -c 'echo "mpi rank $OMPI_COMM_WORLD_RANK of $OMPI_COMM_WORLD_SIZE at $(ip -4 -o addr show dev distlm0 | awk "{print \$4}")"' \
+    >"$OUT/mpirun.txt" 2>&1
+  rc=$?
+  ((rc == 0)) || fail "run --launcher=mpirun exited $rc: $(cat "$OUT/mpirun.txt")"
+  expect_contains "$OUT/mpirun.txt" "mpi rank 0 of 2 at 10.213.0.1/24"
+  expect_contains "$OUT/mpirun.txt" "mpi rank 1 of 2 at 10.213.0.2/24"
+  expect_clean "an mpirun run"
+  "$TOOL" run 2 --launcher=mpirun -- sleep 3190 >"$OUT/mpirun_term.txt" 2>&1 &
+  tool=$!
+  wait_for_ranks 2
+  for ((tries = 0; tries < 200; tries++)); do
+    [[ -n $(marker_processes 3190) ]] && break
+    sleep 0.05
+  done
+  kill -TERM "$tool"
+  wait "$tool"
+  rc=$?
+  ((rc == 143)) || fail "exit code $rc after SIGTERM under mpirun, expected 143"
+  expect_clean "SIGTERM under mpirun"
+  expect_no_marker 3190 "SIGTERM under mpirun"
+else
+  echo "SKIPPED: no mpirun, so --launcher=mpirun was not checked"
+fi
 
 start "a failing rank stops the others and its code is the tool's"
 "$TOOL" run 3 -- sh -c 'if [ "$RANK" = 1 ]; then sleep 0.3; exit 3; fi; exec sleep 3171' >"$OUT/fail.txt" 2>&1
