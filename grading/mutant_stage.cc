@@ -1,30 +1,185 @@
-// //grading:mutant_stage -- a task 2 stage with a deliberately wrong gradient synchronisation,
-// chosen by --mutation. The grading suite checks that each of these is caught, with a message
-// that tells a student what went wrong.
+// //grading:mutant_stage -- a distributed stage with a deliberately wrong gradient
+// synchronisation, chosen by --mutation. The grading suite checks that the grader catches each
+// one with a message that tells a student what went wrong, and the autograder runs the same
+// mutants to recognise a submission's mistake by its trace (grading/README.md).
+//
+// Grader-private: its "none" mode is a correct synchronisation, so the student kit leaves the
+// whole grading/ folder out.
+#include <sys/resource.h>
+
+#include <chrono>
+#include <csignal>
+#include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/flags/flag.h"
+#include "common/dist/counting_process_group.h"
+#include "common/runtime/errors.h"
+#include "common/train/bert_adamw.h"
 #include "common/train/distributed.h"
+#include "common/train/trainer.h"
 
 ABSL_FLAG(std::string, mutation, "none",
-          "none (correct all_reduce average), no_sync, sum_without_average");
+          "none (a correct all_reduce average); the mistakes: no_sync, sum_without_average, "
+          "some_params_only, rank0_keeps_own, sync_after_step, same_data; the failures: "
+          "deadlock, hang, crash, memory_hog");
 
 namespace {
 
-void AllreduceSum(c10d::ProcessGroup& pg, const torch::Tensor& grad) {
-  std::vector<torch::Tensor> t = {grad};
-  pg.allreduce(t)->wait();
+using distlm::train::StageHooks;
+using distlm::train::Trainer;
+
+void AllreduceSum(c10d::ProcessGroup& pg, const torch::Tensor& t) {
+  std::vector<torch::Tensor> v = {t};
+  pg.allreduce(v)->wait();
 }
 
-void Sync(c10d::ProcessGroup& pg, const std::vector<torch::Tensor>& params) {
-  const std::string m = absl::GetFlag(FLAGS_mutation);
+// A correct average, the building block of most mistakes.
+void Average(c10d::ProcessGroup& pg, const torch::Tensor& grad) {
+  AllreduceSum(pg, grad);
+  grad.div_(pg.getSize());
+}
+
+// Every mutation that lives inside the gradient-synchronisation hook.
+void Sync(const std::string& m, c10d::ProcessGroup& pg, const std::vector<torch::Tensor>& params) {
   if (m == "no_sync") return;
-  for (const auto& p : params) {
-    AllreduceSum(pg, p.grad());
-    if (m != "sum_without_average") p.grad().div_(pg.getSize());
+  if (m == "sum_without_average") {
+    for (const auto& p : params) AllreduceSum(pg, p.grad());
+    return;
   }
+  if (m == "some_params_only") {
+    // The first half (embeddings and the lower layers) averaged, the rest left local: what a
+    // loop that stops early, or skips what it thinks does not matter, does.
+    for (size_t i = 0; i < params.size() / 2; ++i) Average(pg, params[i].grad());
+    return;
+  }
+  if (m == "rank0_keeps_own") {
+    // Every rank takes part in the all_reduce, but rank 0 writes the average into a copy and
+    // keeps training on its own gradient (an `if (rank != 0)` around the copy-back).
+    for (const auto& p : params) {
+      torch::Tensor sum = p.grad().clone();
+      AllreduceSum(pg, sum);
+      if (pg.getRank() != 0) p.grad().copy_(sum.div_(pg.getSize()));
+    }
+    return;
+  }
+  if (m == "deadlock") {
+    // Only rank 0 calls the collective: the others go on to the next collective of the
+    // loop, which never matches, so everybody waits.
+    if (pg.getRank() == 0) {
+      for (const auto& p : params) Average(pg, p.grad());
+    }
+    return;
+  }
+  if (m == "hang") {
+    // Rank 0 never arrives; the others wait for it in their first all_reduce.
+    if (pg.getRank() == 0) {
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+  }
+  if (m == "crash") {
+    if (pg.getRank() == 1) std::raise(SIGSEGV);
+  }
+  if (m == "memory_hog") {
+    // Asks for as much memory as the address-space limit allows in all, so it fails at once
+    // under a limit (what the grader sets); without one it refuses rather than eat the machine.
+    rlimit lim{};
+    if (getrlimit(RLIMIT_AS, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) {
+      throw distlm::UserError("--mutation=memory_hog runs only under an address-space limit (ulimit -v)");
+    }
+    torch::Tensor hog = torch::ones({static_cast<int64_t>(lim.rlim_cur / 4)}, torch::kFloat32);
+    params[0].grad().add_(hog.narrow(0, 0, 1).sum());
+  }
+  for (const auto& p : params) Average(pg, p.grad());
+}
+
+// Counts what the synchronisation sends, as RunGradientSyncStage does for tasks 2a/2b, so a
+// mutant's log looks like a real submission's.
+struct CommLog {
+  std::shared_ptr<nlohmann::json> last = std::make_shared<nlohmann::json>();
+
+  void Start(Trainer& t) { Counting(t).TakeStats(); }
+  void Stop(Trainer& t, std::chrono::steady_clock::time_point start) {
+    *last = Counting(t).TakeStats().ToJson();
+    (*last)["comm_time_ms"] =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  }
+  static distlm::dist::CountingProcessGroup& Counting(Trainer& t) {
+    return *static_cast<distlm::dist::CountingProcessGroup*>(t.dist().pg.get());
+  }
+};
+
+// --mutation as written on the command line. The hooks must be complete before RunGlueMain
+// parses the flags (same_data is a Trainer option, not a hook), so it is read here first;
+// before_training checks that absl parsed the same value.
+std::string MutationFromArgv(int argc, char** argv) {
+  const std::string flag = "--mutation";
+  std::string value = "none";
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--") break;
+    if (a.rfind(flag + "=", 0) == 0) value = a.substr(flag.size() + 1);
+    if (a == flag && i + 1 < argc) value = argv[i + 1];
+  }
+  return value;
+}
+
+int Main(int argc, char** argv) {
+  const std::string mutation = MutationFromArgv(argc, argv);
+  StageHooks hooks;
+  hooks.stage = "mutant";
+  hooks.every_rank_reads_all_data = mutation == "same_data";
+  CommLog comm;
+  auto trainer = std::make_shared<Trainer*>(nullptr);
+  hooks.before_training = [mutation, trainer](Trainer& t) {
+    if (absl::GetFlag(FLAGS_mutation) != mutation) {
+      throw distlm::UserError("--mutation: could not read its value before the flags were parsed");
+    }
+    *trainer = &t;
+  };
+  hooks.update_log_extras = [comm](Trainer&) { return *comm.last; };
+  if (mutation != "sync_after_step") {
+    const std::string m = mutation == "same_data" ? "none" : mutation;
+    hooks.sync_gradients = [comm, m](Trainer& t) mutable {
+      auto start = std::chrono::steady_clock::now();
+      comm.Start(t);
+      Sync(m, *t.dist().pg, t.parameters());
+      comm.Stop(t, start);
+    };
+  } else {
+    // Clip and step on the local gradients, then average them (too late: the parameters have
+    // already moved), then clear them. Numerically every rank trains on its own gradients, as
+    // with no_sync, but the log shows a full synchronisation.
+    hooks.optimizer_step = [comm, trainer](distlm::train::UpdateContext& u) mutable -> double {
+      Trainer& t = **trainer;
+      double norm = distlm::train::ClipGradNorm(u.parameters, u.max_grad_norm);
+      u.optimizer.Step();
+      u.optimizer.set_lr(u.schedule.Step());
+      auto start = std::chrono::steady_clock::now();
+      comm.Start(t);
+      Sync("none", *t.dist().pg, u.parameters);
+      comm.Stop(t, start);
+      u.optimizer.ZeroGrad();
+      return norm;
+    };
+  }
+  static const char* const kKnown[] = {"none",          "no_sync",         "sum_without_average",
+                                       "some_params_only", "rank0_keeps_own", "sync_after_step",
+                                       "same_data",     "deadlock",        "hang",
+                                       "crash",         "memory_hog"};
+  bool known = false;
+  std::string names;
+  for (const char* k : kKnown) {
+    known = known || mutation == k;
+    names += std::string(names.empty() ? "" : ", ") + k;
+  }
+  if (!known) {
+    return distlm::RunMain([&]() -> int { throw distlm::UserError("--mutation=" + mutation + " is not one of " + names); });
+  }
+  return distlm::train::RunGlueMain(argc, argv, hooks, distlm::train::InitDistributedFromFlags);
 }
 
 }  // namespace
 
-int main(int argc, char** argv) { return distlm::train::RunGradientSyncStage(argc, argv, "mutant", Sync); }
+int main(int argc, char** argv) { return Main(argc, argv); }

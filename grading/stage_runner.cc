@@ -3,21 +3,26 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
-#include "common/testing/subprocess.h"
+#include "common/runtime/runfiles.h"
 
 namespace distlm::grading {
 
 std::vector<double> StageRun::losses() const {
   std::vector<double> out;
-  for (const auto& line : log) out.push_back(line.value("loss", NAN));
+  for (const auto& line : log) out.push_back(line.is_object() ? line.value("loss", NAN) : NAN);
   return out;
 }
 
-std::string LaunchBinary() { return testing::Runfile("tools/launch"); }
+std::vector<double> StageRun::grad_norms() const {
+  std::vector<double> out;
+  for (const auto& line : log) out.push_back(line.is_object() ? line.value("grad_norm", NAN) : NAN);
+  return out;
+}
+
+std::string LaunchBinary() { return FindRunfile("tools/launch"); }
 
 std::string MpirunBinary() {
   for (const char* dir : {"/usr/bin", "/usr/local/bin"}) {
@@ -27,17 +32,21 @@ std::string MpirunBinary() {
   return "";
 }
 
-StageRun RunStage(const std::string& binary, int nproc, Launcher launcher,
-                  const std::vector<std::string>& flags, double timeout_s) {
+StageRun RunStage(const std::string& binary, int nproc, Launcher launcher, const std::vector<std::string>& flags,
+                  const StageRunOptions& options) {
   StageRun run;
-  run.output_dir = testing::MakeTempDir("stage_run") + "/out";
-  testing::Command c;
+  run.output_dir = (options.output_root.empty() ? MakeTempDir("stage_run") : options.output_root) + "/out";
+  SandboxCommand c;
+  // The launcher stops the ranks itself a few seconds before the sandbox would, and says which
+  // ones were still running.
+  const int launcher_timeout = std::max(1, static_cast<int>(options.limits.timeout_s) - 10);
   switch (launcher) {
     case Launcher::kSingle:
       c.argv = {binary};
       break;
     case Launcher::kLaunch:
-      c.argv = {LaunchBinary(), "--nproc_per_node=" + std::to_string(nproc), "--timeout_s=" + std::to_string(static_cast<int>(timeout_s)), "--", binary};
+      c.argv = {LaunchBinary(), "--nproc_per_node=" + std::to_string(nproc),
+                "--timeout_s=" + std::to_string(launcher_timeout), "--grace_s=3", "--", binary};
       break;
     case Launcher::kMpirun:
       // Loopback TCP only, no core binding (2 cores, up to 4 ranks), more ranks than cores.
@@ -50,16 +59,36 @@ StageRun RunStage(const std::string& binary, int nproc, Launcher launcher,
   }
   for (const auto& f : flags) c.argv.push_back(f);
   c.argv.push_back("--output_dir=" + run.output_dir);
-  auto r = testing::Run(c, timeout_s);
-  run.exit_code = r.exit_code;
-  run.timed_out = r.timed_out;
+  for (const auto& [k, v] : options.env) c.env[k] = v;
+  c.unset_env = options.unset_env;
+  SandboxResult r = RunSandboxed(c, options.limits);
+  run.signal = r.signal;
   run.output = r.output;
+  run.network_isolated = r.network_isolated;
+  run.isolation_note = r.isolation_note;
+  run.seconds = r.seconds;
+  // The launcher exits 124 when its own --timeout_s passed (tools/launcher.h).
+  run.timed_out = r.timed_out || (launcher == Launcher::kLaunch && r.exit_code == 124);
+  run.exit_code = r.exit_code;
   std::ifstream in(run.output_dir + "/train_log.jsonl");
   std::string line;
   while (std::getline(in, line)) {
-    if (!line.empty()) run.log.push_back(nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false));
+    if (line.empty()) continue;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object()) {
+      run.log.push_back(std::move(j));
+    } else {
+      run.bad_log_lines.push_back(line.substr(0, 200));
+    }
   }
   return run;
+}
+
+StageRun RunStage(const std::string& binary, int nproc, Launcher launcher, const std::vector<std::string>& flags,
+                  double timeout_s) {
+  StageRunOptions options;
+  options.limits.timeout_s = timeout_s;
+  return RunStage(binary, nproc, launcher, flags, options);
 }
 
 std::string CompareLosses(const std::vector<double>& expected, const std::vector<double>& got, size_t n,
@@ -75,7 +104,13 @@ std::string CompareLosses(const std::vector<double>& expected, const std::vector
       msg.precision(9);
       msg << "the loss of update " << i + 1 << " is " << got[i] << " but should be " << expected[i]
           << " (relative difference " << rel << " > " << rel_tol << ")";
-      if (i > 0) msg << "; updates 1.." << i << " matched, so the first optimizer step already differed";
+      if (i == 0) {
+        msg << "; this loss is computed before any optimizer step, so the model, the data or the batch "
+               "already differ";
+      } else {
+        msg << "; " << (i == 1 ? std::string("the loss of update 1 matched") : "the losses of updates 1.." + std::to_string(i) + " matched")
+            << ", so optimizer step " << i << " was the first to differ";
+      }
       return msg.str();
     }
   }

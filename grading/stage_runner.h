@@ -1,11 +1,14 @@
 // Running a stage binary the way the course does (one process, the local launcher, or mpirun)
-// and reading back what it logged. Used by the parity suite and the autograder.
+// and reading back what it logged. Used by the parity suites and the autograder.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "grading/sandbox.h"
 
 namespace distlm::grading {
 
@@ -17,17 +20,36 @@ enum class Launcher {
 
 struct StageRun {
   int exit_code = -1;
-  bool timed_out = false;
+  bool timed_out = false;            // the launcher's --timeout_s or the sandbox's deadline
+  int signal = 0;                    // the signal that ended the launcher (or the binary), if any
   std::string output;                // every rank's console output
   std::string output_dir;
   std::vector<nlohmann::json> log;   // train_log.jsonl, one object per update
+  std::vector<std::string> bad_log_lines;  // lines of train_log.jsonl that are not JSON objects
+  bool network_isolated = false;
+  std::string isolation_note;
+  double seconds = 0;
   std::vector<double> losses() const;
+  std::vector<double> grad_norms() const;
 };
 
-// Runs `binary` (an absolute path) with `flags` plus --output_dir=<fresh temp dir>, on nproc
-// ranks, within timeout_s.
-StageRun RunStage(const std::string& binary, int nproc, Launcher launcher,
-                  const std::vector<std::string>& flags, double timeout_s);
+// How a run is confined, and where its output goes.
+struct StageRunOptions {
+  SandboxLimits limits;                       // limits.timeout_s is the whole run's deadline
+  std::string output_root;                    // output_dir is made inside; empty: a temp dir
+  std::map<std::string, std::string> env;     // added for the run
+  std::vector<std::string> unset_env;         // removed for the run
+};
+
+// Runs `binary` (an absolute path) with `flags` plus --output_dir=<fresh dir>, on nproc ranks.
+// The launcher gets --timeout_s a little under the deadline, so a hang is reported by it (and
+// its ranks torn down) before the sandbox has to kill anything.
+StageRun RunStage(const std::string& binary, int nproc, Launcher launcher, const std::vector<std::string>& flags,
+                  const StageRunOptions& options);
+
+// The same with only a deadline.
+StageRun RunStage(const std::string& binary, int nproc, Launcher launcher, const std::vector<std::string>& flags,
+                  double timeout_s);
 
 // "" when the first n losses of `got` are each within rel_tol (relative) of `expected`;
 // otherwise one readable paragraph saying where they part and by how much.

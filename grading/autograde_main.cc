@@ -1,0 +1,142 @@
+// autograde: grade one submission and write Gradescope's results.json.
+//
+//   bazel run //grading:autograde -- --submission=PATH --results=FILE
+//
+// PATH is a directory or a .zip in the handout's layout (task2a/grad_sync.cc, ...; see
+// grading/README.md). The submission is built on a fresh student kit made from this workspace
+// (or --kit), each task runs on --ranks local ranks under time and memory limits, and the
+// losses are compared with the grader's own single-node run. A readable summary goes to
+// stdout, progress to stderr. Exit 0 once graded (whatever the score), 1 when the grader
+// itself failed (results.json then says so), 2 for bad flags.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "common/runtime/atomic_file.h"
+#include "common/runtime/errors.h"
+#include "grading/autograder.h"
+
+ABSL_FLAG(std::string, submission, "", "the submission: a directory or a .zip in the handout's layout");
+ABSL_FLAG(std::string, results, "", "where to write Gradescope's results.json");
+ABSL_FLAG(std::string, source, "",
+          "the checkout to make the student kit from; default: the workspace of `bazel run`");
+ABSL_FLAG(std::string, kit, "", "a ready student kit to copy instead of making one from --source");
+ABSL_FLAG(std::string, bazel, "/usr/bin/bazel", "the bazel binary that builds the kit");
+ABSL_FLAG(int, ranks, 4, "ranks each distributed task runs on (must divide the total batch of 8)");
+ABSL_FLAG(double, run_timeout_s, 120, "seconds each run may take, start to end");
+ABSL_FLAG(double, build_timeout_s, 1800, "seconds each task's build may take");
+ABSL_FLAG(double, memory_limit_gib, 4, "address space each process of a run may use, GiB");
+ABSL_FLAG(bool, isolate_network, true, "when root, run in a network namespace with loopback only");
+ABSL_FLAG(bool, recognise_mistakes, true,
+          "when a trace is wrong, run the known mistakes to name the one it matches");
+ABSL_FLAG(std::string, work_dir, "", "where to put the work folder; default: $TMPDIR or /tmp");
+ABSL_FLAG(bool, keep_work, false, "keep the work folder (kit, builds, run outputs) for inspection");
+ABSL_FLAG(std::string, prebuilt, "",
+          "test seam: STAGE=BINARY[,STAGE=BINARY...] runs these binaries instead of building the stage");
+ABSL_FLAG(std::string, prebuilt_flags, "",
+          "test seam: STAGE=FLAG[,STAGE=FLAG...] adds FLAG to that prebuilt stage's runs "
+          "(e.g. task2b=--mutation=no_sync)");
+
+namespace {
+
+using distlm::UserError;
+
+std::string FromUserDir(const std::string& path) {
+  const char* dir = std::getenv("BUILD_WORKING_DIRECTORY");
+  if (path.empty() || path[0] == '/' || dir == nullptr || *dir == '\0') return path;
+  return std::string(dir) + "/" + path;
+}
+
+std::vector<std::string> SplitComma(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t end = s.find(',', start);
+    if (end == std::string::npos) end = s.size();
+    if (end > start) out.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+int Main(int argc, char** argv) {
+  auto rest = absl::ParseCommandLine(argc, argv);
+  if (rest.size() > 1) throw UserError("unexpected argument '" + std::string(rest[1]) + "' (flags are --name=value)");
+  const std::string submission = FromUserDir(absl::GetFlag(FLAGS_submission));
+  const std::string results = FromUserDir(absl::GetFlag(FLAGS_results));
+  if (submission.empty()) throw UserError("--submission: required (a directory or a .zip)");
+  if (results.empty()) throw UserError("--results: required (where results.json goes)");
+
+  distlm::grading::GraderConfig config;
+  config.source_root = FromUserDir(absl::GetFlag(FLAGS_source));
+  if (config.source_root.empty()) {
+    if (const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY"); ws != nullptr) config.source_root = ws;
+  }
+  config.kit_dir = FromUserDir(absl::GetFlag(FLAGS_kit));
+  config.bazel = absl::GetFlag(FLAGS_bazel);
+  config.ranks = absl::GetFlag(FLAGS_ranks);
+  config.run_timeout_s = absl::GetFlag(FLAGS_run_timeout_s);
+  config.build_timeout_s = absl::GetFlag(FLAGS_build_timeout_s);
+  const double gib = absl::GetFlag(FLAGS_memory_limit_gib);
+  if (!(gib > 0)) throw UserError("--memory_limit_gib must be positive");
+  if (!(config.run_timeout_s > 0)) throw UserError("--run_timeout_s must be positive");
+  config.memory_limit_bytes = static_cast<int64_t>(gib * (1 << 30));
+  config.isolate_network = absl::GetFlag(FLAGS_isolate_network);
+  config.recognise_mistakes = absl::GetFlag(FLAGS_recognise_mistakes);
+  config.work_root = FromUserDir(absl::GetFlag(FLAGS_work_dir));
+  config.keep_work = absl::GetFlag(FLAGS_keep_work);
+  config.progress = [](const std::string& line) {
+    std::fprintf(stderr, "autograde: %s\n", line.c_str());
+    std::fflush(stderr);
+  };
+
+  distlm::grading::GradeRequest request;
+  request.submission = submission;
+  auto stage_and_value = [](const std::string& flag, const std::string& item) {
+    auto eq = item.find('=');
+    if (eq == std::string::npos || distlm::grading::FindStage(item.substr(0, eq)) == nullptr) {
+      throw UserError("--" + flag + ": '" + item + "' is not STAGE=VALUE with a stage of grading/stages.h");
+    }
+    return std::make_pair(item.substr(0, eq), item.substr(eq + 1));
+  };
+  for (const auto& item : SplitComma(absl::GetFlag(FLAGS_prebuilt))) {
+    auto [stage, binary] = stage_and_value("prebuilt", item);
+    request.prebuilt[stage].binary = FromUserDir(binary);
+  }
+  for (const auto& item : SplitComma(absl::GetFlag(FLAGS_prebuilt_flags))) {
+    auto [stage, flag] = stage_and_value("prebuilt_flags", item);
+    if (request.prebuilt.count(stage) == 0) throw UserError("--prebuilt_flags: " + stage + " has no --prebuilt binary");
+    request.prebuilt[stage].flags.push_back(flag);
+  }
+
+  nlohmann::json out;
+  int code = 0;
+  try {
+    distlm::grading::Autograder grader(config);
+    distlm::grading::GradeReport report = grader.Grade(request);
+    out = report.ToGradescope();
+    std::fputs(report.Summary().c_str(), stdout);
+  } catch (const distlm::grading::GraderError& e) {
+    // The grader's fault, not the student's: say so, score nothing, exit non-zero.
+    out = {{"score", 0}, {"output", std::string("grader error (not your fault; tell the course staff): ") + e.what()},
+           {"tests", nlohmann::json::array()}};
+    std::fprintf(stdout, "grader error: %s\n", e.what());
+    code = 1;
+  }
+  distlm::WriteFileAtomically(results, out.dump(2) + "\n");
+  std::fprintf(stdout, "results written to %s\n", results.c_str());
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "grades a submission and writes Gradescope's results.json.\n"
+      "usage: autograde --submission=DIR_OR_ZIP --results=FILE [--kit=DIR] [--ranks=4] [--keep_work]");
+  return distlm::RunMain([&] { return Main(argc, argv); });
+}

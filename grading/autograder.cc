@@ -1,0 +1,762 @@
+#include "grading/autograder.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "common/runtime/runfiles.h"
+#include "grading/sandbox.h"
+#include "grading/submission.h"
+#include "tools/student_kit.h"
+
+namespace distlm::grading {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kTotalBatch = 8;
+constexpr size_t kSteps = 5;
+// A correct synchronisation differs from one process only in the order of float32 sums
+// (~1e-7 relative over 5 updates); a wrong one by >1e-3 from the second update on.
+constexpr double kParityTol = 1e-5;
+// A known mistake is recognised when a trace is this close to the grader's own run of it
+// (the same mistake made with other collectives sums in another order).
+constexpr double kMistakeTol = 1e-4;
+constexpr size_t kMaxTestOutput = 6000;
+
+// Launcher and MPI variables the grader may have inherited; a run starts clean of them.
+const std::vector<std::string> kDistEnv = {"RANK",        "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+                                           "GROUP_RANK",  "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_SIZE",
+                                           "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID",
+                                           "SLURM_NTASKS"};
+// A binary built in the kit finds its data beside itself, not among the grader's runfiles.
+const std::vector<std::string> kRunfilesEnv = {"RUNFILES_DIR", "RUNFILES_MANIFEST_FILE", "TEST_SRCDIR",
+                                               "JAVA_RUNFILES"};
+
+std::string Fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), format, v);
+  return buf;
+}
+
+double RelDiff(double got, double want) { return std::abs(got - want) / std::max(std::abs(want), 1e-12); }
+
+bool Close(const std::vector<double>& a, const std::vector<double>& b, size_t n, double tol) {
+  if (a.size() < n || b.size() < n) return false;
+  for (size_t i = 0; i < n; ++i) {
+    if (!(RelDiff(a[i], b[i]) <= tol)) return false;
+  }
+  return true;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::stringstream ss(text);
+  std::string line;
+  while (std::getline(ss, line)) lines.push_back(line);
+  return lines;
+}
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
+  return s;
+}
+
+// The last n lines of a program's output, each cut short, for a message.
+std::string Tail(const std::string& output, size_t n) {
+  auto lines = Lines(output);
+  std::string out;
+  for (size_t i = lines.size() > n ? lines.size() - n : 0; i < lines.size(); ++i) {
+    std::string l = lines[i];
+    if (l.size() > 300) l = l.substr(0, 300) + " [...]";
+    out += "    " + l + "\n";
+  }
+  return out;
+}
+
+std::string Cap(std::string s) {
+  if (s.size() > kMaxTestOutput) s = s.substr(0, kMaxTestOutput) + "\n[... cut ...]\n";
+  return s;
+}
+
+// "[rank 2] error: x" -> "rank 2: error: x"; the first few distinct error lines.
+std::vector<std::string> ErrorLines(const std::string& output, size_t max) {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (const auto& line : Lines(output)) {
+    std::string body = line, who;
+    if (body.rfind("[rank ", 0) == 0) {
+      auto close = body.find("] ");
+      if (close != std::string::npos) {
+        who = body.substr(1, close - 1) + ": ";
+        body = body.substr(close + 2);
+      }
+    }
+    if (body.rfind("error: ", 0) != 0 && body.rfind("launch: ", 0) != 0 && body.find("terminate called") == std::string::npos) {
+      continue;
+    }
+    if (body.rfind("launch: started", 0) == 0) continue;
+    if (seen.insert(body).second && out.size() < max) out.push_back(who + (body.size() > 400 ? body.substr(0, 400) + " [...]" : body));
+  }
+  return out;
+}
+
+Trace TraceOf(const StageRun& run) {
+  Trace t;
+  t.losses = run.losses();
+  t.grad_norms = run.grad_norms();
+  for (const auto& line : run.log) {
+    t.lrs.push_back(line.value("lr", NAN));
+    auto it = line.find("comm_calls");
+    t.comm_calls.push_back(it != line.end() && it->is_number_integer() ? it->get<int64_t>() : -1);
+  }
+  return t;
+}
+
+// Expected and logged numbers side by side, with relative differences.
+std::string TraceTable(const Trace& want, const Trace& got) {
+  std::string s = "    update  loss: expected   yours         rel.diff   grad norm: expected  yours       rel.diff\n";
+  for (size_t i = 0; i < kSteps && i < want.losses.size(); ++i) {
+    s += "    " + std::to_string(i + 1) + "             " + Fmt("%.9f", want.losses[i]) + "  ";
+    if (i < got.losses.size()) {
+      s += Fmt("%.9f", got.losses[i]) + "  " + Fmt("%.1e", RelDiff(got.losses[i], want.losses[i])) + "    " +
+           Fmt("%12.7f", want.grad_norms[i]) + "     " + Fmt("%10.7f", got.grad_norms[i]) + "  " +
+           Fmt("%.1e", RelDiff(got.grad_norms[i], want.grad_norms[i]));
+    } else {
+      s += "(not logged)";
+    }
+    s += "\n";
+  }
+  return s;
+}
+
+// "" when the gradient norms (rank 0's, before clipping) match; else where they first part.
+// After a correct synchronisation rank 0 holds the single-node gradient, so its norm matches.
+std::string CompareGradNorms(const Trace& want, const Trace& got) {
+  for (size_t i = 0; i < kSteps; ++i) {
+    if (i >= got.grad_norms.size() || !(RelDiff(got.grad_norms[i], want.grad_norms[i]) <= kParityTol)) {
+      return "the losses match, but the gradient norm (before clipping) of update " + std::to_string(i + 1) + " is " +
+             (i < got.grad_norms.size() ? Fmt("%.9g", got.grad_norms[i]) : std::string("missing")) +
+             " where the single-node run has " + Fmt("%.9g", want.grad_norms[i]);
+    }
+  }
+  return "";
+}
+
+std::string JoinOps(const std::vector<std::string>& ops, const std::string& last_sep) {
+  std::string s;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (i > 0) s += i + 1 == ops.size() ? last_sep : ", ";
+    s += ops[i];
+  }
+  return s;
+}
+
+struct KnownMistake {
+  std::string mutation;  // grading/mutant_stage --mutation
+  Trace trace;
+};
+
+struct BuildOutcome {
+  bool ok = false;
+  std::string binary;
+  std::vector<std::string> flags;
+  bool from_kit = false;
+  std::string message;
+};
+
+}  // namespace
+
+struct Autograder::Impl {
+  GraderConfig config;
+  bool have_expected = false;
+  Trace expected;
+  bool mistakes_tried = false;
+  std::vector<KnownMistake> mistakes;
+  std::string mistakes_note;
+
+  void Progress(const std::string& line) const {
+    if (config.progress) config.progress(line);
+  }
+
+  StageRunOptions RunOptions(const std::string& output_root, bool from_kit) const {
+    StageRunOptions o;
+    o.limits.timeout_s = config.run_timeout_s;
+    o.limits.address_space_bytes = config.memory_limit_bytes;
+    o.limits.isolate_network = config.isolate_network && geteuid() == 0;
+    o.limits.file_size_bytes = int64_t{1} << 30;  // a model of the tiny BERT is a few MiB
+    o.output_root = output_root;
+    o.unset_env = kDistEnv;
+    if (from_kit) o.unset_env.insert(o.unset_env.end(), kRunfilesEnv.begin(), kRunfilesEnv.end());
+    return o;
+  }
+
+  std::string GraderBinary(const std::string& configured, const std::string& runfile) const {
+    if (!configured.empty()) return configured;
+    return FindRunfile(runfile);
+  }
+
+  // Part 1's reference on one process with the whole batch: what every stage must reproduce.
+  const Trace& Expected(const std::string& work) {
+    if (have_expected) return expected;
+    Progress("running the grader's own single-node trace (part 1 reference, batch 8)");
+    std::string binary;
+    try {
+      binary = GraderBinary(config.expected_binary, "part1_single/reference");
+    } catch (const std::exception& e) {
+      throw GraderError(std::string("the grader's reference binary is missing: ") + e.what());
+    }
+    StageRunOptions o = RunOptions(MakeDirIn(work, "expected"), /*from_kit=*/false);
+    o.limits.isolate_network = false;
+    o.limits.address_space_bytes = 0;
+    StageRun r = RunStage(binary, 1, Launcher::kSingle, RunFlags(1), o);
+    if (r.exit_code != 0 || r.log.size() < kSteps) {
+      throw GraderError("the grader's own single-node run failed (exit " + std::to_string(r.exit_code) + "):\n" +
+                        Tail(r.output, 20));
+    }
+    expected = TraceOf(r);
+    have_expected = true;
+    return expected;
+  }
+
+  // The grader's runs of the known mistakes, made once, when a failing trace needs a name.
+  const std::vector<KnownMistake>& Mistakes(const std::string& work) {
+    if (mistakes_tried || !config.recognise_mistakes) return mistakes;
+    mistakes_tried = true;
+    std::string binary;
+    try {
+      binary = GraderBinary(config.mutant_binary, "grading/mutant_stage");
+    } catch (const std::exception& e) {
+      mistakes_note = std::string("known mistakes not recognised: ") + e.what();
+      return mistakes;
+    }
+    for (const std::string m : {"no_sync", "sum_without_average", "some_params_only", "rank0_keeps_own", "same_data"}) {
+      Progress("running the known mistake '" + m + "' to compare with");
+      StageRunOptions o = RunOptions(MakeDirIn(work, "mistake_" + m), /*from_kit=*/false);
+      std::vector<std::string> flags = RunFlags(config.ranks);
+      flags.push_back("--mutation=" + m);
+      StageRun r = RunStage(binary, config.ranks, Launcher::kLaunch, flags, o);
+      if (r.exit_code != 0 || r.log.size() < kSteps) {
+        mistakes_note = "the grader's run of the known mistake '" + m + "' failed; it is not recognised";
+        continue;
+      }
+      mistakes.push_back({m, TraceOf(r)});
+    }
+    return mistakes;
+  }
+
+  static std::string MakeDirIn(const std::string& parent, const std::string& name) {
+    std::string d = parent + "/" + name;
+    std::error_code ec;
+    fs::create_directories(d, ec);
+    return d;
+  }
+
+  // --- building ---------------------------------------------------------------------------
+
+  std::map<std::string, BuildOutcome> Build(const std::vector<const StageSpec*>& stages, const Submission& sub,
+                                            const GradeRequest& req, const std::string& work,
+                                            std::vector<std::string>* notes) {
+    std::map<std::string, BuildOutcome> out;
+    std::vector<const StageSpec*> to_build;
+    for (const StageSpec* st : stages) {
+      const SubmittedStage& s = sub.stages.at(st->id);
+      BuildOutcome& b = out[st->id];
+      if (!s.missing.empty()) {
+        b.message = "missing from the submission: ";
+        for (size_t i = 0; i < s.missing.size(); ++i) b.message += (i ? ", " : "") + st->id + "/" + s.missing[i];
+        b.message += "; this task is not built or run";
+        continue;
+      }
+      auto p = req.prebuilt.find(st->id);
+      if (p != req.prebuilt.end()) {
+        b.ok = true;
+        b.binary = p->second.binary;
+        b.flags = p->second.flags;
+        b.message = "used a prebuilt binary (" + fs::path(p->second.binary).filename().string() + ")";
+        continue;
+      }
+      to_build.push_back(st);
+    }
+    if (to_build.empty()) return out;
+
+    const std::string kit = work + "/kit";
+    Progress("preparing a clean student kit in " + kit);
+    try {
+      if (!config.kit_dir.empty()) {
+        fs::copy(config.kit_dir, kit, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+        // A kit that was built in place carries Bazel's convenience links: not ours.
+        for (const auto& e : fs::directory_iterator(kit)) {
+          if (e.is_symlink() && e.path().filename().string().rfind("bazel-", 0) == 0) fs::remove(e.path());
+        }
+      } else {
+        if (config.source_root.empty()) throw GraderError("no --source or --kit to build the submission in");
+        tools::MakeStudentKit({config.source_root, kit});
+      }
+    } catch (const GraderError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw GraderError(std::string("cannot prepare the student kit: ") + e.what());
+    }
+    for (const StageSpec* st : to_build) {
+      for (const auto& [name, path] : sub.stages.at(st->id).files) {
+        const std::string dst = kit + "/" + st->package + "/student/" + name;
+        std::error_code ec;
+        fs::create_directories(fs::path(dst).parent_path(), ec);
+        fs::copy_file(path, dst, fs::copy_options::overwrite_existing, ec);
+        if (ec) throw GraderError("cannot copy " + path + " into the kit: " + ec.message());
+      }
+    }
+
+    // One Bazel server for this submission, in the grader's work folder, sharing the disk
+    // cache of the .bazelrc (so the libraries come from the cache); shut down at the end.
+    const std::string output_base = work + "/bazel_output_base";
+    auto bazel = [&](const std::vector<std::string>& args, double timeout_s) {
+      SandboxCommand c;
+      c.argv = {config.bazel, "--output_base=" + output_base, "--max_idle_secs=300"};
+      c.argv.insert(c.argv.end(), args.begin(), args.end());
+      c.working_dir = kit;
+      // Bazel inside `bazel test` would take these as its own.
+      c.unset_env = {"TEST_TMPDIR", "RUNFILES_DIR", "RUNFILES_MANIFEST_FILE", "TEST_SRCDIR", "JAVA_RUNFILES",
+                     "BUILD_WORKSPACE_DIRECTORY", "BUILD_WORKING_DIRECTORY"};
+      SandboxLimits l;
+      l.timeout_s = timeout_s;
+      l.max_output_bytes = 512 * 1024;
+      return RunSandboxed(c, l);
+    };
+    for (const StageSpec* st : to_build) {
+      BuildOutcome& b = out[st->id];
+      b.from_kit = true;
+      const std::string target = "//" + st->package + ":student";
+      Progress("building " + target + " with the submitted " + JoinOps(st->files, " and "));
+      SandboxResult r = bazel({"build", "--color=no", "--curses=no", "--show_progress_rate_limit=60", target},
+                              config.build_timeout_s);
+      const std::string binary = kit + "/bazel-bin/" + st->package + "/student";
+      if (r.exit_code == 0 && !r.timed_out && access(binary.c_str(), X_OK) == 0) {
+        b.ok = true;
+        b.binary = binary;
+        b.message = "built " + target + " (" + Fmt("%.0f", r.seconds) + " s)";
+        continue;
+      }
+      if (r.timed_out) {
+        b.message = "the build did not finish within " + Fmt("%.0f", config.build_timeout_s) + " s";
+        continue;
+      }
+      b.message = "does not compile: " + CompileErrors(r.output, kit, *st);
+    }
+    SandboxResult down = bazel({"shutdown"}, 120);
+    if (down.exit_code != 0) notes->push_back("bazel shutdown of the kit's server failed: " + Trim(down.output));
+    return out;
+  }
+
+  // What a student needs from Bazel's output: the compiler's lines about their files, or
+  // the linker's, without the kit's absolute paths.
+  static std::string CompileErrors(const std::string& output, const std::string& kit, const StageSpec& st) {
+    std::vector<std::string> lines = Lines(output);
+    std::string out;
+    size_t taken = 0;
+    const std::string student_dir = st.package + "/student/";
+    bool in_block = false;
+    for (auto line : lines) {
+      for (size_t p; (p = line.find(kit + "/")) != std::string::npos;) line.erase(p, kit.size() + 1);
+      const bool about_student = line.find(student_dir) != std::string::npos;
+      const bool linker = line.find("undefined reference") != std::string::npos ||
+                          line.find("multiple definition") != std::string::npos ||
+                          line.find("ld returned") != std::string::npos;
+      if (about_student || linker) in_block = true;
+      if (line.rfind("INFO:", 0) == 0 || line.rfind("Target ", 0) == 0 || line.rfind("FAILED:", 0) == 0) {
+        in_block = false;
+      }
+      if (in_block && taken < 40) {
+        out += "    " + (line.size() > 300 ? line.substr(0, 300) + " [...]" : line) + "\n";
+        ++taken;
+      }
+    }
+    if (out.empty()) out = Tail(output, 25);
+    return "\n" + out;
+  }
+
+  // --- judging a run ----------------------------------------------------------------------
+
+  std::string RunFailure(const StageRun& r, const StageSpec& st) const {
+    std::ostringstream m;
+    const std::string todo_marker = "TODO(student)";
+    std::vector<std::string> errors = ErrorLines(r.output, 6);
+    if (r.output.find(todo_marker) != std::string::npos) {
+      std::string line;
+      for (const auto& l : Lines(r.output)) {
+        if (l.find(todo_marker) != std::string::npos) {
+          line = l;
+          break;
+        }
+      }
+      // "TODO(student): task2a SyncGradients (gather + scatter) is not implemented yet; ..."
+      std::string what = st.what;
+      const size_t from = line.find(todo_marker + ": "), to = line.find(" is not implemented");
+      if (from != std::string::npos && to != std::string::npos && to > from) {
+        what = line.substr(from + todo_marker.size() + 2, to - from - todo_marker.size() - 2);
+      }
+      m << "your " << what << " still calls StudentTodo (the stub is still in place):\n    " << Trim(line) << "\n";
+      return m.str();
+    }
+    const bool oom = r.output.find("can't allocate memory") != std::string::npos ||
+                     r.output.find("std::bad_alloc") != std::string::npos ||
+                     r.output.find("Cannot allocate memory") != std::string::npos;
+    const bool mismatch = r.output.find("gloo::EnforceNotMet") != std::string::npos ||
+                          r.output.find("preamble.length") != std::string::npos;
+    const bool collective_timeout = r.output.find("Timed out") != std::string::npos ||
+                                    r.output.find("timed out waiting") != std::string::npos ||
+                                    r.output.find("Connection closed by peer") != std::string::npos;
+    if (r.timed_out) {
+      m << "no progress within " << Fmt("%.0f", config.run_timeout_s) << " s (" << r.log.size() << " of " << kSteps
+        << " updates logged): a rank is probably waiting in a collective the others never called (for example "
+           "only rank 0 calls gather or scatter, or the ranks call their collectives in different orders or "
+           "with different sizes), or a loop never ends.\n";
+    } else if (oom) {
+      m << "ran out of memory: each process may use at most "
+        << Fmt("%.1f", static_cast<double>(config.memory_limit_bytes) / (1 << 30))
+        << " GiB of address space here. Allocate one buffer per update (not per parameter and step), and free "
+           "what you gathered once you have the average.\n";
+    } else if (mismatch) {
+      m << "the ranks' collectives did not match: one rank called a collective (or a size) the others did not, "
+           "so Gloo received a message of the wrong size and aborted. Every rank must call the same collectives, "
+           "in the same order, on tensors of the same sizes (rank 0 included: `if (rank == 0)` around a "
+           "collective is the usual cause).\n";
+    } else if (r.signal != 0 || r.exit_code > 128) {
+      const int sig = r.signal != 0 ? r.signal : r.exit_code - 128;
+      m << "crashed with " << SignalName(sig);
+      if (sig == 11) m << " (segmentation fault: an invalid memory access, e.g. reading past a tensor's end)";
+      m << ".\n";
+    } else if (collective_timeout) {
+      m << "a collective failed or timed out: a rank probably waited in a collective the others never called "
+           "(for example only rank 0 calls it, or the ranks call collectives in different orders).\n";
+    } else if (r.exit_code != 0) {
+      m << "exited with code " << r.exit_code << ".\n";
+    } else if (!r.bad_log_lines.empty()) {
+      m << "train_log.jsonl has lines that are not JSON objects, e.g.: " << r.bad_log_lines[0] << "\n";
+    } else if (r.log.size() < kSteps) {
+      m << "finished, but logged " << r.log.size() << " of the " << kSteps << " updates asked for.\n";
+    }
+    // A rank killed by a signal, as the launcher reports it.
+    for (const auto& e : errors) {
+      if (e.find("was killed by signal") != std::string::npos && m.str().find("crashed") == std::string::npos) {
+        m << "a rank crashed: " << e << "\n";
+        break;
+      }
+    }
+    if (!errors.empty()) {
+      m << "errors reported:\n";
+      for (const auto& e : errors) m << "    " << e << "\n";
+    }
+    m << "last lines of output:\n" << Tail(r.output, 15);
+    return m.str();
+  }
+
+  // Why a completed run's losses differ from the single-node ones: known mistakes first,
+  // then what the numbers themselves say.
+  std::string Diagnose(const Trace& got, const Trace& want, const StageSpec& st, const std::string& work) {
+    const double n = st.ranks;
+    for (size_t i = 0; i < kSteps && i < got.losses.size(); ++i) {
+      if (!std::isfinite(got.losses[i])) {
+        return "your loss is not a number (NaN or inf) from update " + std::to_string(i + 1) +
+               " on: the gradients were corrupted (uninitialised buffers? a division by zero?).";
+      }
+    }
+    // Update 1's loss is computed before any optimizer step: only the data can differ.
+    const bool first_matches = RelDiff(got.losses[0], want.losses[0]) <= kParityTol;
+    if (!first_matches) {
+      std::string msg =
+          "the very first loss (computed before any optimizer step) already differs, so the ranks did not "
+          "train on the right examples: each rank must take its own share of every batch (a DistributedSampler), "
+          "not the same examples as the others.";
+      for (const auto& km : Mistakes(work)) {
+        if (km.mutation == "same_data" && Close(got.losses, km.trace.losses, kSteps, kMistakeTol)) {
+          msg += " Your losses match, update for update, a run in which every rank reads the whole data set in "
+                 "the same order.";
+        }
+      }
+      return msg;
+    }
+    for (const auto& km : Mistakes(work)) {
+      if (!Close(got.losses, km.trace.losses, kSteps, kMistakeTol) ||
+          !Close(got.grad_norms, km.trace.grad_norms, 1, kMistakeTol)) {
+        continue;
+      }
+      if (km.mutation == "no_sync") {
+        const bool communicated = !got.comm_calls.empty() && got.comm_calls[0] > 0;
+        if (!communicated) {
+          return "your ranks never synchronise their gradients: each trains on its own share of the batch and "
+                 "the models drift apart (your losses are exactly those of a run without any synchronisation). "
+                 "Your " + st.what + " must leave, on every rank, the average over all ranks in every parameter's "
+                 ".grad.";
+        }
+        return "your code communicates, but the optimizer never sees the result: the losses are exactly those of "
+               "ranks that do not synchronise at all. Write the average back into each parameter's .grad itself "
+               "(not into a copy or a temporary), and synchronise before the optimizer step, not after it.";
+      }
+      if (km.mutation == "sum_without_average") {
+        return "your gradients look summed but not divided by the world size: divide the sum by " +
+               Fmt("%.0f", n) + " (pg.getSize()). As it is, the gradient is " + Fmt("%.0f", n) +
+               " times too large (its norm before clipping was " + Fmt("%.4f", got.grad_norms[0]) + ", the single-node "
+               "one " + Fmt("%.4f", want.grad_norms[0]) + ").";
+      }
+      if (km.mutation == "some_params_only") {
+        return "only some of the parameters are synchronised: your losses match a run in which the first half of "
+               "the parameters are averaged and the rest keep each rank's own gradient. Average the .grad of every "
+               "tensor in `parameters`.";
+      }
+      if (km.mutation == "rank0_keeps_own") {
+        return "rank 0 keeps its own gradient: the other ranks receive the average, but rank 0 does not write it "
+               "into its own .grad (your losses match exactly that mistake). Rank 0 must train on the average too.";
+      }
+    }
+    // Not a known mistake: what the numbers say.
+    std::string msg;
+    const double ratio = got.grad_norms.empty() ? NAN : got.grad_norms[0] / want.grad_norms[0];
+    if (std::abs(ratio - n) <= 1e-3 * n) {
+      msg = "your gradients look summed but not divided by the world size: rank 0's gradient norm before "
+            "clipping is " + Fmt("%.3f", ratio) + " times the single-node one (" + Fmt("%.0f", n) + " ranks).";
+    } else if (std::abs(ratio - 1 / n) <= 1e-3 / n) {
+      msg = "your gradients look divided by the world size once too often: their norm is 1/" + Fmt("%.0f", n) +
+            " of the single-node one.";
+    } else if (!got.comm_calls.empty() && got.comm_calls[0] == 0) {
+      msg = "your synchronisation did not communicate anything in update 1: every rank trained on its own "
+            "gradients.";
+    } else if (Close(got.losses, want.losses, kSteps, kParityTol)) {
+      msg = "the losses match the single-node run, but the gradient norm logged for update 1 is " +
+            Fmt("%.6g", got.grad_norms[0]) + " instead of " + Fmt("%.6g", want.grad_norms[0]) +
+            ": the optimizer step must return the norm of the (averaged) gradients measured before clipping.";
+    } else if (std::abs(ratio - 1) <= 1e-4) {
+      msg = "the gradient of update 1 matches the single-node one (norm " + Fmt("%.4f", got.grad_norms[0]) +
+            "), but the losses differ later: check what happens after the synchronisation (clipping, the "
+            "optimizer step, the learning-rate schedule, zeroing the gradients) and that every rank ends with the "
+            "same gradients.";
+    } else {
+      msg = "the first optimizer step already differs: rank 0's gradient norm before clipping was " +
+            Fmt("%.4f", got.grad_norms[0]) + ", the single-node run's " + Fmt("%.4f", want.grad_norms[0]) +
+            ". After your synchronisation every rank must hold the average over all ranks of every parameter's "
+            "gradient: sum over all ranks, divide by their number, write it back into .grad on every rank "
+            "(rank 0 included).";
+    }
+    for (size_t i = 0; i < kSteps && i < got.lrs.size() && i < want.lrs.size(); ++i) {
+      if (RelDiff(got.lrs[i], want.lrs[i]) > 1e-9) {
+        msg += " Also, update " + std::to_string(i + 1) + " used the learning rate " + Fmt("%.6g", got.lrs[i]) +
+               " where the schedule gives " + Fmt("%.6g", want.lrs[i]) +
+               ": advance the schedule once per update and give the optimizer its rate.";
+        break;
+      }
+    }
+    return msg;
+  }
+
+  void GradeStage(const StageSpec& st, const SubmittedStage& sub, const BuildOutcome& build, const std::string& work,
+                  GradeReport* report) {
+    const std::string ranks_text = st.ranks > 1 ? std::to_string(st.ranks) + " ranks" : "one process";
+    TestResult t_build{st.id + ": builds", 0, 0, build.ok, ""};
+    TestResult t_run{st.id + ": runs " + std::to_string(kSteps) + " updates on " + ranks_text, 0, 0, false, ""};
+    TestResult t_parity{st.id + ": losses and gradient norms match the single-node run", 0, static_cast<double>(st.parity_points), false,
+                        ""};
+    TestResult t_comm{st.id + ": uses " + JoinOps(st.required_ops, " and "), 0, static_cast<double>(st.comm_points),
+                      false, ""};
+    const bool has_comm_test = st.comm_points > 0;
+    auto finish = [&] {
+      for (TestResult* t : {&t_build, &t_run, &t_parity, &t_comm}) {
+        if (t == &t_comm && !has_comm_test) continue;
+        t->output = Cap(t->output);
+        report->tests.push_back(*t);
+      }
+    };
+
+    std::string files;
+    for (const auto& [name, path] : sub.files) files += (files.empty() ? "" : ", ") + st.id + "/" + name;
+    t_build.output = (files.empty() ? "" : "your files: " + files + "\n") + build.message + "\n";
+    if (!build.ok) {
+      const std::string why = "not run: the build step did not succeed (see '" + t_build.name + "')\n";
+      t_run.output = t_parity.output = t_comm.output = why;
+      finish();
+      return;
+    }
+
+    const int ranks = st.ranks > 1 ? config.ranks : 1;
+    Progress("running " + st.id + " on " + (ranks > 1 ? std::to_string(ranks) + " ranks" : "one process"));
+    std::vector<std::string> flags = RunFlags(ranks);
+    flags.insert(flags.end(), build.flags.begin(), build.flags.end());
+    StageRun r = RunStage(build.binary, ranks, ranks > 1 ? Launcher::kLaunch : Launcher::kSingle, flags,
+                          RunOptions(MakeDirIn(work, "run_" + st.id), build.from_kit));
+    const bool completed =
+        r.exit_code == 0 && !r.timed_out && r.log.size() >= kSteps && r.bad_log_lines.empty();
+    std::string confinement = Fmt("%.1f", r.seconds) + " s; limits: " + Fmt("%.0f", config.run_timeout_s) + " s, " +
+                              Fmt("%.1f", static_cast<double>(config.memory_limit_bytes) / (1 << 30)) +
+                              " GiB per process" + (r.network_isolated ? ", loopback-only network" : "");
+    if (!r.isolation_note.empty()) confinement += " (" + r.isolation_note + ")";
+    if (!completed) {
+      t_run.output = RunFailure(r, st) + "(" + confinement + ")\n";
+      const std::string why = "not checked: the run did not complete (see '" + t_run.name + "')\n";
+      t_parity.output = t_comm.output = why;
+      finish();
+      return;
+    }
+    t_run.passed = true;
+    t_run.output = "completed " + std::to_string(r.log.size()) + " updates (" + confinement + ")\n";
+
+    const Trace& want = Expected(work);
+    const Trace got = TraceOf(r);
+    std::string diff = CompareLosses(want.losses, got.losses, kSteps, kParityTol);
+    if (diff.empty()) diff = CompareGradNorms(want, got);
+    if (diff.empty()) {
+      double worst = 0;
+      for (size_t i = 0; i < kSteps; ++i) {
+        worst = std::max({worst, RelDiff(got.losses[i], want.losses[i]), RelDiff(got.grad_norms[i], want.grad_norms[i])});
+      }
+      t_parity.passed = true;
+      t_parity.score = t_parity.max_score;
+      t_parity.output = "the " + std::to_string(kSteps) + " losses and gradient norms match the grader's single-node run (batch " +
+                        std::to_string(kTotalBatch) + ") within " + Fmt("%.0e", kParityTol) +
+                        " relative (worst " + Fmt("%.1e", worst) + ")\n" + TraceTable(want, got);
+    } else {
+      t_parity.output = Diagnose(got, want, st, work) + "\n\n" + diff + ".\n" + TraceTable(want, got);
+    }
+
+    if (has_comm_test) {
+      std::string problem;
+      for (size_t i = 0; i < r.log.size() && problem.empty(); ++i) {
+        auto ops = r.log[i].find("comm_ops");
+        if (ops == r.log[i].end() || !ops->is_object()) {
+          problem = "update " + std::to_string(i + 1) + " has no record of its communication";
+          break;
+        }
+        std::string called;
+        for (auto it = ops->begin(); it != ops->end(); ++it) {
+          called += (called.empty() ? "" : ", ") + it.key() + " x" + it.value().dump();
+        }
+        if (called.empty()) called = "no collective at all";
+        for (const auto& op : st.required_ops) {
+          if (!ops->contains(op)) problem = "update " + std::to_string(i + 1) + " called " + called;
+        }
+        for (const auto& op : st.forbidden_ops) {
+          if (ops->contains(op)) problem = "update " + std::to_string(i + 1) + " called " + called;
+        }
+      }
+      if (problem.empty()) {
+        t_comm.passed = true;
+        t_comm.score = t_comm.max_score;
+        t_comm.output = "every update called " + JoinOps(st.required_ops, " and ") + "\n";
+      } else {
+        t_comm.output = problem + "; " + st.id + " must call " + JoinOps(st.required_ops, " and ") +
+                        (st.forbidden_ops.empty() ? "" : " (and not " + JoinOps(st.forbidden_ops, " or ") + ")") +
+                        " to synchronise the gradients\n";
+      }
+    }
+    finish();
+  }
+};
+
+Autograder::Autograder(GraderConfig config) : impl_(std::make_unique<Impl>()) {
+  if (config.ranks < 1 || kTotalBatch % config.ranks != 0) {
+    throw GraderError("--ranks=" + std::to_string(config.ranks) + " must divide the total batch of " +
+                      std::to_string(kTotalBatch));
+  }
+  impl_->config = std::move(config);
+}
+
+Autograder::~Autograder() = default;
+
+std::vector<std::string> Autograder::RunFlags(int ranks) {
+  // What grading/parity_test.cc uses: the tiny built-in model and data, no dropout, a learning
+  // rate that makes a wrong update visible at once, one thread per rank (2 cores, 4 ranks).
+  return {"--max_steps=" + std::to_string(kSteps),
+          "--per_gpu_train_batch_size=" + std::to_string(kTotalBatch / ranks),
+          "--max_seq_length=64",
+          "--learning_rate=1e-3",
+          "--hidden_dropout_prob=0",
+          "--attention_probs_dropout_prob=0",
+          "--do_eval=false",
+          "--num_threads=1",
+          "--dist_timeout_s=60"};
+}
+
+GradeReport Autograder::Grade(const GradeRequest& req) {
+  Impl& im = *impl_;
+  GradeReport report;
+  const std::string work = MakeTempDir("autograde", im.config.work_root);
+  struct Cleanup {
+    std::string dir;
+    bool keep;
+    ~Cleanup() {
+      if (!keep) RemoveTree(dir);
+    }
+  } cleanup{work, im.config.keep_work};
+  if (im.config.keep_work) report.notes.push_back("work folder kept: " + work);
+
+  Submission sub = LoadSubmission(req.submission, work);
+  report.notes.insert(report.notes.end(), sub.notes.begin(), sub.notes.end());
+  for (const auto& i : sub.ignored) report.notes.push_back("ignored: " + i);
+  std::vector<const StageSpec*> graded;
+  for (const auto& st : Stages()) {
+    if (!st.optional || sub.stages.at(st.id).folder_present) {
+      graded.push_back(&st);
+    } else {
+      report.notes.push_back(st.id + "/ is optional and was not submitted: not graded");
+    }
+  }
+  std::map<std::string, BuildOutcome> builds;
+  if (!sub.fatal.empty()) {
+    for (const StageSpec* st : graded) builds[st->id].message = "the submission could not be read: " + sub.fatal;
+  } else {
+    builds = im.Build(graded, sub, req, work, &report.notes);
+  }
+  for (const StageSpec* st : graded) im.GradeStage(*st, sub.stages.at(st->id), builds[st->id], work, &report);
+  if (!im.mistakes_note.empty()) report.notes.push_back(im.mistakes_note);
+  return report;
+}
+
+double GradeReport::score() const {
+  double s = 0;
+  for (const auto& t : tests) s += t.score;
+  return s;
+}
+
+double GradeReport::max_score() const {
+  double s = 0;
+  for (const auto& t : tests) s += t.max_score;
+  return s;
+}
+
+nlohmann::json GradeReport::ToGradescope() const {
+  nlohmann::json tests_json = nlohmann::json::array();
+  for (const auto& t : tests) {
+    tests_json.push_back({{"name", t.name},
+                          {"score", t.score},
+                          {"max_score", t.max_score},
+                          {"status", t.passed ? "passed" : "failed"},
+                          {"output", t.output}});
+  }
+  std::string output;
+  for (const auto& n : notes) output += n + "\n";
+  return {{"score", score()}, {"output", output}, {"visibility", "visible"}, {"tests", tests_json}};
+}
+
+std::string GradeReport::Summary() const {
+  std::ostringstream s;
+  s << "distlm autograder: " << Fmt("%g", score()) << " / " << Fmt("%g", max_score()) << " points\n";
+  for (const auto& t : tests) {
+    s << "  " << (t.passed ? "PASS" : "FAIL") << "  " << Fmt("%4g", t.score) << "/" << Fmt("%-3g", t.max_score) << " "
+      << t.name << "\n";
+  }
+  if (!notes.empty()) {
+    s << "notes:\n";
+    for (const auto& n : notes) s << "  " << n << "\n";
+  }
+  for (const auto& t : tests) {
+    if (t.passed) continue;
+    s << "\n--- " << t.name << " (" << Fmt("%g", t.score) << "/" << Fmt("%g", t.max_score) << ")\n" << t.output;
+  }
+  return s.str();
+}
+
+}  // namespace distlm::grading

@@ -1,0 +1,106 @@
+// The autograder: reads a submission, builds it on a clean copy of the student kit, runs each
+// task on N local ranks under time and memory limits, compares the losses with a trace the
+// grader makes itself (part 1's reference, one process, the same total batch), and reports
+// per test, in Gradescope's format and as text. grading/README.md has the points and the
+// messages; grading/stages.h the tasks.
+//
+// Nothing a submission does makes Grade() throw: missing or extra files, compile errors,
+// crashes, hangs and wrong numbers are test results. It throws GraderError only when the
+// grader itself cannot work (its own reference run fails, the kit cannot be made).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "grading/stages.h"
+#include "grading/stage_runner.h"
+
+namespace distlm::grading {
+
+class GraderError : public std::runtime_error {
+ public:
+  explicit GraderError(const std::string& message) : std::runtime_error(message) {}
+};
+
+struct TestResult {
+  std::string name;
+  double score = 0;
+  double max_score = 0;
+  bool passed = false;
+  std::string output;
+};
+
+struct GradeReport {
+  std::vector<TestResult> tests;
+  std::vector<std::string> notes;  // how the submission was read, built and run
+  double score() const;
+  double max_score() const;
+  // Gradescope's results.json: {"score", "output", "tests": [{"name", "score", "max_score",
+  // "status", "output"}]}.
+  nlohmann::json ToGradescope() const;
+  // The same for a terminal: one line per test, then the details of what did not pass.
+  std::string Summary() const;
+};
+
+// A binary standing in for a stage's build (tests, and grading without Bazel).
+struct Prebuilt {
+  std::string binary;
+  std::vector<std::string> flags;  // added to the grader's flags (e.g. --mutation=...)
+};
+
+struct GraderConfig {
+  // Where a submission is built: a fresh kit made from source_root (a checkout), or a copy of
+  // the ready kit in kit_dir; then `bazel build //<package>:student` in it.
+  std::string source_root;
+  std::string kit_dir;
+  std::string bazel = "/usr/bin/bazel";
+  double build_timeout_s = 1800;
+  // How each task runs.
+  int ranks = 4;                                  // must divide the total batch of 8
+  double run_timeout_s = 120;                     // per run, start to end
+  int64_t memory_limit_bytes = int64_t{4} << 30;  // address space per process
+  bool isolate_network = true;                    // a loopback-only namespace, when root
+  // The grader's own binaries; empty: found among its runfiles.
+  std::string expected_binary;  // part 1's reference
+  std::string mutant_binary;    // grading/mutant_stage
+  // Runs the known mistakes (grading/mutant_stage) to name the one a failing trace matches.
+  bool recognise_mistakes = true;
+  std::string work_root;  // where work folders go; empty: $TEST_TMPDIR, $TMPDIR or /tmp
+  bool keep_work = false;
+  std::function<void(const std::string&)> progress;  // one line per step, for a terminal
+};
+
+struct GradeRequest {
+  std::string submission;                    // a directory or a .zip
+  std::map<std::string, Prebuilt> prebuilt;  // stage id -> binary: no kit, no build for it
+};
+
+// A run's numbers, as the grader compares them.
+struct Trace {
+  std::vector<double> losses, grad_norms, lrs;
+  std::vector<int64_t> comm_calls;  // per update; -1 when the log has no communication record
+};
+
+class Autograder {
+ public:
+  explicit Autograder(GraderConfig config);
+  ~Autograder();
+
+  GradeReport Grade(const GradeRequest& request);
+
+  // The flags of every graded run: the total batch of 8 split over `ranks`.
+  static std::vector<std::string> RunFlags(int ranks);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace distlm::grading

@@ -1,0 +1,248 @@
+// The autograder end to end, with the stages' real binaries standing in for the build (the
+// test seam; the kit + Bazel path is autograde_build_test, manual): the reference solutions
+// score full marks, the untouched stubs zero, every wrong synchronisation loses the points it
+// should with a message that names the mistake, failures (hang, crash, memory, mismatched
+// collectives) are messages, and the command writes Gradescope's results.json.
+#include "grading/autograder.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/testing/subprocess.h"
+
+namespace distlm::grading {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void Write(const std::string& path, const std::string& data) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path, std::ios::binary) << data;
+}
+
+// `side` ("reference" or "student") folders of the given stages, in the handout's layout.
+std::string SubmissionFrom(const std::string& side, const std::vector<std::string>& ids) {
+  std::string dir = testing::MakeTempDir("submission");
+  for (const auto& id : ids) {
+    const StageSpec* st = FindStage(id);
+    for (const auto& f : st->files) Write(dir + "/" + id + "/" + f, Read(testing::Runfile(st->package + "/" + side + "/" + f)));
+  }
+  return dir;
+}
+
+std::string Binary(const std::string& id, const std::string& side) {
+  return testing::Runfile(FindStage(id)->package + "/" + side);
+}
+
+GraderConfig Config(double run_timeout_s, bool recognise) {
+  GraderConfig c;
+  c.ranks = 4;
+  c.run_timeout_s = run_timeout_s;
+  c.recognise_mistakes = recognise;
+  c.progress = [](const std::string& line) { std::fprintf(stderr, "autograde: %s\n", line.c_str()); };
+  return c;
+}
+
+// One grader for the whole suite: its single-node trace and known mistakes are made once.
+Autograder& Grader() {
+  static Autograder* g = new Autograder(Config(120, true));
+  return *g;
+}
+
+const TestResult& Find(const GradeReport& r, const std::string& name) {
+  for (const auto& t : r.tests) {
+    if (t.name == name) return t;
+  }
+  static TestResult none{"(missing)", 0, 0, false, ""};
+  ADD_FAILURE() << "no test named '" << name << "' in:\n" << r.Summary();
+  return none;
+}
+
+const std::string kParity = ": losses and gradient norms match the single-node run";
+
+TEST(AutograderTest, ReferenceSolutionsScoreFullMarks) {
+  GradeRequest req;
+  std::vector<std::string> ids;
+  for (const auto& st : Stages()) {
+    ids.push_back(st.id);
+    req.prebuilt[st.id] = {Binary(st.id, "reference"), {}};
+  }
+  req.submission = SubmissionFrom("reference", ids);
+  GradeReport r = Grader().Grade(req);
+  std::printf("%s\n", r.Summary().c_str());
+  EXPECT_EQ(r.score(), r.max_score());
+  EXPECT_EQ(r.max_score(), 30);
+  for (const auto& t : r.tests) EXPECT_TRUE(t.passed) << t.name << ":\n" << t.output;
+  EXPECT_EQ(r.tests.size(), 3u + 4u + 4u + 3u);  // part1, task2a, task2b, task3
+}
+
+TEST(AutograderTest, UntouchedStubsScoreZeroAndSaySo) {
+  GradeRequest req;
+  std::vector<std::string> ids;
+  for (const auto& st : Stages()) {
+    ids.push_back(st.id);
+    req.prebuilt[st.id] = {Binary(st.id, "student"), {}};
+  }
+  req.submission = SubmissionFrom("student", ids);
+  GradeReport r = Grader().Grade(req);
+  std::printf("%s\n", r.Summary().c_str());
+  EXPECT_EQ(r.score(), 0);
+  const std::map<std::string, std::string> todo = {{"part1", "your part1 Backward still calls StudentTodo"},
+                                                   {"task2a", "your task2a SyncGradients (gather + scatter) still calls StudentTodo"},
+                                                   {"task2b", "your task2b SyncGradients (all_reduce) still calls StudentTodo"},
+                                                   {"task3", "your task3 WrapModel (DistributedDataParallel) still calls StudentTodo"}};
+  for (const auto& [id, message] : todo) {
+    const StageSpec* st = FindStage(id);
+    const TestResult& run = Find(r, id + ": runs 5 updates on " + (st->ranks > 1 ? "4 ranks" : "one process"));
+    EXPECT_FALSE(run.passed);
+    EXPECT_NE(run.output.find(message), std::string::npos) << run.output;
+    EXPECT_NE(run.output.find("see docs/handout/"), std::string::npos) << run.output;
+    EXPECT_NE(Find(r, id + kParity).output.find("not checked: the run did not complete"), std::string::npos);
+  }
+}
+
+struct Mutation {
+  std::string name;
+  int parity;   // points task2b keeps for parity (of 8)
+  int comm;     // and for using allreduce (of 2)
+  std::vector<std::string> says;  // in the parity message
+};
+
+// What each mutation scored, printed after the suite for the notes.
+std::vector<std::string>& Scores() {
+  static std::vector<std::string> s;
+  return s;
+}
+
+class MutationTest : public ::testing::TestWithParam<Mutation> {
+ protected:
+  static void TearDownTestSuite() {
+    std::printf("\nwhat each mutation of task2b scored:\n");
+    for (const auto& s : Scores()) std::printf("  %s\n", s.c_str());
+  }
+};
+
+TEST_P(MutationTest, LosesItsPointsWithAMessageThatNamesTheMistake) {
+  const Mutation& m = GetParam();
+  GradeRequest req;
+  req.submission = SubmissionFrom("reference", {"task2b"});
+  req.prebuilt["task2b"] = {testing::Runfile("grading/mutant_stage"), {"--mutation=" + m.name}};
+  GradeReport r = Grader().Grade(req);
+  const TestResult& parity = Find(r, "task2b" + kParity);
+  const TestResult& comm = Find(r, "task2b: uses allreduce");
+  EXPECT_TRUE(Find(r, "task2b: runs 5 updates on 4 ranks").passed) << r.Summary();
+  EXPECT_EQ(parity.score, m.parity) << parity.output;
+  EXPECT_EQ(comm.score, m.comm) << comm.output;
+  for (const auto& s : m.says) EXPECT_NE(parity.output.find(s), std::string::npos) << "want '" << s << "' in:\n" << parity.output;
+  // task2a and task3 were not submitted: they say so and score nothing.
+  EXPECT_NE(Find(r, "task2a: builds").output.find("missing from the submission: task2a/grad_sync.cc"), std::string::npos);
+  EXPECT_EQ(r.score(), m.parity + m.comm);
+  std::string first_line = parity.output.substr(0, parity.output.find('\n'));
+  Scores().push_back(m.name + ": task2b " + std::to_string(static_cast<int>(r.score())) + "/10 -- " +
+                     first_line.substr(0, 160));
+  std::printf("%s: %g/10\n%s\n", m.name.c_str(), r.score(), parity.output.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Mutations, MutationTest,
+    ::testing::Values(
+        Mutation{"none", 8, 2, {"match the grader's single-node run"}},
+        Mutation{"no_sync", 0, 0, {"never synchronise their gradients"}},
+        Mutation{"sum_without_average", 0, 2, {"summed but not divided by the world size", "divide the sum by 4"}},
+        Mutation{"some_params_only", 0, 2, {"only some of the parameters are synchronised"}},
+        Mutation{"rank0_keeps_own", 0, 2, {"rank 0 keeps its own gradient"}},
+        Mutation{"sync_after_step", 0, 2, {"synchronise before the optimizer step, not after it"}},
+        Mutation{"same_data", 0, 2, {"very first loss", "every rank reads the whole data set in the same order"}}),
+    [](const ::testing::TestParamInfo<Mutation>& info) { return info.param.name; });
+
+struct Failure {
+  std::string mutation;
+  std::vector<std::string> says;  // in the "runs" test's output
+};
+
+class FailureTest : public ::testing::TestWithParam<Failure> {};
+
+TEST_P(FailureTest, IsAMessageNotAGraderCrash) {
+  const Failure& f = GetParam();
+  // A short deadline, so the hang costs 30 s rather than 120.
+  static Autograder* quick = new Autograder(Config(30, false));
+  GradeRequest req;
+  req.submission = SubmissionFrom("reference", {"task2b"});
+  req.prebuilt["task2b"] = {testing::Runfile("grading/mutant_stage"), {"--mutation=" + f.mutation}};
+  GradeReport r = quick->Grade(req);
+  const TestResult& run = Find(r, "task2b: runs 5 updates on 4 ranks");
+  EXPECT_FALSE(run.passed);
+  EXPECT_EQ(r.score(), 0);
+  for (const auto& s : f.says) EXPECT_NE(run.output.find(s), std::string::npos) << "want '" << s << "' in:\n" << run.output;
+  std::printf("%s:\n%s\n", f.mutation.c_str(), run.output.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Failures, FailureTest,
+    ::testing::Values(Failure{"hang", {"no progress within 30 s", "waiting in a collective the others never called"}},
+                      Failure{"crash", {"SIGSEGV", "rank 1 was killed by signal 11"}},
+                      Failure{"memory_hog", {"ran out of memory", "4.0 GiB"}},
+                      Failure{"deadlock", {"collectives did not match"}}),
+    [](const ::testing::TestParamInfo<Failure>& info) { return info.param.mutation; });
+
+TEST(AutograderTest, AnEmptyOrUnreadableSubmissionIsGradedNotFatal) {
+  GradeReport empty = Grader().Grade({testing::MakeTempDir("empty"), {}});
+  EXPECT_EQ(empty.score(), 0);
+  EXPECT_EQ(empty.max_score(), 30);
+  EXPECT_NE(Find(empty, "task3: builds").output.find("missing from the submission: task3/ddp_wrap.cc"), std::string::npos);
+  EXPECT_NE(Find(empty, "task3" + kParity).output.find("not run: the build step did not succeed"), std::string::npos);
+  bool optional_note = false;
+  for (const auto& n : empty.notes) optional_note = optional_note || n == "part1/ is optional and was not submitted: not graded";
+  EXPECT_TRUE(optional_note) << empty.Summary();
+
+  GradeReport gone = Grader().Grade({"/nonexistent/submission.zip", {}});
+  EXPECT_EQ(gone.score(), 0);
+  EXPECT_NE(Find(gone, "task2a: builds").output.find("the submission could not be read: the submission "
+                                                     "/nonexistent/submission.zip does not exist"),
+            std::string::npos);
+}
+
+TEST(AutogradeCommandTest, WritesGradescopeResultsAndASummary) {
+  const std::string dir = testing::MakeTempDir("cli");
+  const std::string sub = SubmissionFrom("student", {"task2b"});
+  Write(sub + "/task2b/notes.txt", "extra\n");
+  testing::Command c;
+  c.argv = {testing::Runfile("grading/autograde"), "--submission=" + sub, "--results=" + dir + "/results.json",
+            "--prebuilt=task2b=" + Binary("task2b", "student"), "--recognise_mistakes=false"};
+  auto p = testing::Run(c, 120);
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  EXPECT_NE(p.output.find("distlm autograder: 0 / 30 points"), std::string::npos) << p.output;
+  EXPECT_NE(p.output.find("ignored: task2b/notes.txt: not a student file"), std::string::npos) << p.output;
+  nlohmann::json j = nlohmann::json::parse(Read(dir + "/results.json"));
+  EXPECT_EQ(j["score"], 0.0);
+  ASSERT_TRUE(j["tests"].is_array());
+  double max_total = 0;
+  for (const auto& t : j["tests"]) {
+    for (const char* key : {"name", "score", "max_score", "output"}) EXPECT_TRUE(t.contains(key)) << t.dump();
+    max_total += t["max_score"].get<double>();
+  }
+  EXPECT_EQ(max_total, 30);
+  EXPECT_NE(j["output"].get<std::string>().find("task2b/notes.txt"), std::string::npos);
+
+  testing::Command bad;
+  bad.argv = {testing::Runfile("grading/autograde"), "--submission=" + sub, "--results=" + dir + "/r.json",
+              "--prebuilt=task9=/bin/true"};
+  auto b = testing::Run(bad, 30);
+  EXPECT_EQ(b.exit_code, 2);
+  EXPECT_NE(b.output.find("error: --prebuilt: 'task9=/bin/true' is not STAGE=VALUE"), std::string::npos) << b.output;
+}
+
+}  // namespace
+}  // namespace distlm::grading

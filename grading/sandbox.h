@@ -1,0 +1,55 @@
+// Running a program the grader does not trust: its own process group, a deadline, an
+// address-space limit inherited by everything it starts, no core dumps, and (when the grader
+// runs as root) a private network namespace in which only loopback is up. Output (stdout and
+// stderr together) is kept, up to a bound, for the messages.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace distlm::grading {
+
+struct SandboxLimits {
+  double timeout_s = 120;          // then SIGKILL to the process group
+  int64_t address_space_bytes = 0;  // RLIMIT_AS of every process started; 0 = no limit
+  int64_t file_size_bytes = 0;     // RLIMIT_FSIZE (largest file it may write); 0 = no limit
+  bool isolate_network = false;    // new network namespace, loopback up; needs root
+  size_t max_output_bytes = 256 * 1024;  // kept: the first quarter and the last three quarters
+};
+
+struct SandboxCommand {
+  std::vector<std::string> argv;              // argv[0] is a path
+  std::map<std::string, std::string> env;     // set in (or added to) the grader's environment
+  std::vector<std::string> unset_env;         // removed from it
+  std::string working_dir;                    // empty: the grader's
+  std::string stdout_path;                    // non-empty: stdout goes to this new file instead
+};
+
+struct SandboxResult {
+  int exit_code = -1;          // exit status, or 128 + signal number
+  int signal = 0;              // the signal that ended it, 0 if it exited
+  bool timed_out = false;      // killed at the deadline
+  bool network_isolated = false;
+  std::string isolation_note;  // why the network could not be isolated, when asked and it failed
+  std::string output;          // stdout and stderr interleaved, possibly cut in the middle
+  double seconds = 0;          // wall time
+};
+
+// Runs the command to its end or to the deadline. Throws std::runtime_error only when the
+// grader itself cannot work (fork or a temporary file fails); a command that cannot be
+// executed gives exit code 127 and says so in its output.
+SandboxResult RunSandboxed(const SandboxCommand& command, const SandboxLimits& limits);
+
+// A fresh directory named prefix + random suffix, in `parent` (created if needed) or, when that
+// is empty, in $TEST_TMPDIR, $TMPDIR or /tmp.
+std::string MakeTempDir(const std::string& prefix, const std::string& parent = "");
+
+// Removes a directory tree (no symlink is followed); quiet when it is absent.
+void RemoveTree(const std::string& path);
+
+// The name of a signal ("SIGSEGV"), or "signal N".
+std::string SignalName(int signal);
+
+}  // namespace distlm::grading

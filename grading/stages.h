@@ -1,0 +1,46 @@
+// What the autograder grades: one row per stage of the course. Adding a stage (task3, task5)
+// is one row here, once its folder has student/ and reference/ files of the same names and a
+// //<package>:student binary (grading/stages_test.cc checks the table against the tree).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace distlm::grading {
+
+struct StageSpec {
+  std::string id;                  // the submission's folder and the tests' name prefix
+  std::string package;             // the repository folder holding student/ and reference/
+  std::vector<std::string> files;  // the student's files: the only ones taken from a submission
+  int ranks = 4;                   // ranks the grader runs it on (1: one process)
+  int parity_points = 0;           // the first losses match the grader's single-node trace
+  int comm_points = 0;             // the synchronisation uses the collectives the task asks for
+  std::vector<std::string> required_ops;   // every update must call each of these
+  std::vector<std::string> forbidden_ops;  // and none of these
+  bool optional = false;           // graded only when the submission has the folder
+  std::string what;                // what the student writes, for messages
+};
+
+// In the order tests are reported.
+inline const std::vector<StageSpec>& Stages() {
+  static const std::vector<StageSpec> stages = {
+      // Part 1 is graded for feedback only (no points): it is optional in the deliverable.
+      {"part1", "part1_single", {"train_step.cc"}, 1, 0, 0, {}, {}, true,
+       "Backward / OptimizerStep / EndOfEpoch"},
+      {"task2a", "task2a", {"grad_sync.cc"}, 4, 8, 2, {"gather", "scatter"},
+       {"allreduce", "reduce", "allgather", "reduce_scatter"}, false, "SyncGradients (gather + scatter)"},
+      {"task2b", "task2b", {"grad_sync.cc"}, 4, 8, 2, {"allreduce"}, {}, false, "SyncGradients (all_reduce)"},
+      // DistributedDataParallel does the communication; the student only wraps the model.
+      {"task3", "task3", {"ddp_wrap.cc"}, 4, 10, 0, {}, {}, false, "WrapModel (DistributedDataParallel)"},
+  };
+  return stages;
+}
+
+inline const StageSpec* FindStage(const std::string& id) {
+  for (const auto& s : Stages()) {
+    if (s.id == id) return &s;
+  }
+  return nullptr;
+}
+
+}  // namespace distlm::grading
