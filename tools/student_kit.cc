@@ -1,10 +1,14 @@
 #include "tools/student_kit.h"
 
+#include <stdlib.h>
+
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -51,35 +55,27 @@ bool IsBuildFile(const std::string& rel) {
   return base == "BUILD" || base == "BUILD.bazel";
 }
 
-// The tracked files of a git checkout, or every file below root (without .git and Bazel's
-// convenience links) when root is not one.
-std::vector<std::string> SourceFiles(const std::string& root, std::vector<std::string>* notes) {
+std::string ShellQuote(const std::string& s) {
+  std::string quoted = "'";
+  for (char c : s) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+// A command's standard output; nullopt when it fails.
+std::optional<std::string> CommandOutput(const std::string& command) {
+  FILE* p = popen(command.c_str(), "r");
+  if (p == nullptr) return std::nullopt;
+  std::string all;
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) all.append(buf, n);
+  if (pclose(p) != 0) return std::nullopt;
+  return all;
+}
+
+// Every file below root, without .git and Bazel's convenience links.
+std::vector<std::string> WalkFiles(const std::string& root) {
   std::vector<std::string> files;
-  if (fs::exists(root + "/.git")) {
-    std::string quoted = "'";
-    for (char c : root) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    quoted += "'";
-    FILE* p = popen(("git -C " + quoted + " ls-files -z 2>/dev/null").c_str(), "r");
-    if (p != nullptr) {
-      std::string all;
-      char buf[65536];
-      size_t n;
-      while ((n = fread(buf, 1, sizeof(buf), p)) > 0) all.append(buf, n);
-      int status = pclose(p);
-      if (status == 0) {
-        size_t start = 0;
-        for (size_t i = 0; i < all.size(); ++i) {
-          if (all[i] == '\0') {
-            files.push_back(all.substr(start, i - start));
-            start = i + 1;
-          }
-        }
-        notes->push_back("the files tracked by git in " + root);
-        return files;
-      }
-    }
-    notes->push_back("git ls-files failed in " + root + ": taking every file instead");
-  }
   std::error_code ec;
   for (fs::recursive_directory_iterator it(root, fs::directory_options::none, ec), end; it != end;
        it.increment(ec)) {
@@ -93,6 +89,73 @@ std::vector<std::string> SourceFiles(const std::string& root, std::vector<std::s
     if (!it->is_directory(ec)) files.push_back(rel);
   }
   return files;
+}
+
+// Where the kit's files are read from: a git revision unpacked into a staging folder (removed
+// with this object), the working tree's tracked files, or, without git, every file.
+struct Source {
+  std::string root;
+  std::vector<std::string> files;
+  std::string staging;
+  ~Source() {
+    if (!staging.empty()) {
+      std::error_code ec;
+      fs::remove_all(staging, ec);
+    }
+  }
+};
+
+void ReadSource(const std::string& checkout, const std::string& revision, Source* src,
+                std::vector<std::string>* notes) {
+  src->root = checkout;
+  const bool git = fs::exists(checkout + "/.git");
+  if (git && !revision.empty()) {
+    auto hash = CommandOutput("git -C " + ShellQuote(checkout) + " rev-parse --short " + ShellQuote(revision + "^{commit}") +
+                              " 2>/dev/null");
+    if (!hash) throw UserError("--revision: " + revision + " is not a commit of " + checkout);
+    const char* tmp = std::getenv("TMPDIR");
+    std::string tmpl = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/student_kit_sourceXXXXXX";
+    if (mkdtemp(tmpl.data()) == nullptr) throw UserError("cannot create a staging folder " + tmpl);
+    src->staging = tmpl;
+    const std::string tar = src->staging + "/source.tar", tree = src->staging + "/tree";
+    fs::create_directories(tree);
+    if (!CommandOutput("git -C " + ShellQuote(checkout) + " archive --format=tar -o " + ShellQuote(tar) + " " +
+                       ShellQuote(revision) + " 2>&1") ||
+        !CommandOutput("tar -xf " + ShellQuote(tar) + " -C " + ShellQuote(tree) + " 2>&1")) {
+      throw UserError("cannot unpack " + revision + " of " + checkout + " (git archive | tar)");
+    }
+    src->root = tree;
+    src->files = WalkFiles(tree);
+    std::string h = *hash;
+    while (!h.empty() && h.back() == '\n') h.pop_back();
+    notes->push_back("made from " + revision + " (" + h + ") of " + checkout + "; uncommitted changes are not in the kit");
+    return;
+  }
+  if (git) {
+    if (auto listing = CommandOutput("git -C " + ShellQuote(checkout) + " ls-files -z 2>/dev/null")) {
+      size_t start = 0;
+      for (size_t i = 0; i < listing->size(); ++i) {
+        if ((*listing)[i] == '\0') {
+          src->files.push_back(listing->substr(start, i - start));
+          start = i + 1;
+        }
+      }
+      notes->push_back("made from the working tree's tracked files in " + checkout);
+      return;
+    }
+    notes->push_back("git ls-files failed in " + checkout + ": taking every file instead");
+  }
+  src->files = WalkFiles(checkout);
+}
+
+// Source code, which is left out with the rules that alone used it. Documents stay: a
+// document a removed test checked is still worth reading.
+bool IsCode(const std::string& path) {
+  for (const char* ext : {".cc", ".h", ".cpp", ".hpp", ".c", ".cu", ".py", ".sh"}) {
+    const std::string e = ext;
+    if (path.size() > e.size() && path.compare(path.size() - e.size(), e.size(), e) == 0) return true;
+  }
+  return false;
 }
 
 // --- BUILD files ---------------------------------------------------------------------------
@@ -261,9 +324,9 @@ std::vector<BuildStatement> SplitBuildFile(const std::string& text) {
 
 KitReport MakeStudentKit(const KitOptions& options) {
   KitReport report;
-  const std::string root = options.source_root;
-  if (root.empty() || !fs::is_directory(root)) throw UserError("--source: " + root + " is not a directory");
-  if (!fs::exists(root + "/WORKSPACE")) throw UserError("--source: " + root + " has no WORKSPACE file");
+  const std::string checkout = options.source_root;
+  if (checkout.empty() || !fs::is_directory(checkout)) throw UserError("--source: " + checkout + " is not a directory");
+  if (!fs::exists(checkout + "/WORKSPACE")) throw UserError("--source: " + checkout + " has no WORKSPACE file");
   std::error_code ec;
   if (options.out_dir.empty()) throw UserError("--out: no output folder given");
   if (fs::exists(options.out_dir) && !fs::is_empty(options.out_dir, ec)) {
@@ -271,14 +334,18 @@ KitReport MakeStudentKit(const KitOptions& options) {
   }
   {
     // Refuse to write into the source (the kit would end up in its own listing).
-    fs::create_directories(options.out_dir, ec);
-    auto src = fs::weakly_canonical(root), dst = fs::weakly_canonical(options.out_dir);
+    auto src = fs::weakly_canonical(checkout), dst = fs::weakly_canonical(options.out_dir);
     std::string s = src.string() + "/", d = dst.string() + "/";
-    if (d.rfind(s, 0) == 0) throw UserError("--out: " + options.out_dir + " is inside the source " + root);
+    if (d.rfind(s, 0) == 0) throw UserError("--out: " + options.out_dir + " is inside the source " + checkout);
   }
+  fs::create_directories(options.out_dir, ec);
+  if (ec) throw UserError("--out: cannot create " + options.out_dir + ": " + ec.message());
 
   std::vector<std::string> notes;
-  std::vector<std::string> files = SourceFiles(root, &notes);
+  Source source;
+  ReadSource(checkout, options.revision, &source, &notes);
+  const std::string& root = source.root;
+  const std::vector<std::string>& files = source.files;
   std::set<std::string> kept, private_files;
   std::set<std::string> private_dirs;
   for (const auto& f : files) {
@@ -368,7 +435,7 @@ KitReport MakeStudentKit(const KitOptions& options) {
     }
     for (const auto& name : used_by_removed) {
       const std::string path = Join(pkg, name);
-      if (used_by_kept.count(name) == 0 && kept.count(path) != 0) {
+      if (used_by_kept.count(name) == 0 && kept.count(path) != 0 && IsCode(path)) {
         kept.erase(path);
         report.left_out.push_back(path + ": used only by removed rules");
       }

@@ -3,8 +3,8 @@
 //
 // BUILD files are edited in the copy, not in the repository: a rule that names a left-out
 // file or depends on a removed rule is removed too (with the comment lines right above it),
-// until nothing refers to what is gone; then a source file that only removed rules used is
-// left out as well (part1_single's tests of the reference binary, for example). The result is
+// until nothing refers to what is gone; then a source file (code, not documents) that only
+// removed rules used is left out as well (part1_single's tests of the reference binary). The result is
 // checked before it is reported: no `reference` folder, no file equal to a left-out one, and
 // every workspace label in the remaining BUILD files names a rule or file that exists.
 #pragma once
@@ -15,8 +15,11 @@
 namespace distlm::tools {
 
 struct KitOptions {
-  std::string source_root;  // a checkout: its tracked files (git ls-files), or all files without git
+  std::string source_root;  // a checkout (or, without git, a plain tree: all its files)
   std::string out_dir;      // created; must not exist or be empty
+  // In a git checkout, the commit the kit is made from; "" = the working tree's tracked files
+  // (uncommitted edits included).
+  std::string revision = "HEAD";
 };
 
 struct KitReport {

@@ -18,6 +18,8 @@
 ABSL_FLAG(std::string, out, "", "folder to write the kit to (created; must be empty)");
 ABSL_FLAG(std::string, source, "",
           "the checkout to make the kit from; default: the workspace `bazel run` was called in");
+ABSL_FLAG(std::string, revision, "HEAD",
+          "the commit of --source to make the kit from; empty: the working tree's tracked files");
 ABSL_FLAG(bool, verbose, false, "list every file left out and every rule removed");
 
 namespace {
@@ -35,6 +37,7 @@ int Main(int argc, char** argv) {
   distlm::tools::KitOptions options;
   options.out_dir = FromUserDir(absl::GetFlag(FLAGS_out));
   options.source_root = FromUserDir(absl::GetFlag(FLAGS_source));
+  options.revision = absl::GetFlag(FLAGS_revision);
   if (options.source_root.empty()) {
     const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY");
     if (ws == nullptr || *ws == '\0') throw distlm::UserError("--source: not given, and not run by `bazel run`");
@@ -62,6 +65,6 @@ int Main(int argc, char** argv) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "writes the student release: the repository without reference solutions and the grader.\n"
-      "usage: student_kit --out=DIR [--source=CHECKOUT] [--verbose]");
+      "usage: student_kit --out=DIR [--source=CHECKOUT] [--revision=HEAD] [--verbose]");
   return distlm::RunMain([&] { return Main(argc, argv); });
 }

@@ -90,13 +90,14 @@ std::string MakeTree() {
   Write(src + "/stage/reference/impl.cc", "void F() { /* the solution */ }\n");
   Write(src + "/stage/student/impl.cc", "void F() { /* TODO(student) */ }\n");
   Write(src + "/stage/reference_test.cc", "// runs :reference\n");
+  Write(src + "/stage/guide.md", "what the reference test checks\n");
   Write(src + "/stage/BUILD",
         "cc_library(\n    name = \"api\",\n    hdrs = [\"api.h\"],\n)\n\n"
         "cc_library(\n    name = \"reference_impl\",\n    srcs = [\"reference/impl.cc\"],\n    deps = [\":api\"],\n)\n\n"
         "# The solution binary.\n"
         "cc_binary(\n    name = \"reference\",\n    srcs = [\"main.cc\"],\n    deps = [\":reference_impl\"],\n)\n\n"
         "cc_binary(\n    name = \"student\",\n    srcs = [\"main.cc\", \"student/impl.cc\"],\n    deps = [\":api\"],\n)\n\n"
-        "cc_test(\n    name = \"reference_test\",\n    srcs = [\"reference_test.cc\"],\n    data = [\":reference\"],\n)\n");
+        "cc_test(\n    name = \"reference_test\",\n    srcs = [\"reference_test.cc\"],\n    data = [\":reference\", \"guide.md\"],\n)\n");
   Write(src + "/grading/BUILD", "cc_library(name = \"judge\")\n");
   Write(src + "/other/BUILD",
         "cc_test(name = \"uses_judge\", deps = [\"//grading:judge\"])\n"
@@ -110,7 +111,8 @@ TEST(MakeStudentKitTest, LeavesOutSolutionsTheGraderAndWhatOnlyTheyUse) {
   KitReport r = MakeStudentKit({src, out});
   auto files = FilesUnder(out);
   EXPECT_EQ(files, (std::set<std::string>{"WORKSPACE", "BUILD", "README.md", "stage/BUILD", "stage/main.cc",
-                                          "stage/api.h", "stage/student/impl.cc", "other/BUILD"}));
+                                          "stage/api.h", "stage/student/impl.cc", "stage/guide.md",
+                                          "other/BUILD"}));
   const std::string stage_build = Read(out + "/stage/BUILD");
   EXPECT_EQ(stage_build.find("reference"), std::string::npos) << stage_build;
   EXPECT_EQ(stage_build.find("The solution binary"), std::string::npos) << "its comment goes with the rule";
@@ -172,11 +174,20 @@ std::string Checkout() {
   return fs::path(resolved).parent_path().string();
 }
 
-TEST(RealKitTest, NoReferenceSourceAndEveryStubIsThere) {
+class RealKitTest : public ::testing::TestWithParam<std::string> {};
+
+// From the last commit (what a release is) and from the working tree (what the grader may use
+// while the course is being written).
+INSTANTIATE_TEST_SUITE_P(Revisions, RealKitTest, ::testing::Values("HEAD", ""),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param.empty() ? std::string("WorkingTree") : info.param;
+                         });
+
+TEST_P(RealKitTest, NoReferenceSourceAndEveryStubIsThere) {
   const std::string root = Checkout();
   ASSERT_FALSE(root.empty());
   const std::string out = testing::MakeTempDir("real_kit") + "/kit";
-  KitReport r = MakeStudentKit({root, out});
+  KitReport r = MakeStudentKit({root, out, GetParam()});
   auto kit = FilesUnder(out);
   ASSERT_GT(kit.size(), 50u);
 
