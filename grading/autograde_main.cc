@@ -25,6 +25,8 @@ ABSL_FLAG(std::string, results, "", "where to write Gradescope's results.json");
 ABSL_FLAG(std::string, source, "",
           "the checkout to make the student kit from; default: the workspace of `bazel run`");
 ABSL_FLAG(std::string, kit, "", "a ready student kit to copy instead of making one from --source");
+ABSL_FLAG(std::string, kit_revision, "HEAD",
+          "the commit of --source the kit is made from; empty: its working tree's tracked files");
 ABSL_FLAG(std::string, bazel, "/usr/bin/bazel", "the bazel binary that builds the kit");
 ABSL_FLAG(int, ranks, 4, "ranks each distributed task runs on (must divide the total batch of 8)");
 ABSL_FLAG(double, run_timeout_s, 120, "seconds each run may take, start to end");
@@ -77,6 +79,7 @@ int Main(int argc, char** argv) {
     if (const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY"); ws != nullptr) config.source_root = ws;
   }
   config.kit_dir = FromUserDir(absl::GetFlag(FLAGS_kit));
+  config.kit_revision = absl::GetFlag(FLAGS_kit_revision);
   config.bazel = absl::GetFlag(FLAGS_bazel);
   config.ranks = absl::GetFlag(FLAGS_ranks);
   config.run_timeout_s = absl::GetFlag(FLAGS_run_timeout_s);

@@ -296,7 +296,7 @@ struct Autograder::Impl {
         }
       } else {
         if (config.source_root.empty()) throw GraderError("no --source or --kit to build the submission in");
-        tools::MakeStudentKit({config.source_root, kit});
+        tools::MakeStudentKit({config.source_root, kit, config.kit_revision});
       }
     } catch (const GraderError&) {
       throw;

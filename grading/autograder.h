@@ -60,6 +60,7 @@ struct GraderConfig {
   // the ready kit in kit_dir; then `bazel build //<package>:student` in it.
   std::string source_root;
   std::string kit_dir;
+  std::string kit_revision = "HEAD";  // the commit of source_root; "" = its working tree
   std::string bazel = "/usr/bin/bazel";
   double build_timeout_s = 1800;
   // How each task runs.
