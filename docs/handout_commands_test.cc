@@ -388,14 +388,16 @@ TEST(DocumentsTest, RelativeLinksResolve) {
   }
 }
 
-// A document shows what a command prints: a fenced block right after the comment
-//   <!-- checked output: //pkg:name -->
-// holds lines the program //pkg:name must print, in order, when given the arguments of the
-// last command before the comment (placeholders in --output_dir replaced by a fresh folder).
-// Numbers must agree to 1e-5 relative (another CPU may round the last digit differently).
+// A document shows what a command prints: a fenced block right after a comment starting
+//   <!-- checked output
+// holds lines that the reference solution (//pkg:reference for the command's //pkg:student)
+// must print, in order, when given the arguments of the last command before the comment
+// (--output_dir replaced by a fresh folder). Numbers must agree to 1e-5 relative (another CPU
+// may round the last digit differently). The handout names no reference target itself: the
+// student kit has none.
 TEST(DocumentsTest, ShownOutputIsWhatTheProgramPrints) {
   const Inputs& in = TheInputs();
-  const std::string marker = "<!-- checked output: ";
+  const std::string marker = "<!-- checked output";
   int blocks = 0, skipped = 0;
   std::vector<std::string> docs = in.docs;
   docs.insert(docs.end(), in.output_docs.begin(), in.output_docs.end());
@@ -408,12 +410,18 @@ TEST(DocumentsTest, ShownOutputIsWhatTheProgramPrints) {
     }
     for (size_t i = 0; i < lines.size(); ++i) {
       if (lines[i].rfind(marker, 0) != 0) continue;
-      const std::string label = lines[i].substr(marker.size(), lines[i].find(" -->") - marker.size());
       // The command: the last one before the marker.
       std::string before;
       for (size_t j = 0; j < i; ++j) before += lines[j] + "\n";
       auto cmds = ExtractCommands(before, doc);
       ASSERT_FALSE(cmds.empty()) << doc << ":" << i + 1 << ": no command before the checked output";
+      const std::string student = cmds.back().label;
+      const std::string suffix = ":student";
+      ASSERT_TRUE(student.size() > suffix.size() &&
+                  student.compare(student.size() - suffix.size(), suffix.size(), suffix) == 0)
+          << doc << ":" << i + 1 << ": the command before the checked output runs " << student
+          << ", not a stage's :student binary";
+      const std::string label = student.substr(0, student.size() - suffix.size()) + ":reference";
       // The expected lines: the next fenced block.
       size_t start = i + 1;
       while (start < lines.size() && lines[start].rfind("```", 0) != 0) ++start;
@@ -424,7 +432,7 @@ TEST(DocumentsTest, ShownOutputIsWhatTheProgramPrints) {
       if (target == in.targets.end()) {
         ++skipped;
         std::printf("SKIPPED: %s:%zu shows the output of %s, which this test does not have (the student kit has no "
-                    "reference binaries; //docs:guide_commands_test checks it)\n",
+                    "reference binaries; the guide test of docs/BUILD checks it)\n",
                     doc.c_str(), i + 1, label.c_str());
         continue;
       }
