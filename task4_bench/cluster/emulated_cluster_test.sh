@@ -79,8 +79,17 @@ fi
 "$TOOL" down >/dev/null 2>&1
 
 # Job control: background jobs get their own process group and do not ignore SIGINT, so the
-# tool can trap the SIGINT we send it (as after a Ctrl-C in a terminal).
+# tool can trap the SIGINT we send it (as after a Ctrl-C in a terminal). Their own group also
+# keeps them out of reach of a signal to ours (Bazel's timeout), so we clean up ourselves.
 set -m
+tool=""
+cleanup() {
+  [[ -n $tool ]] && kill -KILL "$tool" 2>/dev/null
+  "$TOOL" down >/dev/null 2>&1
+  rm -rf "$OUT"
+}
+trap cleanup EXIT
+trap 'echo "interrupted"; exit 143' TERM INT HUP
 
 start "non-root users are refused"
 if command -v setpriv >/dev/null; then
@@ -262,7 +271,6 @@ expect_no_marker 3182 "up over leftovers"
 "$TOOL" down >/dev/null 2>&1
 expect_clean "the last down"
 
-rm -rf "$OUT"
 if ((FAILURES > 0)); then
   echo "$FAILURES check(s) FAILED"
   exit 1
