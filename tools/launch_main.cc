@@ -1,6 +1,6 @@
 // launch: start N ranks of a command on this host, as `torchrun --standalone` does.
 //
-//   bazel run //tools:launch -- --nproc_per_node=2 -- bazel-bin/task2b/reference --epochs=1
+//   bazel run //tools:launch -- --nproc_per_node=2 -- bazel-bin/task2b/reference --max_steps=5
 //
 // Everything after `--` is the command; the flags before it are the launcher's. See
 // tools/launcher.h for the environment each rank gets, the output format and the exit codes.

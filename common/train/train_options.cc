@@ -1,5 +1,7 @@
 #include "common/train/train_options.h"
 
+#include <cstdlib>
+
 #include "absl/flags/flag.h"
 #include "common/runtime/errors.h"
 
@@ -128,6 +130,13 @@ TrainOptions TrainOptionsFromFlags() {
   o.save_steps = absl::GetFlag(FLAGS_save_steps);
   o.hidden_dropout_prob = absl::GetFlag(FLAGS_hidden_dropout_prob);
   o.attention_probs_dropout_prob = absl::GetFlag(FLAGS_attention_probs_dropout_prob);
+  // Under `bazel run` the working directory is the runfiles tree: relative paths mean the
+  // folder the user typed the command in.
+  if (const char* wd = std::getenv("BUILD_WORKING_DIRECTORY"); wd != nullptr && *wd != '\0') {
+    for (std::string* path : {&o.data_dir, &o.model_name_or_path, &o.output_dir}) {
+      if (!path->empty() && (*path)[0] != '/') *path = std::string(wd) + "/" + *path;
+    }
+  }
   ValidateTrainOptions(o);
   return o;
 }

@@ -2,7 +2,7 @@
 # tools/download: fetches bert-base-cased (config, vocab, safetensors) and GLUE RTE from their
 # official locations, with a progress bar and SHA-256 checks, into --dest.
 #
-#   bazel run //tools:download -- --dest=$HOME/distlm_data [--what=all|bert-base-cased|rte]
+#   bazel run //tools/download -- --dest=$HOME/distlm_data [--what=all|bert-base-cased|rte]
 #        [--mirror=URL_PREFIX] [--manifest=FILE]
 #
 # --mirror replaces each URL's scheme and host (https://huggingface.co/... becomes
