@@ -177,7 +177,7 @@ struct Worker {
   }
   // got == want within tol, and the local gradient is far from want (the check can fail).
   void CheckGrads(const Grads& got, const Grads& want, const Grads& local, double tol, const std::string& what) {
-    std::string name, local_name;
+    std::string name = "-", local_name = "-";
     double d = RelativeDifference(got, want, &name);
     double local_d = RelativeDifference(local, want, &local_name);
     char buf[256];
@@ -513,6 +513,8 @@ struct Case {
   std::string mode, backend;
   int world;
 };
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.mode << " over " << c.backend << " x" << c.world; }
 
 class DdpRanksTest : public ::testing::TestWithParam<Case> {};
 

@@ -355,9 +355,13 @@ void DistributedDataParallel::CopyIntoBucket(size_t index) {
     view.zero_();
     return;
   }
-  // Averaged as it goes in (as PyTorch does): the all-reduce then sums averages.
-  view.copy_(grad);
-  if (pg_->getSize() > 1) view.div_(pg_->getSize());
+  // Averaged as it goes in (as PyTorch does), in the same pass as the copy: the all-reduce
+  // then sums averages.
+  if (pg_->getSize() > 1) {
+    at::div_out(view, grad, at::scalar_tensor(pg_->getSize(), view.options()));
+  } else {
+    view.copy_(grad);
+  }
 }
 
 void DistributedDataParallel::LaunchReadyBuckets() {
