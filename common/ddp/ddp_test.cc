@@ -644,6 +644,68 @@ TEST_F(DdpSingleRankTest, TheHooksGoWithTheWrapper) {
   EXPECT_TRUE(net->head->weight.grad().defined());
 }
 
+// Identity forward, a failing backward: a backward pass that dies part-way.
+struct Boom : public torch::autograd::Function<Boom> {
+  static torch::Tensor forward(torch::autograd::AutogradContext*, torch::Tensor x) { return x.clone(); }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext*, torch::autograd::variable_list) {
+    throw std::runtime_error("boom in backward");
+  }
+};
+
+struct TwoLinear {
+  std::shared_ptr<torch::nn::Module> module = std::make_shared<torch::nn::Module>();
+  torch::nn::Linear first{4, 4}, second{4, 4};
+  TwoLinear() {
+    module->register_module("first", first);
+    module->register_module("second", second);
+  }
+  // second's gradients are computed before Boom's backward runs, first's after.
+  torch::Tensor Loss(bool boom) {
+    torch::Tensor h = first(torch::ones({2, 4}));
+    if (boom) h = Boom::apply(h);
+    return second(h).sum();
+  }
+};
+
+std::string AnyErrorOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return OneLine(e);
+  }
+  return "(no error)";
+}
+
+TEST_F(DdpSingleRankTest, ABackwardThatFailsAfterLaunchingAllReducesStopsTraining) {
+  TwoLinear net;
+  DdpOptions opts;
+  opts.first_bucket_cap_bytes = 1;  // one parameter per bucket: second's two launch before Boom
+  opts.bucket_cap_bytes = 1;
+  DistributedDataParallel ddp(net.module, ctx_->pg, opts);
+  ASSERT_EQ(ddp.buckets().size(), 4u);
+  EXPECT_NE(AnyErrorOf([&] { net.Loss(true).backward(); }).find("boom in backward"), std::string::npos);
+  const std::string out_of_step =
+      "DistributedDataParallel: a backward pass failed after launching 2 of 4 bucket all-reduces; the ranks' "
+      "collectives are out of step, so training cannot go on";
+  EXPECT_EQ(AnyErrorOf([&] { net.Loss(false).backward(); }), out_of_step);
+  EXPECT_EQ(AnyErrorOf([&] { net.Loss(false).backward(); }), out_of_step);  // and stays so
+  {
+    auto guard = ddp.no_sync();  // local accumulation communicates nothing: still allowed
+    EXPECT_EQ(AnyErrorOf([&] { net.Loss(false).backward(); }), "(no error)");
+  }
+}
+
+TEST_F(DdpSingleRankTest, ABackwardThatFailsBeforeLaunchingIsForgotten) {
+  TwoLinear net;
+  DistributedDataParallel ddp(net.module, ctx_->pg);  // one bucket: nothing launches before Boom
+  EXPECT_NE(AnyErrorOf([&] { net.Loss(true).backward(); }).find("boom in backward"), std::string::npos);
+  for (auto& p : net.module->parameters()) p.mutable_grad() = torch::Tensor();
+  net.Loss(false).backward();
+  EXPECT_EQ(ddp.synced_backwards(), 1);
+  // One rank: the average is the local gradient, d(sum of second(h))/d second.bias = batch size.
+  EXPECT_TRUE(torch::equal(net.second->bias.grad(), torch::full({4}, 2.0)));
+}
+
 }  // namespace
 }  // namespace distlm::ddp
 

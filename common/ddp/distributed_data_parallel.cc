@@ -273,15 +273,18 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   }
 
   used_since_sync_.assign(params_.size(), 0);
-  for (size_t i = 0; i < params_.size(); ++i) {
-    Param& p = params_[i];
+  // Every accumulator first, so that nothing below throws once a hook (which points at this
+  // object) is installed.
+  for (Param& p : params_) {
     p.accumulator = torch::autograd::impl::grad_accumulator(p.tensor);
     if (!p.accumulator) {
       throw UserError("DistributedDataParallel: parameter " + p.name +
                       " is not a leaf tensor; cannot hook its gradient");
     }
-    p.hook_key =
-        p.accumulator->add_post_hook(std::make_unique<AccumulatedHook>([this, i] { OnGradientAccumulated(i); }));
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    params_[i].hook_key = params_[i].accumulator->add_post_hook(
+        std::make_unique<AccumulatedHook>([this, i] { OnGradientAccumulated(i); }));
   }
 }
 
@@ -305,10 +308,8 @@ std::string DistributedDataParallel::DescribeBuckets() const {
 }
 
 void DistributedDataParallel::OnGradientAccumulated(size_t index) {
-  if (options_.find_unused_parameters) used_since_sync_[index] = 1;
-  if (!require_sync_) return;  // no_sync: the gradient stays in .grad and accumulates
-  if (!broken_.empty()) throw UserError(broken_);
-  if (pass_ && pass_->alive.expired()) {
+  if (require_sync_ && !broken_.empty()) throw UserError(broken_);
+  if (require_sync_ && pass_ && pass_->alive.expired()) {
     // The backward that started this pass failed before its end. If it launched all-reduces,
     // this rank is ahead of the others by those collectives (and they may still be writing
     // into the buckets): there is no safe way on.
@@ -321,6 +322,8 @@ void DistributedDataParallel::OnGradientAccumulated(size_t index) {
     }
     ResetPass();
   }
+  if (options_.find_unused_parameters) used_since_sync_[index] = 1;
+  if (!require_sync_) return;  // no_sync: the gradient stays in .grad and accumulates
   if (!pass_) {
     pass_ = std::make_unique<Pass>();
     pass_->stats.first_gradient = Clock::now();
