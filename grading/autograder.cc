@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -135,17 +136,34 @@ std::string TraceTable(const Trace& want, const Trace& got) {
   return s;
 }
 
-// "" when the gradient norms (rank 0's, before clipping) match; else where they first part.
-// After a correct synchronisation rank 0 holds the single-node gradient, so its norm matches.
-std::string CompareGradNorms(const Trace& want, const Trace& got) {
+// The first update whose value differs from the single-node one beyond the tolerance, or
+// kSteps when all match.
+size_t FirstDifference(const std::vector<double>& want, const std::vector<double>& got) {
   for (size_t i = 0; i < kSteps; ++i) {
-    if (i >= got.grad_norms.size() || !(RelDiff(got.grad_norms[i], want.grad_norms[i]) <= kParityTol)) {
-      return "the losses match, but the gradient norm (before clipping) of update " + std::to_string(i + 1) + " is " +
-             (i < got.grad_norms.size() ? Fmt("%.9g", got.grad_norms[i]) : std::string("missing")) +
-             " where the single-node run has " + Fmt("%.9g", want.grad_norms[i]);
-    }
+    if (i >= got.size() || i >= want.size() || !(RelDiff(got[i], want[i]) <= kParityTol)) return i;
   }
-  return "";
+  return kSteps;
+}
+
+// "" when the losses and the gradient norms (rank 0's, before clipping) all match; else where
+// they first part. After a correct synchronisation rank 0 holds the single-node gradient, so
+// its norm matches too; a gradient off by a constant factor can leave the losses nearly
+// unchanged (clipping and Adam normalise it away) while its norm shows the factor at once.
+std::string ParityDiff(const Trace& want, const Trace& got) {
+  const size_t loss_at = FirstDifference(want.losses, got.losses);
+  const size_t norm_at = FirstDifference(want.grad_norms, got.grad_norms);
+  if (loss_at == kSteps && norm_at == kSteps) return "";
+  if (got.losses.size() < kSteps) {
+    return "expected " + std::to_string(kSteps) + " logged updates, found " + std::to_string(got.losses.size());
+  }
+  if (loss_at <= norm_at) return CompareLosses(want.losses, got.losses, kSteps, kParityTol);
+  std::string s = "the gradient norm before clipping of update " + std::to_string(norm_at + 1) + " is " +
+                  Fmt("%.9g", got.grad_norms[norm_at]) + " where the single-node run has " +
+                  Fmt("%.9g", want.grad_norms[norm_at]) + " (relative difference " +
+                  Fmt("%.3g", RelDiff(got.grad_norms[norm_at], want.grad_norms[norm_at])) + ")";
+  s += loss_at == kSteps ? std::string("; the losses all match")
+                         : "; the losses differ from update " + std::to_string(loss_at + 1) + " on";
+  return s;
 }
 
 std::string JoinOps(const std::vector<std::string>& ops, const std::string& last_sep) {
@@ -329,25 +347,33 @@ struct Autograder::Impl {
       l.max_output_bytes = 512 * 1024;
       return RunSandboxed(c, l);
     };
+    // One build of every task's binary: one analysis, links in parallel, and with
+    // --keep_going a task that does not compile does not stop the others.
+    std::vector<std::string> args = {"build", "--keep_going", "--color=no", "--curses=no",
+                                     "--show_progress_rate_limit=60"};
+    std::string targets;
+    for (const StageSpec* st : to_build) {
+      args.push_back("//" + st->package + ":student");
+      targets += (targets.empty() ? "" : " ") + args.back();
+    }
+    Progress("building " + targets + " in the kit with the submitted files");
+    SandboxResult r = bazel(args, config.build_timeout_s);
     for (const StageSpec* st : to_build) {
       BuildOutcome& b = out[st->id];
       b.from_kit = true;
       const std::string target = "//" + st->package + ":student";
-      Progress("building " + target + " with the submitted " + JoinOps(st->files, " and "));
-      SandboxResult r = bazel({"build", "--color=no", "--curses=no", "--show_progress_rate_limit=60", target},
-                              config.build_timeout_s);
+      // A fresh output base: the binary exists only if this build made it.
       const std::string binary = kit + "/bazel-bin/" + st->package + "/student";
-      if (r.exit_code == 0 && !r.timed_out && access(binary.c_str(), X_OK) == 0) {
+      if (!r.timed_out && access(binary.c_str(), X_OK) == 0) {
         b.ok = true;
         b.binary = binary;
-        b.message = "built " + target + " (" + Fmt("%.0f", r.seconds) + " s)";
-        continue;
-      }
-      if (r.timed_out) {
+        b.message = "built " + target + " on a clean student kit (the build of all tasks took " +
+                    Fmt("%.0f", r.seconds) + " s)";
+      } else if (r.timed_out) {
         b.message = "the build did not finish within " + Fmt("%.0f", config.build_timeout_s) + " s";
-        continue;
+      } else {
+        b.message = "does not compile: " + CompileErrors(r.output, kit, *st);
       }
-      b.message = "does not compile: " + CompileErrors(r.output, kit, *st);
     }
     SandboxResult down = bazel({"shutdown"}, 120);
     if (down.exit_code != 0) notes->push_back("bazel shutdown of the kit's server failed: " + Trim(down.output));
@@ -356,23 +382,44 @@ struct Autograder::Impl {
 
   // What a student needs from Bazel's output: the compiler's lines about their files, or
   // the linker's, without the kit's absolute paths.
+  // A line of the compiler's or linker's diagnostics (not Bazel's dump of the command line
+  // or its sandbox's debug lines).
+  static bool CompilerLine(const std::string& line, const std::string& student_dir) {
+    if (line.find("linux-sandbox") != std::string::npos || line.find("execroot/") != std::string::npos) return false;
+    if (line.find(student_dir) != std::string::npos) return true;
+    size_t i = line.find_first_not_of(' ');
+    if (i == std::string::npos) return false;
+    // gcc's source excerpts: "   34 |     mean.div_(world)" and "      |                     ^".
+    size_t j = line.find_first_not_of("0123456789 ", i);
+    if (j != std::string::npos && line[j] == '|') return true;
+    for (const char* key : {"error:", "warning:", "note:", "In function", "In member function", "In file included",
+                            "undefined reference", "multiple definition", "collect2", "ld returned"}) {
+      if (line.find(key) != std::string::npos) return std::isdigit(static_cast<unsigned char>(line[i])) == 0;
+    }
+    return false;
+  }
+
   static std::string CompileErrors(const std::string& output, const std::string& kit, const StageSpec& st) {
-    std::vector<std::string> lines = Lines(output);
+    // Bazel reports each failed action as "ERROR: <pkg>/BUILD:<line>:<col>: Compiling ... failed:
+    // (Exit 1): gcc failed: error executing command <the whole command line>", then the
+    // compiler's or linker's own lines. Keep the blocks of this task's package.
     std::string out;
     size_t taken = 0;
-    const std::string student_dir = st.package + "/student/";
+    const std::string build_file = st.package + "/BUILD:", student_dir = st.package + "/student/";
     bool in_block = false;
-    for (auto line : lines) {
+    for (auto line : Lines(output)) {
       for (size_t p; (p = line.find(kit + "/")) != std::string::npos;) line.erase(p, kit.size() + 1);
-      const bool about_student = line.find(student_dir) != std::string::npos;
-      const bool linker = line.find("undefined reference") != std::string::npos ||
-                          line.find("multiple definition") != std::string::npos ||
-                          line.find("ld returned") != std::string::npos;
-      if (about_student || linker) in_block = true;
-      if (line.rfind("INFO:", 0) == 0 || line.rfind("Target ", 0) == 0 || line.rfind("FAILED:", 0) == 0) {
+      const bool header = line.rfind("ERROR: ", 0) == 0;
+      if (header) {
+        in_block = line.find(build_file) != std::string::npos || line.find(student_dir) != std::string::npos;
+        if (auto exit = line.find(" (Exit "); exit != std::string::npos) {
+          line = line.substr(0, line.find(')', exit) + 1);
+        }
+      } else if (line.rfind("INFO:", 0) == 0 || line.rfind("Target ", 0) == 0 || line.rfind("FAILED:", 0) == 0 ||
+                 line.rfind("WARNING:", 0) == 0) {
         in_block = false;
       }
-      if (in_block && taken < 40) {
+      if (in_block && taken < 40 && (header || CompilerLine(line, student_dir))) {
         out += "    " + (line.size() > 300 ? line.substr(0, 300) + " [...]" : line) + "\n";
         ++taken;
       }
@@ -606,8 +653,7 @@ struct Autograder::Impl {
 
     const Trace& want = Expected(work);
     const Trace got = TraceOf(r);
-    std::string diff = CompareLosses(want.losses, got.losses, kSteps, kParityTol);
-    if (diff.empty()) diff = CompareGradNorms(want, got);
+    std::string diff = ParityDiff(want, got);
     if (diff.empty()) {
       double worst = 0;
       for (size_t i = 0; i < kSteps; ++i) {

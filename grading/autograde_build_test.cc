@@ -1,0 +1,120 @@
+// The autograder's real path, with no test seam: a fresh student kit of this checkout, the
+// submission copied in, `bazel build` in it (its own output base, the shared disk cache), the
+// runs, the results. Manual: it starts a second Bazel server and takes minutes.
+//
+//   bazel test //grading:autograde_build_test --test_env=HOME --test_output=streamed
+//
+// (--test_env=HOME: the kit's .bazelrc names the disk cache under ~; without the real home
+// every library is compiled again.)
+#include <stdlib.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/testing/subprocess.h"
+#include "grading/stages.h"
+
+namespace distlm::grading {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void Write(const std::string& path, const std::string& data) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path, std::ios::binary) << data;
+}
+
+std::string Checkout() {
+  char resolved[4096];
+  std::string ws = testing::Runfile("WORKSPACE");
+  if (realpath(ws.c_str(), resolved) == nullptr) return "";
+  return fs::path(resolved).parent_path().string();
+}
+
+std::string Ref(const std::string& id) {
+  const StageSpec* st = FindStage(id);
+  return Read(Checkout() + "/" + st->package + "/reference/" + st->files[0]);
+}
+
+// Grades `submission` through the command; returns results.json.
+nlohmann::json Grade(const std::string& submission, std::string* output) {
+  const std::string results = testing::MakeTempDir("results") + "/results.json";
+  testing::Command c;
+  // The working tree's tracked files: the grader's own binaries were built from them too.
+  c.argv = {testing::Runfile("grading/autograde"), "--submission=" + submission, "--results=" + results,
+            "--source=" + Checkout(), "--kit_revision=", "--work_dir=" + testing::MakeTempDir("work")};
+  auto p = testing::Run(c, 3600);
+  *output = p.output;
+  EXPECT_EQ(p.exit_code, 0) << p.output;
+  std::printf("%s\n", p.output.c_str());
+  return nlohmann::json::parse(Read(results));
+}
+
+const nlohmann::json& Named(const nlohmann::json& results, const std::string& name) {
+  for (const auto& t : results["tests"]) {
+    if (t["name"] == name) return t;
+  }
+  static nlohmann::json none = {{"score", -1}, {"output", "(no such test)"}};
+  ADD_FAILURE() << "no test " << name;
+  return none;
+}
+
+TEST(AutogradeBuildTest, TheReferenceZipBuiltOnACleanKitScoresFullMarks) {
+  ASSERT_FALSE(Checkout().empty());
+  const std::string dir = testing::MakeTempDir("refsub");
+  for (const auto& st : Stages()) {
+    for (const auto& f : st.files) Write(dir + "/tree/" + st.id + "/" + f, Read(Checkout() + "/" + st.package + "/reference/" + f));
+  }
+  testing::Command zip;
+  zip.argv = {"/bin/sh", "-c", "cd '" + dir + "/tree' && /usr/bin/zip -qr ../submission.zip ."};
+  ASSERT_EQ(testing::Run(zip, 60).exit_code, 0);
+  std::string out;
+  nlohmann::json r = Grade(dir + "/submission.zip", &out);
+  EXPECT_EQ(r["score"], 30.0) << out;
+  for (const auto& st : Stages()) {
+    EXPECT_NE(Named(r, st.id + ": builds")["output"].get<std::string>().find("on a clean student kit"), std::string::npos);
+  }
+}
+
+TEST(AutogradeBuildTest, ACompileErrorASumWithoutAverageAndAStub) {
+  ASSERT_FALSE(Checkout().empty());
+  const std::string dir = testing::MakeTempDir("mixed");
+  Write(dir + "/task2a/grad_sync.cc", Ref("task2a") + "\nint this_does_not_compile = ;\n");
+  std::string sum = Ref("task2b");
+  const std::string divide = "div_(pg.getSize())";
+  ASSERT_NE(sum.find(divide), std::string::npos) << "the task2b reference changed; update this mutation";
+  sum.replace(sum.find(divide), divide.size(), "div_(1)");
+  Write(dir + "/task2b/grad_sync.cc", sum);
+  const StageSpec* t3 = FindStage("task3");
+  Write(dir + "/task3/" + t3->files[0], Read(Checkout() + "/task3/student/" + t3->files[0]));
+  std::string out;
+  nlohmann::json r = Grade(dir, &out);
+  const std::string build2a = Named(r, "task2a: builds")["output"];
+  EXPECT_NE(build2a.find("does not compile"), std::string::npos) << build2a;
+  EXPECT_NE(build2a.find("task2a/student/grad_sync.cc:"), std::string::npos) << build2a;
+  EXPECT_NE(build2a.find("this_does_not_compile"), std::string::npos) << build2a;
+  EXPECT_EQ(build2a.find("linux-sandbox"), std::string::npos) << "Bazel's command lines are noise:\n" << build2a;
+  const nlohmann::json& parity2b = Named(r, "task2b: losses and gradient norms match the single-node run");
+  EXPECT_EQ(parity2b["score"], 0.0);
+  EXPECT_NE(parity2b["output"].get<std::string>().find("summed but not divided by the world size"), std::string::npos)
+      << parity2b["output"];
+  EXPECT_EQ(Named(r, "task2b: uses allreduce")["score"], 2.0);
+  EXPECT_NE(Named(r, "task3: runs 5 updates on 4 ranks")["output"].get<std::string>().find("still calls StudentTodo"),
+            std::string::npos);
+  EXPECT_EQ(r["score"], 2.0);
+}
+
+}  // namespace
+}  // namespace distlm::grading
