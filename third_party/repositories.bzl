@@ -56,22 +56,29 @@ def _first_existing(rctx, candidates):
             return c
     return None
 
+def _first_with_libtorch(rctx, dirs):
+    for d in dirs:
+        if rctx.path(d + "/libtorch.so").exists:
+            return d
+    return None
+
 def _libtorch_impl(rctx):
     root = rctx.os.environ.get("DISTLM_LIBTORCH", "")
     if root:
         source = "DISTLM_LIBTORCH"
         include_root = root + "/include"
-        libdir = _first_existing(rctx, [root + "/lib", root + "/lib/x86_64-linux-gnu", root + "/lib/aarch64-linux-gnu", root + "/lib64"])
+        # The official archive has lib/; a Debian-style prefix has lib/<multiarch>/.
+        libdir = _first_with_libtorch(rctx, [root + "/lib", root + "/lib/x86_64-linux-gnu", root + "/lib/aarch64-linux-gnu", root + "/lib64"])
         if not rctx.path(include_root + "/torch").exists:
             fail("distlm: DISTLM_LIBTORCH=%s has no include/torch; point it at a LibTorch root (the folder holding include/ and lib/)" % root)
     else:
         source = "system"
         root = "/usr"
         include_root = "/usr/include"
-        libdir = _first_existing(rctx, ["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib"])
+        libdir = _first_with_libtorch(rctx, ["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib"])
         if not rctx.path(include_root + "/torch").exists:
             fail("distlm: LibTorch headers are missing from /usr/include/torch. Run tools/setup.sh (installs libtorch-dev), or set DISTLM_LIBTORCH")
-    if libdir == None or not (rctx.path(libdir + "/libtorch.so").exists):
+    if libdir == None:
         fail("distlm: no libtorch.so under %s/lib*; set DISTLM_LIBTORCH to a LibTorch root or run tools/setup.sh" % root)
 
     entries = [e.basename for e in rctx.path(include_root).readdir()] if source == "DISTLM_LIBTORCH" else ["ATen", "c10", "caffe2", "torch"]
