@@ -507,7 +507,7 @@ struct Autograder::Impl {
   // Why a completed run's losses differ from the single-node ones: known mistakes first,
   // then what the numbers themselves say.
   std::string Diagnose(const Trace& got, const Trace& want, const StageSpec& st, const std::string& work) {
-    const double n = st.ranks;
+    const double n = st.ranks > 1 ? config.ranks : 1;
     for (size_t i = 0; i < kSteps && i < got.losses.size(); ++i) {
       if (!std::isfinite(got.losses[i])) {
         return "your loss is not a number (NaN or inf) from update " + std::to_string(i + 1) +
@@ -603,7 +603,7 @@ struct Autograder::Impl {
 
   void GradeStage(const StageSpec& st, const SubmittedStage& sub, const BuildOutcome& build, const std::string& work,
                   GradeReport* report) {
-    const std::string ranks_text = st.ranks > 1 ? std::to_string(st.ranks) + " ranks" : "one process";
+    const std::string ranks_text = st.ranks > 1 ? std::to_string(config.ranks) + " ranks" : "one process";
     TestResult t_build{st.id + ": builds", 0, 0, build.ok, ""};
     TestResult t_run{st.id + ": runs " + std::to_string(kSteps) + " updates on " + ranks_text, 0, 0, false, ""};
     TestResult t_parity{st.id + ": losses and gradient norms match the single-node run", 0, static_cast<double>(st.parity_points), false,
