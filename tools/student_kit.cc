@@ -502,11 +502,7 @@ KitReport MakeStudentKit(const KitOptions& options) {
         Label l;
         if (!ParseLabel(s, pkg, &l) || l.bare) continue;
         if (packages.count(l.package) == 0) {
-          // A folder with no BUILD file in the kit: fine only if it is not in the workspace at all
-          // (then it is not a label of ours).
-          if (fs::exists(options.out_dir + "/" + l.package) || inside_private(l.package)) {
-            problems.push_back(p.build_path + ": " + s + " names a package the kit does not have");
-          }
+          problems.push_back(p.build_path + ": " + s + " names a package the kit does not have");
           continue;
         }
         // A file of a subfolder (//pkg:dir/file) counts when the file is in the kit.

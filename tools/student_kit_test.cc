@@ -159,6 +159,19 @@ TEST(MakeStudentKitTest, RefusesALabelThatResolvesToNothing) {
   }
 }
 
+TEST(MakeStudentKitTest, RefusesALabelOfAPackageThatIsNotThere) {
+  std::string src = MakeTree();
+  Write(src + "/other/BUILD", "cc_library(name = \"x\", deps = [\"//not/committed:lib\"])\n");
+  try {
+    MakeStudentKit({src, testing::MakeTempDir("kit_out") + "/kit"});
+    ADD_FAILURE() << "a kit naming a missing package was written";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("other/BUILD: //not/committed:lib names a package the kit does not have"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(MakeStudentKitTest, BadArgumentsAreOneLineErrors) {
   EXPECT_THROW(MakeStudentKit({"/nonexistent/checkout", testing::MakeTempDir("kit_out") + "/kit"}), UserError);
   std::string src = MakeTree();
