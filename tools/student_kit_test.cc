@@ -199,6 +199,9 @@ INSTANTIATE_TEST_SUITE_P(Revisions, RealKitTest, ::testing::Values("HEAD", ""),
 TEST_P(RealKitTest, NoReferenceSourceAndEveryStubIsThere) {
   const std::string root = Checkout();
   ASSERT_FALSE(root.empty());
+  if (!fs::exists(root + "/task2a/reference")) {
+    GTEST_SKIP() << "SKIPPED: " << root << " has no reference solutions (it is a student kit): nothing to leave out";
+  }
   const std::string out = testing::MakeTempDir("real_kit") + "/kit";
   KitReport r = MakeStudentKit({root, out, GetParam()});
   auto kit = FilesUnder(out);
