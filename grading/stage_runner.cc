@@ -72,7 +72,16 @@ StageRun RunStage(const std::string& binary, int nproc, Launcher launcher, const
   run.exit_code = r.exit_code;
   std::ifstream in(run.output_dir + "/train_log.jsonl");
   std::string line;
+  // A log is a few hundred bytes per update; what a broken (or hostile) program writes beyond
+  // this is not read.
+  constexpr size_t kMaxLogBytes = 64 << 20;
+  size_t read = 0;
   while (std::getline(in, line)) {
+    read += line.size() + 1;
+    if (read > kMaxLogBytes) {
+      run.bad_log_lines.push_back("(train_log.jsonl is larger than 64 MiB; the rest was not read)");
+      break;
+    }
     if (line.empty()) continue;
     nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_object()) {
