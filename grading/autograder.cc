@@ -207,7 +207,7 @@ struct Autograder::Impl {
     o.limits.timeout_s = config.run_timeout_s;
     o.limits.address_space_bytes = config.memory_limit_bytes;
     o.limits.isolate_network = config.isolate_network && geteuid() == 0;
-    o.limits.file_size_bytes = int64_t{1} << 30;  // a model of the tiny BERT is a few MiB
+    o.limits.file_size_bytes = int64_t{256} << 20;  // the tiny model and its snapshots are a few MiB
     o.output_root = output_root;
     o.unset_env = kDistEnv;
     if (from_kit) o.unset_env.insert(o.unset_env.end(), kRunfilesEnv.begin(), kRunfilesEnv.end());
