@@ -1,7 +1,5 @@
 #include "common/bert/bert_model.h"
 
-#include "common/bert/fast_dropout.h"
-
 #include <cmath>
 
 namespace distlm::bert {
@@ -12,7 +10,7 @@ namespace F = torch::nn::functional;
 // Dropout that costs nothing when p is 0 (the parity configurations) or in eval mode.
 torch::Tensor MaybeDropout(const torch::Tensor& x, double p, bool training) {
   if (p <= 0.0 || !training) return x;
-  return FastDropout(x, p);
+  return torch::dropout(x, p, /*train=*/true);
 }
 
 torch::nn::LayerNorm MakeLayerNorm(const BertConfig& c) {

@@ -5,7 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include "common/bert/fast_dropout.h"
 #include "common/runtime/errors.h"
 
 namespace distlm::bert {
@@ -202,42 +201,3 @@ TEST(BertConfigTest, ParsesAndValidates) {
 }  // namespace
 }  // namespace distlm::bert
 
-namespace distlm::bert {
-namespace {
-
-TEST(FastDropoutTest, KeepsOneMinusPAndScales) {
-  torch::manual_seed(11);
-  auto x = torch::ones({1 << 20});
-  for (double p : {0.1, 0.5}) {
-    auto y = FastDropout(x, p);
-    double kept = (y != 0).to(torch::kDouble).mean().item<double>();
-    // Binomial standard deviation over 2^20 draws is < 5e-4: 5 sigma is 2.5e-3.
-    EXPECT_NEAR(kept, 1 - p, 2.5e-3) << "p=" << p;
-    auto nonzero = y.masked_select(y != 0);
-    EXPECT_TRUE(torch::allclose(nonzero, torch::full_like(nonzero, 1.0 / (1 - p)))) << "p=" << p;
-  }
-  // Neighbouring elements are not correlated: P(both kept) ~ (1-p)^2.
-  auto y = FastDropout(x, 0.5);
-  auto both = ((y.narrow(0, 0, (1 << 20) - 1) != 0) & (y.narrow(0, 1, (1 << 20) - 1) != 0)).to(torch::kDouble).mean();
-  EXPECT_NEAR(both.item<double>(), 0.25, 2.5e-3);
-}
-
-TEST(FastDropoutTest, SeededAndBackwardUsesTheSameMask) {
-  torch::manual_seed(5);
-  auto x = torch::randn({1000}, torch::requires_grad());
-  auto a = FastDropout(x, 0.3);
-  auto b = FastDropout(x, 0.3);
-  EXPECT_FALSE(torch::equal(a, b));  // a fresh mask per call
-  torch::manual_seed(5);
-  torch::randn({1000});  // the same draws as above
-  auto a2 = FastDropout(x, 0.3);
-  EXPECT_TRUE(torch::equal(a, a2));  // the seed decides
-  auto w = torch::randn({1000});
-  (a * w).sum().backward();
-  // d/dx sum(w * mask * x / (1 - p)) = w * mask / (1 - p)
-  auto expected = w * (a != 0).to(torch::kFloat) / 0.7;
-  EXPECT_TRUE(torch::allclose(x.grad(), expected, 1e-6, 1e-6));
-}
-
-}  // namespace
-}  // namespace distlm::bert
