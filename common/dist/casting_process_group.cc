@@ -1,0 +1,170 @@
+#include "common/dist/casting_process_group.h"
+
+#include <mutex>
+
+#include "common/runtime/errors.h"
+
+namespace distlm::dist {
+namespace {
+
+// The inner work on the narrow copies; completing it writes them back into the caller's
+// float32 tensors. With a backend that has futures (Gloo, our MPI group) the write-back is a
+// callback of the inner future, and this work's future completes after it, so DDP's
+// completion callbacks see the float32 result; otherwise wait() writes back.
+class CastBackWork : public c10d::Work {
+ public:
+  CastBackWork(c10::intrusive_ptr<c10d::Work> inner, std::vector<at::Tensor> originals,
+               std::vector<at::Tensor> narrow)
+      : Work(-1, c10d::OpType::ALLREDUCE),
+        inner_(std::move(inner)),
+        originals_(std::move(originals)),
+        narrow_(std::move(narrow)) {
+    c10::intrusive_ptr<c10::ivalue::Future> inner_future;
+    try {
+      inner_future = inner_->getFuture();
+    } catch (const std::exception&) {
+      return;  // no futures: wait() writes back
+    }
+    future_ = inner_future->then(
+        [this_originals = originals_, this_narrow = narrow_](c10::ivalue::Future& done) {
+          done.value();  // rethrows the collective's error
+          WriteBack(this_originals, this_narrow);
+          return c10::IValue(this_originals);
+        },
+        c10::ListType::create(c10::TensorType::get()));
+  }
+
+  bool wait(std::chrono::milliseconds timeout) override {
+    inner_->wait(timeout);  // the backend's own timeout and error reporting
+    if (future_) {
+      future_->wait();
+      if (future_->hasError()) std::rethrow_exception(future_->exception_ptr());
+    } else {
+      std::call_once(written_back_, [this] { WriteBack(originals_, narrow_); });
+    }
+    return true;
+  }
+
+  bool isCompleted() override { return future_ ? future_->completed() : inner_->isCompleted(); }
+  bool isSuccess() const override { return inner_->isSuccess(); }
+  std::exception_ptr exception() const override { return inner_->exception(); }
+  std::vector<at::Tensor> result() override { return originals_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
+    if (!future_) return Work::getFuture();  // throws: the backend has none
+    return future_;
+  }
+
+ private:
+  static void WriteBack(const std::vector<at::Tensor>& originals, const std::vector<at::Tensor>& narrow) {
+    for (size_t i = 0; i < originals.size(); ++i) {
+      originals[i].copy_(narrow[i]);
+    }
+  }
+
+  c10::intrusive_ptr<c10d::Work> inner_;
+  std::vector<at::Tensor> originals_;
+  std::vector<at::Tensor> narrow_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::once_flag written_back_;
+};
+
+}  // namespace
+
+at::ScalarType ParseCommDtype(const std::string& value, const std::string& flag) {
+  if (value == "fp32" || value == "float32") return at::kFloat;
+  if (value == "fp16" || value == "float16") return at::kHalf;
+  if (value == "bf16" || value == "bfloat16") return at::kBFloat16;
+  throw UserError(flag + "=" + value + " is not a communication dtype: use fp32, fp16 or bf16");
+}
+
+std::string CommDtypeName(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return "fp32";
+    case at::kHalf: return "fp16";
+    case at::kBFloat16: return "bf16";
+    default: return c10::toString(t);
+  }
+}
+
+CastingProcessGroup::CastingProcessGroup(c10::intrusive_ptr<c10d::ProcessGroup> inner, at::ScalarType comm_dtype)
+    : c10d::ProcessGroup(inner->getRank(), inner->getSize()), inner_(std::move(inner)), comm_dtype_(comm_dtype) {
+  if (comm_dtype != at::kFloat && comm_dtype != at::kHalf && comm_dtype != at::kBFloat16) {
+    throw UserError("CastingProcessGroup: cannot communicate in " + std::string(c10::toString(comm_dtype)) +
+                    "; use float32, float16 or bfloat16");
+  }
+}
+
+c10::intrusive_ptr<c10d::Work> CastingProcessGroup::allreduce(std::vector<at::Tensor>& tensors,
+                                                              const c10d::AllreduceOptions& opts) {
+  bool cast = enabled_ && comm_dtype_ != at::kFloat;
+  for (const auto& t : tensors) cast = cast && t.scalar_type() == at::kFloat;
+  if (!cast) return inner_->allreduce(tensors, opts);
+  std::vector<at::Tensor> narrow;
+  narrow.reserve(tensors.size());
+  for (const auto& t : tensors) narrow.push_back(t.to(comm_dtype_));
+  auto work = inner_->allreduce(narrow, opts);
+  return c10::make_intrusive<CastBackWork>(std::move(work), tensors, narrow);
+}
+
+c10::intrusive_ptr<c10d::Work> CastingProcessGroup::broadcast(std::vector<at::Tensor>& tensors,
+                                                              const c10d::BroadcastOptions& opts) {
+  return inner_->broadcast(tensors, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> CastingProcessGroup::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  return inner_->allreduce_coalesced(tensors, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> CastingProcessGroup::reduce(std::vector<at::Tensor>& tensors,
+                                                           const c10d::ReduceOptions& opts) {
+  return inner_->reduce(tensors, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> CastingProcessGroup::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                              std::vector<at::Tensor>& inputs,
+                                                              const c10d::AllgatherOptions& opts) {
+  return inner_->allgather(outputs, inputs, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> CastingProcessGroup::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                                    const c10d::AllgatherOptions& opts) {
+  return inner_->_allgather_base(output, input, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> CastingProcessGroup::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                           std::vector<at::Tensor>& inputs,
+                                                           const c10d::GatherOptions& opts) {
+  return inner_->gather(outputs, inputs, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> CastingProcessGroup::scatter(std::vector<at::Tensor>& outputs,
+                                                            std::vector<std::vector<at::Tensor>>& inputs,
+                                                            const c10d::ScatterOptions& opts) {
+  return inner_->scatter(outputs, inputs, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> CastingProcessGroup::reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                                   std::vector<std::vector<at::Tensor>>& inputs,
+                                                                   const c10d::ReduceScatterOptions& opts) {
+  return inner_->reduce_scatter(outputs, inputs, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> CastingProcessGroup::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                                         const c10d::ReduceScatterOptions& opts) {
+  return inner_->_reduce_scatter_base(output, input, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> CastingProcessGroup::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
+  return inner_->send(tensors, dst, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> CastingProcessGroup::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
+  return inner_->recv(tensors, src, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> CastingProcessGroup::barrier(const c10d::BarrierOptions& opts) {
+  return inner_->barrier(opts);
+}
+
+}  // namespace distlm::dist
