@@ -63,7 +63,7 @@ struct DdpStageState {
   nlohmann::json last;           // the current update's log fields
 };
 
-dist::CountingProcessGroup& Counting(Trainer& t) { return static_cast<dist::CountingProcessGroup&>(*t.dist().pg); }
+dist::CountingProcessGroup& Counting(Trainer& t) { return CountingGroup(t.dist()); }
 
 void BeforeTraining(DdpStageState& s, Trainer& t) {
   auto model = std::static_pointer_cast<torch::nn::Module>(t.model().ptr());
@@ -93,9 +93,12 @@ void BeforeBackward(DdpStageState& s, Trainer& t, bool will_sync) {
     s.in_update = true;
   }
   s.ddp->set_require_backward_grad_sync(will_sync);
+  // --comm_dtype: the buckets' all-reduces run inside backward; only they are cast.
+  SetGradientCompression(t.dist(), will_sync);
 }
 
 void SyncGradients(DdpStageState& s, Trainer& t) {
+  SetGradientCompression(t.dist(), false);
   s.in_update = false;
   const int64_t synced = s.ddp->synced_backwards() - s.synced_at_update;
   s.synced_at_update = s.ddp->synced_backwards();
@@ -115,14 +118,19 @@ int RunDdpStage(int argc, char** argv, const std::string& stage, WrapModelFn wra
   s->wrap = std::move(wrap);
   StageHooks hooks;
   hooks.stage = stage;
-  hooks.before_training = [s](Trainer& t) {
+  auto comm_dtype = std::make_shared<at::ScalarType>(at::kFloat);
+  hooks.before_training = [s, comm_dtype](Trainer& t) {
     s->options = OptionsFromFlags();
+    RecordCommDtype(t, *comm_dtype);
     BeforeTraining(*s, t);
   };
   hooks.before_backward = [s](Trainer& t, bool will_sync) { BeforeBackward(*s, t, will_sync); };
   hooks.sync_gradients = [s](Trainer& t) { SyncGradients(*s, t); };
   hooks.update_log_extras = [s](Trainer&) { return s->last; };
-  return RunGlueMain(argc, argv, hooks, InitDistributedFromFlags);
+  return RunGlueMain(argc, argv, hooks, [comm_dtype]() {
+    *comm_dtype = CommDtypeFromFlags();
+    return InitDistributedFromFlags(*comm_dtype);
+  });
 }
 
 }  // namespace distlm::train

@@ -15,6 +15,10 @@
 //   backward_overlap_ms  from the first hooked gradient to the end of backward
 //   buckets, buckets_started_before_backward_end
 //   comm_calls, comm_tensors, comm_bytes, comm_dtype, comm_ops, comm_shapes (as 2a/2b)
+// --comm_dtype=fp16|bf16 (distributed.h) casts each bucket to that dtype for its all-reduce and
+// back into the float32 bucket after (PyTorch's fp16_compress_hook): the casting process group
+// is enabled from the synchronised backward's start to the sync hook, so the student's code
+// does not change and comm_bytes counts the narrow buckets.
 #pragma once
 
 #include <torch/torch.h>
@@ -44,7 +48,7 @@ nlohmann::json BucketLayoutJson(const ddp::DistributedDataParallel& ddp);
 // The DDP fields of an update's log line (see above; without the comm_* counts).
 nlohmann::json SyncStatsJson(const ddp::SyncStats& stats);
 
-// main() of task 3. Flags as tasks 2a/2b, plus --bucket_cap_mb (PyTorch's bucket_cap_mb).
+// main() of task 3. Flags as tasks 2a/2b, plus --bucket_cap_mb (PyTorch's bucket_cap_mb) and --comm_dtype.
 int RunDdpStage(int argc, char** argv, const std::string& stage, WrapModelFn wrap);
 
 }  // namespace distlm::train

@@ -3,17 +3,33 @@
 #include <chrono>
 #include <memory>
 
-#include "common/dist/counting_process_group.h"
+#include "absl/flags/flag.h"
+#include "common/dist/casting_process_group.h"
 #include "common/dist/dist.h"
 #include "common/dist/dist_flags.h"
+#include "common/runtime/atomic_file.h"
 #include "common/runtime/errors.h"
+
+ABSL_FLAG(std::string, comm_dtype, "fp32",
+          "tasks 2b and 3: all-reduce the gradients in this dtype (fp32, fp16, bf16) and cast the result back to "
+          "float32, as PyTorch DDP's fp16_compress_hook does; fp16 and bf16 send half the bytes (bf16 needs "
+          "--backend=mpi)");
 
 namespace distlm::train {
 
-DistInfo InitDistributedFromFlags() {
-  auto ctx = std::make_shared<dist::DistContext>(dist::InitDistributed(dist::DistConfigFromFlagsAndEnv()));
+at::ScalarType CommDtypeFromFlags() { return dist::ParseCommDtype(absl::GetFlag(FLAGS_comm_dtype)); }
+
+DistInfo InitDistributedFromFlags(at::ScalarType comm_dtype) {
+  dist::DistConfig config = dist::DistConfigFromFlagsAndEnv();
+  if (comm_dtype == at::kBFloat16 && config.backend == "gloo") {
+    // Checked before the rendezvous: every rank fails at once, with the same line.
+    throw UserError("--comm_dtype=bf16 needs --backend=mpi: Gloo in this LibTorch (1.13) cannot all-reduce "
+                    "bfloat16; use --backend=mpi or --comm_dtype=fp16");
+  }
+  auto ctx = std::make_shared<dist::DistContext>(dist::InitDistributed(config));
   DistInfo info;
   info.pg = c10::make_intrusive<dist::CountingProcessGroup>(ctx->pg);
+  if (comm_dtype != at::kFloat) info.pg = c10::make_intrusive<dist::CastingProcessGroup>(info.pg, comm_dtype);
   info.rank = ctx->rank;
   info.world_size = ctx->world_size;
   info.backend = ctx->backend_name;
@@ -25,6 +41,26 @@ DistInfo InitDistributedFromFlags() {
   };
   info.keep_alive = ctx;
   return info;
+}
+
+dist::CountingProcessGroup& CountingGroup(const DistInfo& info) {
+  c10d::ProcessGroup* pg = info.pg.get();
+  if (auto* casting = dynamic_cast<dist::CastingProcessGroup*>(pg)) pg = casting->inner().get();
+  auto* counting = dynamic_cast<dist::CountingProcessGroup*>(pg);
+  if (counting == nullptr) throw std::logic_error("CountingGroup: the process group does not count");
+  return *counting;
+}
+
+void SetGradientCompression(const DistInfo& info, bool enabled) {
+  if (auto* casting = dynamic_cast<dist::CastingProcessGroup*>(info.pg.get())) casting->set_enabled(enabled);
+}
+
+void RecordCommDtype(Trainer& t, at::ScalarType comm_dtype) {
+  if (!t.is_main_rank()) return;
+  const std::string path = t.output_dir() + "/training_args.json";
+  nlohmann::json args = nlohmann::json::parse(ReadFile(path));
+  args["comm_dtype"] = dist::CommDtypeName(comm_dtype);
+  WriteFileAtomically(path, args.dump(2) + "\n");
 }
 
 DistInfo SingleProcessFromFlags(const std::string& stage) {
@@ -39,18 +75,35 @@ DistInfo SingleProcessFromFlags(const std::string& stage) {
 int RunGradientSyncStage(int argc, char** argv, const std::string& stage, GradientSyncFn sync) {
   StageHooks hooks;
   hooks.stage = stage;
+  auto comm_dtype = std::make_shared<at::ScalarType>(at::kFloat);
   auto last = std::make_shared<nlohmann::json>();
+  hooks.before_training = [comm_dtype](Trainer& t) { RecordCommDtype(t, *comm_dtype); };
   hooks.sync_gradients = [sync, last](Trainer& t) {
-    auto* counting = static_cast<dist::CountingProcessGroup*>(t.dist().pg.get());
-    counting->TakeStats();  // drop what came before (loss averaging, evaluation)
+    dist::CountingProcessGroup& counting = CountingGroup(t.dist());
+    counting.TakeStats();  // drop what came before (loss averaging, evaluation)
     auto start = std::chrono::steady_clock::now();
-    sync(*t.dist().pg, t.parameters());
+    SetGradientCompression(t.dist(), true);
+    try {
+      sync(*t.dist().pg, t.parameters());
+    } catch (...) {
+      SetGradientCompression(t.dist(), false);
+      throw;
+    }
+    SetGradientCompression(t.dist(), false);
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    *last = counting->TakeStats().ToJson();
+    *last = counting.TakeStats().ToJson();
     (*last)["comm_time_ms"] = ms;
   };
   hooks.update_log_extras = [last](Trainer&) { return *last; };
-  return RunGlueMain(argc, argv, hooks, InitDistributedFromFlags);
+  return RunGlueMain(argc, argv, hooks, [stage, comm_dtype]() {
+    *comm_dtype = CommDtypeFromFlags();
+    if (*comm_dtype != at::kFloat && stage == "task2a") {
+      // Casting applies to all_reduce; task 2a's gather + scatter would silently stay float32.
+      throw UserError("--comm_dtype=" + dist::CommDtypeName(*comm_dtype) +
+                      " applies to all_reduce (task2b, task3); task2a's gather + scatter sends float32");
+    }
+    return InitDistributedFromFlags(*comm_dtype);
+  });
 }
 
 }  // namespace distlm::train
