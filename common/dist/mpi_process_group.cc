@@ -43,6 +43,30 @@ void FinalizeAtExit() {
   if (!finalized) MPI_Finalize();
 }
 
+// float16 and bfloat16, which MPI has no types for: 2-byte types of our own, and a SUM that
+// adds in float32 and rounds the result to the narrow type (once per pair of addends, as Gloo's
+// float16 sum does). Made once, right after MPI_Init, before any worker thread exists.
+MPI_Datatype g_half_type = MPI_DATATYPE_NULL;
+MPI_Datatype g_bfloat16_type = MPI_DATATYPE_NULL;
+MPI_Op g_half_sum = MPI_OP_NULL;
+MPI_Op g_bfloat16_sum = MPI_OP_NULL;
+
+template <typename T>
+void SumInFloat(void* in, void* inout, int* len, MPI_Datatype*) {
+  const T* a = static_cast<const T*>(in);
+  T* b = static_cast<T*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = static_cast<T>(static_cast<float>(a[i]) + static_cast<float>(b[i]));
+}
+
+void MakeNarrowTypes() {
+  MPI_Type_contiguous(2, MPI_BYTE, &g_half_type);
+  MPI_Type_commit(&g_half_type);
+  MPI_Type_contiguous(2, MPI_BYTE, &g_bfloat16_type);
+  MPI_Type_commit(&g_bfloat16_type);
+  MPI_Op_create(&SumInFloat<c10::Half>, /*commute=*/1, &g_half_sum);
+  MPI_Op_create(&SumInFloat<c10::BFloat16>, /*commute=*/1, &g_bfloat16_sum);
+}
+
 void InitMpiOnce() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -61,6 +85,7 @@ void InitMpiOnce() {
           "--backend=mpi: this MPI provides thread level ", provided,
           ", below MPI_THREAD_SERIALIZED, which the MPI group's worker thread needs"));
     }
+    MakeNarrowTypes();
   });
 }
 
@@ -121,14 +146,21 @@ MPI_Datatype ReductionType(at::ScalarType t, const char* op) {
     case at::kInt: return MPI_INT32_T;
     case at::kLong: return MPI_INT64_T;
     case at::kByte: return MPI_UINT8_T;
+    case at::kHalf: return g_half_type;
+    case at::kBFloat16: return g_bfloat16_type;
     default:
       TORCH_CHECK(false, "MpiProcessGroup::", op, ": MPI cannot reduce ", t,
-                  " tensors; use float, double or an integer type");
+                  " tensors; use float, double, half, bfloat16 or an integer type");
   }
   return MPI_DATATYPE_NULL;
 }
 
 MPI_Op ReductionOp(const c10d::ReduceOp& reduce_op, at::ScalarType t, const char* op) {
+  if (t == at::kHalf || t == at::kBFloat16) {
+    TORCH_CHECK(reduce_op == c10d::ReduceOp::SUM, "MpiProcessGroup::", op, ": ", t,
+                " tensors reduce with SUM only (summed in float32, rounded to ", t, ")");
+    return t == at::kHalf ? g_half_sum : g_bfloat16_sum;
+  }
   switch (static_cast<c10d::ReduceOp::RedOpType>(reduce_op)) {
     case c10d::ReduceOp::SUM: return MPI_SUM;
     case c10d::ReduceOp::PRODUCT: return MPI_PROD;

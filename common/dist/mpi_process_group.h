@@ -10,7 +10,9 @@
 // collective's tensors must not be touched until it has completed, as with every c10d group.
 //
 // Supported, CPU tensors of any dtype for data movement and float/double/int8/16/32/64/uint8
-// for reductions (SUM, PRODUCT, MIN, MAX; BAND/BOR/BXOR on integers):
+// for reductions (SUM, PRODUCT, MIN, MAX; BAND/BOR/BXOR on integers), and float16/bfloat16
+// for SUM (added in float32, rounded to the narrow type per pair, like Gloo's float16 sum;
+// for --comm_dtype):
 //   broadcast, allreduce, reduce, allgather, _allgather_base, gather, scatter,
 //   reduce_scatter, _reduce_scatter_base, barrier.
 // Non-contiguous tensors are staged through contiguous copies. Everything else (send/recv,
