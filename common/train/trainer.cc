@@ -246,10 +246,22 @@ json Trainer::Fingerprint() const {
           {"train_examples", train_data_.size()}};
 }
 
-NamedTensors Trainer::SnapshotTensors() {
+NamedTensors Trainer::SnapshotTensors(BertAdamW::State& gathered) {
   NamedTensors tensors;
-  const auto& state = optimizer_->state();
-  const auto& params = optimizer_->params();
+  const BertAdamW::State* optimizer_state = &optimizer_->state();
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  if (hooks_.gather_optimizer_state) {
+    // Sharded optimizer state (task 5): gathered whole, so the format is every stage's.
+    gathered = hooks_.gather_optimizer_state(*this);
+    optimizer_state = &gathered;
+    for (const auto& p : model_->named_parameters()) named.emplace_back(p.key(), p.value());
+  }
+  const auto& state = *optimizer_state;
+  const auto& params = hooks_.gather_optimizer_state ? named : optimizer_->params();
+  if (state.exp_avg.size() != params.size() || state.exp_avg_sq.size() != params.size()) {
+    throw UserError("optimizer state has " + std::to_string(state.exp_avg.size()) + " tensors, the model " +
+                    std::to_string(params.size()) + " parameters");
+  }
   for (size_t i = 0; i < params.size(); ++i) {
     tensors.emplace_back("param/" + params[i].first, params[i].second.detach());
     tensors.emplace_back("exp_avg/" + params[i].first, state.exp_avg[i]);
@@ -260,13 +272,18 @@ NamedTensors Trainer::SnapshotTensors() {
 }
 
 void Trainer::Snapshot(const TrainingState& state) {
+  BertAdamW::State gathered;
+  NamedTensors tensors;
+  // A sharded optimizer state is gathered by every rank; otherwise only rank 0 looks.
+  if (hooks_.gather_optimizer_state) tensors = SnapshotTensors(gathered);
   if (!is_main_rank()) return;
+  if (!hooks_.gather_optimizer_state) tensors = SnapshotTensors(gathered);
   TrainingState s = state;
   s.losses = losses_;
   s.eval_results = json::array();
   for (const auto& e : eval_results_) s.eval_results.push_back(e.ToJson());
   s.fingerprint = Fingerprint();
-  WriteSnapshot(options_.output_dir, s, SnapshotTensors());
+  WriteSnapshot(options_.output_dir, s, tensors);
 }
 
 std::optional<TrainingState> Trainer::TryResume(LinearSchedule& schedule) {
@@ -295,7 +312,8 @@ std::optional<TrainingState> Trainer::TryResume(LinearSchedule& schedule) {
                       "; rerun with the same flags to resume, or --overwrite_output_dir to start afresh");
     }
   }
-  NamedTensors mine = SnapshotTensors();  // this rank's tensors, in a fixed order
+  BertAdamW::State gathered;
+  NamedTensors mine = SnapshotTensors(gathered);  // this rank's tensors, in a fixed order
   std::map<std::string, torch::Tensor> loaded;
   if (snap) {
     for (auto& [name, t] : snap->tensors) loaded[name] = t;
@@ -324,6 +342,10 @@ std::optional<TrainingState> Trainer::TryResume(LinearSchedule& schedule) {
     }
   }
   optimizer_->SetStepCount(state.update);
+  if (hooks_.load_optimizer_state) {
+    gathered.step = state.update;  // `mine` shares the moments, now loaded
+    hooks_.load_optimizer_state(*this, gathered);
+  }
   schedule.set_updates_done(state.update);
   optimizer_->set_lr(schedule.current_lr());
   losses_ = state.losses;
@@ -393,6 +415,8 @@ void Trainer::Train() {
   adam.lr = options_.learning_rate;
   adam.eps = options_.adam_epsilon;
   adam.weight_decay = options_.weight_decay;
+  // A stage that shards the optimizer state keeps it itself; this one then only holds the lr.
+  if (hooks_.gather_optimizer_state) named.clear();
   optimizer_ = std::make_unique<BertAdamW>(named, adam);
   LinearSchedule schedule(options_.learning_rate, total, options_.warmup_steps);
   optimizer_->set_lr(schedule.current_lr());
@@ -490,7 +514,12 @@ void Trainer::Train() {
     }
     skip = 0;
     // Micro-batches that did not complete an update at the end of an epoch are dropped.
-    if (micro != 0) optimizer_->ZeroGrad();
+    if (micro != 0) {
+      torch::NoGradGuard no_grad;
+      for (auto& p : parameters_) {
+        p.mutable_grad() = torch::Tensor();  // as ZeroGrad: the next backward starts afresh
+      }
+    }
     last_epoch_time_s_ = MsSince(epoch_start) / 1000.0;
     last_epoch_samples_per_s_ = epoch_samples / std::max(last_epoch_time_s_, 1e-9);
     if (hooks_.end_of_epoch) {

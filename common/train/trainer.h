@@ -81,6 +81,14 @@ struct StageHooks {
   bool every_rank_reads_all_data = false;
   // Extra fields for the current update's log line (communication time, bytes, ...).
   std::function<nlohmann::json(Trainer&)> update_log_extras;
+  // Task 5: the stage keeps the optimizer state itself, sharded over ranks. When set, the
+  // trainer's BertAdamW holds no parameters (only the learning rate), the stage's
+  // optimizer_step does the update, and snapshots keep their format through these:
+  // gather_optimizer_state returns on every rank each parameter's whole exp_avg/exp_avg_sq, in
+  // registration order (a collective: every rank calls it at each snapshot and resume);
+  // load_optimizer_state gets the resumed state (its step = updates done).
+  std::function<BertAdamW::State(Trainer&)> gather_optimizer_state;
+  std::function<void(Trainer&, const BertAdamW::State&)> load_optimizer_state;
 };
 
 class Trainer {
@@ -120,7 +128,8 @@ class Trainer {
   // Snapshots (see snapshot.h): what a resume must agree on, the tensors saved, writing one,
   // and resuming from the newest valid one (rank 0 reads, every rank receives).
   nlohmann::json Fingerprint() const;
-  NamedTensors SnapshotTensors();
+  // `gathered` holds the moments a gather_optimizer_state hook returned (the tensors share them).
+  NamedTensors SnapshotTensors(BertAdamW::State& gathered);
   void Snapshot(const TrainingState& state);
   std::optional<TrainingState> TryResume(LinearSchedule& schedule);
 

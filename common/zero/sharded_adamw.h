@@ -1,0 +1,112 @@
+// ZeRO stage 2 on one rank: the reference AdamW over this rank's shard of a flat buffer.
+//
+// At construction every parameter becomes a view of one flat float32 buffer (FlatLayout: in
+// registration order, padded to a multiple of the world size), and every parameter's .grad a
+// view of a second one, so backward writes straight into the flat gradient and an all-gather
+// into the flat parameters updates the model with no copy. The rank then keeps, for its shard
+// [rank * S, (rank + 1) * S) only:
+//   - grad_shard(): S floats, the averaged gradient of the shard (the reduce-scatter's output);
+//   - AdamW's exp_avg and exp_avg_sq for the shard's real elements (not the padding): 1/N of
+//     what BertAdamW holds for the whole model. This is the memory ZeRO saves.
+// One update (task5/sharded_step.h is the student's version of it):
+//   ReduceScatterSum(flat_grad -> grad_shard), grad_shard /= N,
+//   ClipGradShard (the global norm: squared shard norms all-reduced), StepShard,
+//   AllGather(param_shard -> flat_params).
+// StepShard runs train::BertAdamW itself over the shard's pieces of each parameter (named as
+// the parameter, so weight decay skips biases and LayerNorm weights exactly as for the whole
+// model): the same arithmetic, eps before the bias correction included, in one place.
+//
+// What is not saved here: backward still produces the whole gradient (flat_grad) before it is
+// reduce-scattered, and the whole parameters stay on every rank. ZeRO-2 proper reduce-scatters
+// gradient buckets while backward runs and frees them; stage 3 (FSDP) shards the parameters too.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/torch.h>
+
+#include "common/train/bert_adamw.h"
+#include "common/zero/flat_layout.h"
+
+namespace distlm::zero {
+
+class ShardedAdamW {
+ public:
+  // params: (name, parameter) in registration order, float32. Moves each parameter's data
+  // into the flat buffer (values kept) and points its .grad at the flat gradient (zeros).
+  ShardedAdamW(std::vector<std::pair<std::string, torch::Tensor>> params, train::AdamWOptions options, int rank,
+               int world_size);
+
+  const FlatLayout& layout() const { return layout_; }
+  int rank() const { return rank_; }
+  int world_size() const { return layout_.world_size(); }
+
+  // The whole gradient, padded (N * S elements): backward accumulates into it.
+  torch::Tensor& flat_grad() { return flat_grad_; }
+  // This rank's averaged gradient (S elements), what the step reads.
+  torch::Tensor& grad_shard() { return grad_shard_; }
+  // The whole parameters, padded (N * S elements): every parameter is a view of it.
+  torch::Tensor& flat_params() { return flat_params_; }
+  // This rank's part of flat_params (a view, S elements), what the step writes.
+  torch::Tensor& param_shard() { return param_shard_; }
+
+  // Squared L2 norm of grad_shard, in double.
+  double ShardSquaredNorm() const;
+  // Clipping by a norm computed elsewhere, as train::ClipGradNorm does it: the float32
+  // coefficient max_norm / (norm + 1e-6) multiplies grad_shard when below 1; max_norm <= 0
+  // leaves it alone.
+  void ScaleGradShard(double norm, double max_norm);
+  // The global gradient norm (sqrt of the all-reduced squared shard norms), then
+  // ScaleGradShard with it. A collective. Returns the norm before clipping.
+  double ClipGradShard(c10d::ProcessGroup& pg, double max_norm);
+  // One AdamW update of param_shard from grad_shard, at the current learning rate.
+  void StepShard();
+  // Zeroes flat_grad (every .grad) and grad_shard.
+  void ZeroGrad();
+
+  void set_lr(double lr) { shard_opt_->set_lr(lr); }
+  double lr() const { return shard_opt_->lr(); }
+  int64_t step_count() const { return shard_opt_->step_count(); }
+  double last_step_ms() const { return last_step_ms_; }  // StepShard's own time, last call
+
+  // Bytes this rank holds: AdamW's moments for its shard, and its gradient shard.
+  int64_t OptimizerStateBytes() const { return shard_opt_->StateBytes(); }
+  int64_t GradShardBytes() const { return grad_shard_.nbytes(); }
+  int64_t FlatGradBytes() const { return flat_grad_.nbytes(); }
+
+  // Snapshots. GatherState all-gathers the moment shards and returns, on every rank, the
+  // whole state in BertAdamW's form (one exp_avg/exp_avg_sq per parameter, its shape) so a
+  // snapshot has the same format as every other stage's. A collective.
+  train::BertAdamW::State GatherState(c10d::ProcessGroup& pg);
+  // Takes this rank's slices of a whole state (as GatherState returns) and its step count.
+  void LoadState(const train::BertAdamW::State& whole);
+
+ private:
+  std::vector<std::pair<std::string, torch::Tensor>> params_;
+  FlatLayout layout_;
+  int rank_;
+  std::vector<Segment> segments_;
+  torch::Tensor flat_params_, flat_grad_, param_shard_, grad_shard_;
+  std::unique_ptr<train::BertAdamW> shard_opt_;  // over the shard's segments
+  double last_step_ms_ = 0;
+};
+
+// Collectives over equal blocks, with a fallback where the backend lacks them. Gloo in
+// LibTorch 1.13 has neither reduce_scatter nor _allgather_base; MPI and NCCL have both.
+bool HasReduceScatter(const c10d::ProcessGroup& pg);
+// One line for the log when a fallback is used, else "".
+std::string FallbackNote(const c10d::ProcessGroup& pg);
+
+// output (S elements) = block pg.getRank() of the element-wise sum over ranks of input (N * S
+// elements). Without reduce_scatter: all_reduce of input in place, then the block is copied,
+// so input is overwritten (with the sum) and twice the bytes cross the network.
+void ReduceScatterSum(c10d::ProcessGroup& pg, torch::Tensor& input, torch::Tensor& output);
+// output (N * S elements) = every rank's input (S elements), in rank order.
+void AllGather(c10d::ProcessGroup& pg, torch::Tensor& input, torch::Tensor& output);
+
+}  // namespace distlm::zero

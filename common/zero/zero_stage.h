@@ -1,0 +1,41 @@
+// Running a stage whose student writes the sharded optimizer update (task 5, ZeRO stage 2).
+//
+// The stage's hooks: on first use (a resume or before training) a ShardedAdamW is built over
+// the model, which makes the parameters and their gradients views of its flat buffers, and
+// rank 0 prints the layout and the bytes each rank keeps. The trainer's own BertAdamW then
+// holds no state (gather/load_optimizer_state hooks). Each update calls the student's
+// ShardedStepFn (reduce-scatter, clip and step the shard, all-gather), then the schedule, then
+// zeroes the flat gradient. Snapshots all-gather the moment shards, so rank 0 writes the
+// whole state in the format of every other stage, and a resume gives each rank its slices.
+//
+// Per update the log line carries, besides the standard fields:
+//   comm_time_ms         the update's time outside StepShard (the collectives, and the small
+//                        clipping arithmetic), so compute_time_ms = step - comm_time_ms
+//   comm_calls, comm_tensors, comm_bytes, comm_dtype, comm_ops, comm_shapes (as 2a/2b)
+//   opt_state_bytes      rank 0's AdamW moments (2 x 4 bytes x its shard's real elements)
+//   opt_state_bytes_per_rank  the same for every rank, from the layout
+//   grad_bytes           rank 0's gradient shard (4 x S)
+//   grad_buffer_bytes    the whole flat gradient backward writes into (4 x N x S)
+//   shard_numel, padding, reduce_scatter ("native" or "allreduce+slice")
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+#include "common/train/trainer.h"
+#include "common/zero/sharded_adamw.h"
+
+namespace distlm::zero {
+
+// The student's part: one update on this rank; returns the gradient norm before clipping.
+using ShardedStepFn = std::function<double(c10d::ProcessGroup& pg, ShardedAdamW& opt, double max_grad_norm)>;
+
+// The hooks of a ZeRO stage named `stage` (public for the grader's mutants).
+train::StageHooks ZeroStageHooks(const std::string& stage, ShardedStepFn step);
+
+// main() of task 5. Flags as tasks 2a/2b.
+int RunZeroStage(int argc, char** argv, const std::string& stage, ShardedStepFn step);
+
+}  // namespace distlm::zero
