@@ -1,5 +1,7 @@
 #include "common/bert/bert_model.h"
 
+#include "common/bert/dropout.h"
+
 #include <cmath>
 
 namespace distlm::bert {
@@ -7,10 +9,10 @@ namespace {
 
 namespace F = torch::nn::functional;
 
-// Dropout that costs nothing when p is 0 (the parity configurations) or in eval mode.
+// Dropout that costs nothing when p is 0 (the parity configurations) or in eval mode; see
+// dropout.h for why it is not torch::dropout.
 torch::Tensor MaybeDropout(const torch::Tensor& x, double p, bool training) {
-  if (p <= 0.0 || !training) return x;
-  return torch::dropout(x, p, /*train=*/true);
+  return Dropout(x, p, training);
 }
 
 torch::nn::LayerNorm MakeLayerNorm(const BertConfig& c) {

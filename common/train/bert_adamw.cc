@@ -92,7 +92,7 @@ void BertAdamW::Step() {
 
 void BertAdamW::ZeroGrad() {
   for (auto& [name, p] : params_) {
-    if (p.grad().defined()) p.mutable_grad().zero_();
+    p.mutable_grad() = torch::Tensor();
   }
 }
 
