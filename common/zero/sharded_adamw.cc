@@ -54,6 +54,22 @@ ShardedAdamW::ShardedAdamW(std::vector<std::pair<std::string, torch::Tensor>> pa
   shard_opt_ = std::make_unique<train::BertAdamW>(std::move(pieces), options);
 }
 
+void ShardedAdamW::AdoptGradients() {
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    torch::Tensor& p = params_[i].second;
+    torch::Tensor view = flat_grad_.narrow(0, layout_.offset(i), layout_.numel(i));
+    const torch::Tensor& g = p.grad();
+    if (g.defined() && g.data_ptr() == view.data_ptr() && g.is_contiguous()) continue;
+    if (g.defined()) {
+      view.copy_(g.reshape({-1}));
+    } else {
+      view.zero_();
+    }
+    p.mutable_grad() = view.view(p.sizes());
+  }
+}
+
 double ShardedAdamW::ShardSquaredNorm() const {
   torch::NoGradGuard no_grad;
   // In double: a float32 sum over a whole shard drifts ~1e-6 from the reference's norm of
@@ -90,6 +106,7 @@ void ShardedAdamW::ZeroGrad() {
   torch::NoGradGuard no_grad;
   flat_grad_.zero_();
   grad_shard_.zero_();
+  AdoptGradients();  // in case something pointed a .grad elsewhere meanwhile
 }
 
 train::BertAdamW::State ShardedAdamW::GatherState(c10d::ProcessGroup& pg) {

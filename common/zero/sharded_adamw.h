@@ -55,6 +55,11 @@ class ShardedAdamW {
   // This rank's part of flat_params (a view, S elements), what the step writes.
   torch::Tensor& param_shard() { return param_shard_; }
 
+  // Makes every .grad a view of flat_grad again, with its values: a .grad that something
+  // replaced (a zero_grad that sets gradients to none, then backward) is copied in, a missing
+  // one becomes zeros. Nothing to do, and no copy, when backward wrote into the views.
+  void AdoptGradients();
+
   // Squared L2 norm of grad_shard, in double.
   double ShardSquaredNorm() const;
   // Clipping by a norm computed elsewhere, as train::ClipGradNorm does it: the float32

@@ -71,6 +71,9 @@ double OptimizerStep(ZeroStageState& s, train::UpdateContext& u) {
   counting.TakeStats();  // drop what came before (loss averaging, evaluation)
   opt.set_lr(u.optimizer.lr());
   const int64_t steps_before = opt.step_count();
+  // The trainer drops gradients (sets them to none) after an epoch's incomplete accumulation
+  // group; the backward after that made new ones outside the flat buffer.
+  opt.AdoptGradients();
   auto start = std::chrono::steady_clock::now();
   const double norm = s.step(*t.dist().pg, opt, u.max_grad_norm);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

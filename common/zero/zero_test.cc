@@ -169,5 +169,20 @@ TEST(ShardedAdamWTest, BackwardAccumulatesIntoTheFlatGradient) {
   EXPECT_TRUE(params[1].second.grad().is_alias_of(opt.flat_grad()));
 }
 
+TEST(ShardedAdamWTest, GradientsSetToNoneAreAdoptedBack) {
+  auto params = MakeParams(3);
+  ShardedAdamW opt(params, train::AdamWOptions{}, 1, 2);
+  opt.flat_grad().fill_(5);  // a stale gradient left in the buffer
+  for (auto& [name, p] : params) p.mutable_grad() = torch::Tensor();
+  torch::Tensor loss = params[1].second.sum() * 3;  // only dense.bias gets a gradient
+  loss.backward();
+  EXPECT_FALSE(params[1].second.grad().is_alias_of(opt.flat_grad()));
+  opt.AdoptGradients();
+  EXPECT_TRUE(torch::equal(opt.flat_grad().narrow(0, 20, 5), torch::full({5}, 3.0f)));
+  EXPECT_EQ(opt.flat_grad().narrow(0, 0, 20).abs().sum().item<float>(), 0.0f);  // no gradient: zeros
+  EXPECT_EQ(opt.flat_grad().narrow(0, 25, 13).abs().sum().item<float>(), 0.0f);
+  for (auto& [name, p] : params) EXPECT_TRUE(p.grad().is_alias_of(opt.flat_grad())) << name;
+}
+
 }  // namespace
 }  // namespace distlm::zero
