@@ -1,7 +1,8 @@
 // The runtime preamble every distlm binary calls first.
 //
 // It sets LibTorch's intra-op thread count (LibTorch starts with one thread here, which wastes
-// the machine) and warns loudly when matrix products would run on the slow reference BLAS.
+// the machine), warns loudly when matrix products would run on the slow reference BLAS, and
+// tells glibc's malloc to keep freed memory for reuse (see preamble.cc).
 #pragma once
 
 #include <string>
@@ -14,6 +15,7 @@ struct PreambleReport {
   int ranks_on_host = 1;      // processes sharing this host (from LOCAL_WORLD_SIZE & co.)
   std::string blas;           // the BLAS library the process loaded, e.g. "openblas"
   bool slow_blas = false;     // true for the reference BLAS (~27x slower matrix products)
+  bool keeps_freed_memory = false;  // malloc told to reuse freed blocks rather than return them
 };
 
 // Threads to use when the user gave none: the host's cores shared among the ranks that run on

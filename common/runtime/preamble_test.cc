@@ -1,6 +1,9 @@
 #include "common/runtime/preamble.h"
 
+#include <malloc.h>
+
 #include <cstdlib>
+#include <cstring>
 
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
@@ -38,6 +41,21 @@ TEST(PreambleTest, SetsLibTorchThreads) {
   EXPECT_EQ(at::get_num_threads(), 2);
   r = InitRuntime(1);
   EXPECT_EQ(at::get_num_threads(), 1);
+}
+
+// After the preamble, big blocks come from the heap and stay there when freed: neither a 16 MB
+// nor a 100 MB block is mmap'ed (glibc's default would map both, and unmap them on free, so
+// every training step would page-fault its buffers in again).
+TEST(PreambleTest, BigBlocksAreReusedNotMapped) {
+  ASSERT_TRUE(InitRuntime(1).keeps_freed_memory) << "mallopt refused, or a MALLOC_* variable is set";
+  for (size_t bytes : {size_t{16} << 20, size_t{100} << 20}) {
+    const size_t mapped_before = mallinfo2().hblkhd;
+    char* volatile block = static_cast<char*>(std::malloc(bytes));
+    ASSERT_NE(block, nullptr);
+    std::memset(block, 1, bytes);
+    EXPECT_EQ(mallinfo2().hblkhd, mapped_before) << bytes << " bytes were mmap'ed";
+    std::free(block);
+  }
 }
 
 TEST(PreambleTest, FindsTheBlasLibTorchUses) {
