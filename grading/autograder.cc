@@ -196,6 +196,8 @@ struct Autograder::Impl {
   Trace expected;
   bool mistakes_tried = false;
   std::vector<KnownMistake> mistakes;
+  bool zero_mistakes_tried = false;
+  std::vector<KnownMistake> zero_mistakes;  // task 5's, run only when a task 5 trace fails
   std::string mistakes_note;
 
   void Progress(const std::string& line) const {
@@ -244,8 +246,18 @@ struct Autograder::Impl {
 
   // The grader's runs of the known mistakes, made once, when a failing trace needs a name.
   const std::vector<KnownMistake>& Mistakes(const std::string& work) {
-    if (mistakes_tried || !config.recognise_mistakes) return mistakes;
-    mistakes_tried = true;
+    return RunMistakes(work, {"no_sync", "sum_without_average", "some_params_only", "rank0_keeps_own", "same_data"},
+                       &mistakes_tried, &mistakes);
+  }
+  const std::vector<KnownMistake>& ZeroMistakes(const std::string& work) {
+    return RunMistakes(work, {"zero_no_allgather", "zero_wrong_shard", "zero_local_norm"}, &zero_mistakes_tried,
+                       &zero_mistakes);
+  }
+  const std::vector<KnownMistake>& RunMistakes(const std::string& work, const std::vector<std::string>& names,
+                                               bool* tried, std::vector<KnownMistake>* out) {
+    if (*tried || !config.recognise_mistakes) return *out;
+    *tried = true;
+    std::vector<KnownMistake>& mistakes = *out;
     std::string binary;
     try {
       binary = GraderBinary(config.mutant_binary, "grading/mutant_stage");
@@ -253,7 +265,7 @@ struct Autograder::Impl {
       mistakes_note = std::string("known mistakes not recognised: ") + e.what();
       return mistakes;
     }
-    for (const std::string m : {"no_sync", "sum_without_average", "some_params_only", "rank0_keeps_own", "same_data"}) {
+    for (const std::string& m : names) {
       Progress("running the known mistake '" + m + "' to compare with");
       StageRunOptions o = RunOptions(MakeDirIn(work, "mistake_" + m), /*from_kit=*/false);
       std::vector<std::string> flags = RunFlags(config.ranks);
@@ -528,6 +540,33 @@ struct Autograder::Impl {
         }
       }
       return msg;
+    }
+    if (st.id == "task5") {
+      for (const auto& km : ZeroMistakes(work)) {
+        if (!Close(got.losses, km.trace.losses, kSteps, kMistakeTol) ||
+            !Close(got.grad_norms, km.trace.grad_norms, 1, kMistakeTol)) {
+          continue;
+        }
+        if (km.mutation == "zero_no_allgather") {
+          return "your ranks never share their updated shards: each rank's step changes only its own block of the "
+                 "parameters, and without the all-gather every rank keeps the old values of all the others (your "
+                 "losses match exactly that mistake). After opt.StepShard(), zero::AllGather opt.param_shard() into "
+                 "opt.flat_params().";
+        }
+        if (km.mutation == "zero_wrong_shard") {
+          return "each rank steps its parameters with another rank's block of the gradient: your losses match a "
+                 "run whose gradient shard is taken at the next rank's offset. Rank r owns elements [r*S, (r+1)*S) "
+                 "of the flat buffers (S = opt.layout().shard_numel()); its grad_shard must be that block of the "
+                 "averaged gradient, as zero::ReduceScatterSum gives it.";
+        }
+        if (km.mutation == "zero_local_norm") {
+          return "you clip by the norm of this rank's shard only: the gradient norm before clipping (" +
+                 Fmt("%.4f", got.grad_norms[0]) + ", the single-node run's " + Fmt("%.4f", want.grad_norms[0]) +
+                 ") must be the norm of the whole gradient, the square root of the sum over ranks of the squared "
+                 "shard norms (opt.ClipGradShard(pg, max_grad_norm) all-reduces them), and every rank must scale by "
+                 "the same coefficient.";
+        }
+      }
     }
     for (const auto& km : Mistakes(work)) {
       if (!Close(got.losses, km.trace.losses, kSteps, kMistakeTol) ||

@@ -83,9 +83,9 @@ TEST(AutograderTest, ReferenceSolutionsScoreFullMarks) {
   GradeReport r = Grader().Grade(req);
   std::printf("%s\n", r.Summary().c_str());
   EXPECT_EQ(r.score(), r.max_score());
-  EXPECT_EQ(r.max_score(), 30);
+  EXPECT_EQ(r.max_score(), 40);  // 30, and 10 for the optional task 5
   for (const auto& t : r.tests) EXPECT_TRUE(t.passed) << t.name << ":\n" << t.output;
-  EXPECT_EQ(r.tests.size(), 3u + 4u + 4u + 3u);  // part1, task2a, task2b, task3
+  EXPECT_EQ(r.tests.size(), 3u + 4u + 4u + 3u + 4u);  // part1, task2a, task2b, task3, task5
 }
 
 TEST(AutograderTest, UntouchedStubsScoreZeroAndSaySo) {
@@ -102,7 +102,8 @@ TEST(AutograderTest, UntouchedStubsScoreZeroAndSaySo) {
   const std::map<std::string, std::string> todo = {{"part1", "your part1 Backward still calls StudentTodo"},
                                                    {"task2a", "your task2a SyncGradients (gather + scatter) still calls StudentTodo"},
                                                    {"task2b", "your task2b SyncGradients (all_reduce) still calls StudentTodo"},
-                                                   {"task3", "your task3 WrapModel (DistributedDataParallel) still calls StudentTodo"}};
+                                                   {"task3", "your task3 WrapModel (DistributedDataParallel) still calls StudentTodo"},
+                                                   {"task5", "your task5 ShardedStep (reduce-scatter, shard step, all-gather) still calls StudentTodo"}};
   for (const auto& [id, message] : todo) {
     const StageSpec* st = FindStage(id);
     const TestResult& run = Find(r, id + ": runs 5 updates on " + (st->ranks > 1 ? "4 ranks" : "one process"));
@@ -165,6 +166,46 @@ INSTANTIATE_TEST_SUITE_P(
         Mutation{"rank0_keeps_own", 0, 2, {"rank 0 keeps its own gradient"}},
         Mutation{"sync_after_step", 0, 2, {"synchronise before the optimizer step, not after it"}},
         Mutation{"same_data", 0, 2, {"very first loss", "every rank reads the whole data set in the same order"}}),
+    [](const ::testing::TestParamInfo<Mutation>& info) { return info.param.name; });
+
+// Task 5's mistakes, graded as a task 5 submission (8 points for parity, 2 for the all-gather).
+class ZeroMutationTest : public ::testing::TestWithParam<Mutation> {
+ protected:
+  static void TearDownTestSuite() {
+    std::printf("\nwhat each mutation of task5 scored:\n");
+    for (const auto& s : ZeroScores()) std::printf("  %s\n", s.c_str());
+  }
+  static std::vector<std::string>& ZeroScores() {
+    static std::vector<std::string> s;
+    return s;
+  }
+};
+
+TEST_P(ZeroMutationTest, LosesItsPointsWithAMessageThatNamesTheMistake) {
+  const Mutation& m = GetParam();
+  GradeRequest req;
+  req.submission = SubmissionFrom("reference", {"task5"});
+  req.prebuilt["task5"] = {testing::Runfile("grading/mutant_stage"), {"--mutation=" + m.name}};
+  GradeReport r = Grader().Grade(req);
+  const TestResult& parity = Find(r, "task5" + kParity);
+  const TestResult& comm = Find(r, "task5: uses allgather");
+  EXPECT_TRUE(Find(r, "task5: runs 5 updates on 4 ranks").passed) << r.Summary();
+  EXPECT_EQ(parity.score, m.parity) << parity.output;
+  EXPECT_EQ(comm.score, m.comm) << comm.output;
+  for (const auto& s : m.says) EXPECT_NE(parity.output.find(s), std::string::npos) << "want '" << s << "' in:\n" << parity.output;
+  EXPECT_EQ(r.score(), m.parity + m.comm);
+  std::string first_line = parity.output.substr(0, parity.output.find('\n'));
+  ZeroScores().push_back(m.name + ": task5 " + std::to_string(static_cast<int>(r.score())) + "/10 -- " +
+                         first_line.substr(0, 160));
+  std::printf("%s: %g/10\n%s\n", m.name.c_str(), r.score(), parity.output.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Mutations, ZeroMutationTest,
+    ::testing::Values(Mutation{"zero_none", 8, 2, {"match the grader's single-node run"}},
+                      Mutation{"zero_no_allgather", 0, 0, {"never share their updated shards", "zero::AllGather"}},
+                      Mutation{"zero_wrong_shard", 0, 2, {"another rank's block of the gradient", "[r*S, (r+1)*S)"}},
+                      Mutation{"zero_local_norm", 0, 2, {"clip by the norm of this rank's shard only"}}),
     [](const ::testing::TestParamInfo<Mutation>& info) { return info.param.name; });
 
 struct Failure {

@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <memory>
 #include <string>
@@ -19,11 +20,13 @@
 #include "common/train/bert_adamw.h"
 #include "common/train/distributed.h"
 #include "common/train/trainer.h"
+#include "common/zero/zero_stage.h"
 
 ABSL_FLAG(std::string, mutation, "none",
           "none (a correct all_reduce average); the mistakes: no_sync, sum_without_average, "
           "some_params_only, rank0_keeps_own, sync_after_step, same_data; the failures: "
-          "deadlock, hang, crash, memory_hog");
+          "deadlock, hang, crash, memory_hog; task 5 (ZeRO): zero_none (correct), zero_no_allgather, "
+          "zero_wrong_shard, zero_local_norm");
 
 namespace {
 
@@ -94,6 +97,33 @@ void Sync(const std::string& m, c10d::ProcessGroup& pg, const std::vector<torch:
   for (const auto& p : params) Average(pg, p.grad());
 }
 
+// Task 5's update (task5/reference/sharded_step.cc) with one mistake, or none for zero_none.
+double ZeroStep(const std::string& m, c10d::ProcessGroup& pg, distlm::zero::ShardedAdamW& opt, double max_norm) {
+  const int64_t S = opt.layout().shard_numel();
+  if (m == "zero_wrong_shard") {
+    // The all_reduce + slice fallback with the slice at the next rank's offset: every rank
+    // steps its parameters with another block's gradient.
+    std::vector<torch::Tensor> t = {opt.flat_grad()};
+    pg.allreduce(t)->wait();
+    opt.grad_shard().copy_(opt.flat_grad().narrow(0, ((pg.getRank() + 1) % pg.getSize()) * S, S));
+  } else {
+    distlm::zero::ReduceScatterSum(pg, opt.flat_grad(), opt.grad_shard());
+  }
+  opt.grad_shard().div_(pg.getSize());
+  double norm = 0;
+  if (m == "zero_local_norm") {
+    // Clipping by this rank's shard alone: each rank scales by its own coefficient.
+    norm = std::sqrt(opt.ShardSquaredNorm());
+    opt.ScaleGradShard(norm, max_norm);
+  } else {
+    norm = opt.ClipGradShard(pg, max_norm);
+  }
+  opt.StepShard();
+  // zero_no_allgather: each rank keeps the old values of every shard but its own.
+  if (m != "zero_no_allgather") distlm::zero::AllGather(pg, opt.param_shard(), opt.flat_params());
+  return norm;
+}
+
 // Counts what the synchronisation sends, as RunGradientSyncStage does for tasks 2a/2b, so a
 // mutant's log looks like a real submission's.
 struct CommLog {
@@ -127,6 +157,22 @@ std::string MutationFromArgv(int argc, char** argv) {
 
 int Main(int argc, char** argv) {
   const std::string mutation = MutationFromArgv(argc, argv);
+  if (mutation.rfind("zero_", 0) == 0) {
+    static const char* const kZero[] = {"zero_none", "zero_no_allgather", "zero_wrong_shard", "zero_local_norm"};
+    bool known = false;
+    for (const char* k : kZero) known = known || mutation == k;
+    if (!known) {
+      return distlm::RunMain([&]() -> int {
+        throw distlm::UserError("--mutation=" + mutation +
+                                " is not one of zero_none, zero_no_allgather, zero_wrong_shard, zero_local_norm");
+      });
+    }
+    StageHooks zero = distlm::zero::ZeroStageHooks(
+        "mutant", [mutation](c10d::ProcessGroup& pg, distlm::zero::ShardedAdamW& opt, double max_norm) {
+          return ZeroStep(mutation, pg, opt, max_norm);
+        });
+    return distlm::train::RunGlueMain(argc, argv, zero, [] { return distlm::train::InitDistributedFromFlags(); });
+  }
   StageHooks hooks;
   hooks.stage = "mutant";
   hooks.every_rank_reads_all_data = mutation == "same_data";
@@ -177,7 +223,7 @@ int Main(int argc, char** argv) {
   if (!known) {
     return distlm::RunMain([&]() -> int { throw distlm::UserError("--mutation=" + mutation + " is not one of " + names); });
   }
-  return distlm::train::RunGlueMain(argc, argv, hooks, distlm::train::InitDistributedFromFlags);
+  return distlm::train::RunGlueMain(argc, argv, hooks, [] { return distlm::train::InitDistributedFromFlags(); });
 }
 
 }  // namespace

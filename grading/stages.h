@@ -32,6 +32,10 @@ inline const std::vector<StageSpec>& Stages() {
       {"task2b", "task2b", {"grad_sync.cc"}, 4, 8, 2, {"allreduce"}, {}, false, "SyncGradients (all_reduce)"},
       // DistributedDataParallel does the communication; the student only wraps the model.
       {"task3", "task3", {"ddp_wrap.cc"}, 4, 10, 0, {}, {}, false, "WrapModel (DistributedDataParallel)"},
+      // The advanced part: graded when submitted. Over Gloo the reduce-scatter is an all_reduce
+      // plus a slice (zero::ReduceScatterSum), so only the all-gather is a collective of its own.
+      {"task5", "task5", {"sharded_step.cc"}, 4, 8, 2, {"allgather"}, {}, true,
+       "ShardedStep (reduce-scatter, shard step, all-gather)"},
   };
   return stages;
 }
