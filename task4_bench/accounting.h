@@ -1,0 +1,68 @@
+// Training traffic, accounted: which gradient tensors a data-parallel update communicates, what
+// the network must carry for them (traffic.h's formulas summed over ranks), and the figures of
+// a stage's train_log.jsonl that the scaling report (report.cc) tabulates.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/bert/bert_config.h"
+
+namespace distlm::task4_bench {
+
+// One gradient of BertForSequenceClassification, in registration order (the order of the
+// trainer's parameter list, which tasks 2a/2b hand the student and task 3 buckets).
+struct GradientTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t numel = 0;
+};
+
+// Every trainable parameter of the model `config` describes: each update communicates exactly
+// one gradient per parameter.
+std::vector<GradientTensor> GradientTensors(const bert::BertConfig& config);
+
+int64_t TotalNumel(const std::vector<GradientTensor>& tensors);
+
+// Bytes per element of a --comm_dtype value (fp32 4, fp16 and bf16 2); UserError otherwise.
+int64_t CommDtypeBytes(const std::string& comm_dtype);
+
+// How a stage synchronises its gradients.
+enum class SyncPattern { kRingAllreduce, kGatherScatter };
+
+// Payload bytes sent per update for a gradient buffer of S bytes at world size N (traffic.h),
+// summed over all ranks, and the busiest rank's share. Ring all_reduce: every rank 2(N-1)/N S,
+// total 2(N-1) S. Gather + scatter: rank 0 (N-1) S, the others S each: total 2(N-1) S as well;
+// the two patterns put the same bytes on the network, gather + scatter all through one link.
+struct ExpectedUpdateTraffic {
+  double total_sent = 0;     // all ranks
+  double per_rank_mean = 0;  // total / N
+  double busiest_rank = 0;   // what the busiest rank sends
+};
+ExpectedUpdateTraffic ExpectedTrafficPerUpdate(SyncPattern pattern, double gradient_bytes, int world_size);
+
+// A stage's train_log.jsonl (rank 0's lines), summarised.
+struct LogSummary {
+  int64_t updates = 0;
+  // Means over updates 2.. (update 1 carries one-time costs: allocation, first-touch, the
+  // gradient buckets' first fill); over update 1 when it is the only one.
+  double step_ms = 0;
+  double comm_ms = 0;
+  double samples_per_s = 0;  // global samples per update / mean step time
+  double comm_share = 0;     // comm_ms / step_ms
+  // Of the first update (the same every update, for the stages here).
+  int64_t comm_bytes = 0;  // payload rank 0 handed collectives during the gradient sync
+  int64_t comm_calls = 0;
+  int64_t comm_tensors = 0;
+  std::string comm_dtype;  // "float32", ...
+  std::vector<double> losses;
+};
+
+// Throws distlm::UserError naming `source` for an empty log or a line without the fields.
+LogSummary SummarizeTrainLog(const std::string& jsonl, const std::string& source);
+
+// throughput_N / (N * throughput_1): 1 when N ranks are N times as fast as one.
+double ScalingEfficiency(double throughput_n, int world_size, double throughput_1);
+
+}  // namespace distlm::task4_bench
