@@ -15,6 +15,14 @@ torch::Tensor MaybeDropout(const torch::Tensor& x, double p, bool training) {
   return Dropout(x, p, training);
 }
 
+// A Linear layer through at::linear, which multiplies a contiguous [batch, seq, in] input as
+// one [batch * seq, in] addmm with the bias folded into the product. The C++ frontend's
+// Linear::forward goes through matmul and then adds the bias in a separate pass over the
+// output (and its backward through another node).
+torch::Tensor ApplyLinear(const torch::nn::Linear& layer, const torch::Tensor& x) {
+  return torch::linear(x, layer->weight, layer->bias);
+}
+
 torch::nn::LayerNorm MakeLayerNorm(const BertConfig& c) {
   return torch::nn::LayerNorm(
       torch::nn::LayerNormOptions({c.hidden_size}).eps(c.layer_norm_eps).elementwise_affine(true));
@@ -86,7 +94,7 @@ BertResidualOutputImpl::BertResidualOutputImpl(int64_t in_features, const BertCo
 }
 
 torch::Tensor BertResidualOutputImpl::forward(const torch::Tensor& x, const torch::Tensor& residual) {
-  return LayerNorm(MaybeDropout(dense(x), dropout_p, is_training()) + residual);
+  return LayerNorm(MaybeDropout(ApplyLinear(dense, x), dropout_p, is_training()) + residual);
 }
 
 BertAttentionImpl::BertAttentionImpl(const BertConfig& c) {
@@ -103,7 +111,7 @@ BertIntermediateImpl::BertIntermediateImpl(const BertConfig& c) : act(c.hidden_a
 }
 
 torch::Tensor BertIntermediateImpl::forward(const torch::Tensor& x) {
-  auto h = dense(x);
+  auto h = ApplyLinear(dense, x);
   if (act == "gelu") return torch::gelu(h);  // exact: x * Phi(x), with erf
   if (act == "gelu_new") return torch::gelu(h, "tanh");
   return torch::relu(h);
