@@ -84,8 +84,9 @@ struct StageHooks {
   // Task 5: the stage keeps the optimizer state itself, sharded over ranks. When set, the
   // trainer's BertAdamW holds no parameters (only the learning rate), the stage's
   // optimizer_step does the update, and snapshots keep their format through these:
-  // gather_optimizer_state returns on every rank each parameter's whole exp_avg/exp_avg_sq, in
-  // registration order (a collective: every rank calls it at each snapshot and resume);
+  // gather_optimizer_state returns each parameter's whole exp_avg/exp_avg_sq, in registration
+  // order: the values on rank 0, tensors of the same shapes elsewhere (a collective: every rank
+  // calls it at each snapshot and resume);
   // load_optimizer_state gets the resumed state (its step = updates done).
   std::function<BertAdamW::State(Trainer&)> gather_optimizer_state;
   std::function<void(Trainer&, const BertAdamW::State&)> load_optimizer_state;

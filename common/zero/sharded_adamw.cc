@@ -112,6 +112,7 @@ void ShardedAdamW::ZeroGrad() {
 train::BertAdamW::State ShardedAdamW::GatherState(c10d::ProcessGroup& pg) {
   torch::NoGradGuard no_grad;
   const int64_t begin = layout_.shard_begin(rank_);
+  const bool root = pg.getRank() == 0;
   const auto& mine = shard_opt_->state();
   train::BertAdamW::State whole;
   whole.step = shard_opt_->step_count();
@@ -121,11 +122,22 @@ train::BertAdamW::State ShardedAdamW::GatherState(c10d::ProcessGroup& pg) {
     for (size_t j = 0; j < segments_.size(); ++j) {
       shard.narrow(0, segments_[j].flat_begin - begin, segments_[j].numel).copy_(pieces[j]);
     }
+    // Only rank 0 writes snapshots, so the shards go to rank 0 alone. Elsewhere the buffer is
+    // never written (its pages are never touched, so it costs no memory); it only gives the
+    // trainer tensors of the right shapes for a resume to broadcast into.
     torch::Tensor flat = torch::empty({layout_.padded_numel()}, torch::kFloat);
-    AllGather(pg, shard, flat);
+    std::vector<std::vector<torch::Tensor>> outs;
+    if (root) {
+      outs.emplace_back();
+      for (int r = 0; r < world_size(); ++r) outs[0].push_back(flat.narrow(0, layout_.shard_begin(r), layout_.shard_numel()));
+    }
+    std::vector<torch::Tensor> in = {shard};
+    c10d::GatherOptions opts;
+    opts.rootRank = 0;
+    pg.gather(outs, in, opts)->wait();
     auto& out = moment == 0 ? whole.exp_avg : whole.exp_avg_sq;
     for (size_t i = 0; i < params_.size(); ++i) {
-      out.push_back(flat.narrow(0, layout_.offset(i), layout_.numel(i)).view(params_[i].second.sizes()).clone());
+      out.push_back(flat.narrow(0, layout_.offset(i), layout_.numel(i)).view(params_[i].second.sizes()));
     }
   }
   return whole;

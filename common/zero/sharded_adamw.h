@@ -84,9 +84,11 @@ class ShardedAdamW {
   int64_t GradShardBytes() const { return grad_shard_.nbytes(); }
   int64_t FlatGradBytes() const { return flat_grad_.nbytes(); }
 
-  // Snapshots. GatherState all-gathers the moment shards and returns, on every rank, the
-  // whole state in BertAdamW's form (one exp_avg/exp_avg_sq per parameter, its shape) so a
-  // snapshot has the same format as every other stage's. A collective.
+  // Snapshots. GatherState gathers the moment shards on rank 0 and returns there the whole
+  // state in BertAdamW's form (one exp_avg/exp_avg_sq per parameter, its shape; views of one
+  // buffer per moment), so a snapshot has the same format as every other stage's. Other ranks
+  // get tensors of the same shapes with undefined values (what a resume broadcasts into). A
+  // collective: every rank calls it.
   train::BertAdamW::State GatherState(c10d::ProcessGroup& pg);
   // Takes this rank's slices of a whole state (as GatherState returns) and its step count.
   void LoadState(const train::BertAdamW::State& whole);

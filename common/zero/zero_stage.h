@@ -5,7 +5,7 @@
 // rank 0 prints the layout and the bytes each rank keeps. The trainer's own BertAdamW then
 // holds no state (gather/load_optimizer_state hooks). Each update calls the student's
 // ShardedStepFn (reduce-scatter, clip and step the shard, all-gather), then the schedule, then
-// zeroes the flat gradient. Snapshots all-gather the moment shards, so rank 0 writes the
+// zeroes the flat gradient. Snapshots gather the moment shards on rank 0, so it writes the
 // whole state in the format of every other stage, and a resume gives each rank its slices.
 //
 // Per update the log line carries, besides the standard fields:
