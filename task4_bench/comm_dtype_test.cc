@@ -3,7 +3,9 @@
 // The comparison is between two runs of the same stage: the per-update bytes must halve
 // exactly (from each run's own train_log.jsonl), and the loss trace must stay within what
 // float16's rounding can explain. Also the flag's one-line errors (task2a, bf16 on gloo, bad
-// values).
+// values), and bf16 over the MPI group.
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -126,6 +128,51 @@ TEST_P(CommDtypeTest, Fp16HalvesTheBytesAndKeepsTheLossTrace) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stages, CommDtypeTest, ::testing::Values("task2b", "task3"));
+
+// mpirun from PATH; empty when Open MPI's launcher is not installed.
+std::string FindMpirun() {
+  for (const char* dir : {"/usr/bin", "/usr/local/bin"}) {
+    std::string candidate = std::string(dir) + "/mpirun";
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+TEST(CommDtypeMpi, Bf16OverMpiHalvesTheBytes) {
+  // bfloat16 needs the project's MPI group (Gloo 1.13 cannot add it): task 2b under mpirun,
+  // against the fp32 run over Gloo (same data, same updates: the same gradients).
+  const std::string mpirun = FindMpirun();
+  if (mpirun.empty()) GTEST_SKIP() << "SKIPPED: mpirun is not installed (openmpi-bin)";
+  StageRun fp32 = Train("task2b", "fp32");
+  ExpectSucceeded(fp32, "task2b fp32");
+  const std::string out = distlm::testing::MakeTempDir("task2b_bf16_mpi");
+  Command c;
+  c.argv = {mpirun, "--oversubscribe", "--bind-to", "none", "-np", std::to_string(kRanks), "--mca", "btl", "self,tcp",
+            "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo",
+            distlm::testing::Runfile("task2b/reference"), "--backend=mpi", "--comm_dtype=bf16", "--output_dir=" + out};
+  c.argv.insert(c.argv.end(), kFlags.begin(), kFlags.end());
+  c.env["OMPI_ALLOW_RUN_AS_ROOT"] = "1";
+  c.env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1";
+  ProcessResult r = distlm::testing::Run(c, 180);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream in(out + "/train_log.jsonl");
+  std::vector<json> log;
+  for (std::string line; std::getline(in, line);) log.push_back(json::parse(line));
+  ASSERT_EQ(log.size(), static_cast<size_t>(kUpdates));
+  double worst = 0;
+  for (int u = 0; u < kUpdates; ++u) {
+    EXPECT_EQ(log[u]["comm_dtype"], "bfloat16");
+    EXPECT_EQ(fp32.log[u]["comm_bytes"].get<int64_t>(), 2 * log[u]["comm_bytes"].get<int64_t>());
+    const double la = fp32.log[u]["loss"].get<double>(), lb = log[u]["loss"].get<double>();
+    worst = std::max(worst, std::abs(la - lb) / std::abs(la));
+  }
+  // bfloat16 keeps 8 significant bits: at most 2^-8 (3.9e-3) relative per value; the bound is
+  // that with a factor-2 margin, as for fp16.
+  EXPECT_LT(worst, 8e-3);
+  std::printf("task2b bf16 over mpi: largest relative loss difference vs fp32 over %d updates: %.2e\n", kUpdates,
+              worst);
+}
 
 TEST(CommDtypeErrors, OneLineErrors) {
   ExpectOneLineError(Train("task2b", "int8"), "--comm_dtype=int8 is not a communication dtype: use fp32, fp16 or bf16");
