@@ -13,8 +13,14 @@
 #               ddp_buckets.json); task 5: opt_state_bytes from its log, 8 x ceil(P/N).
 #   grad        gradient bytes kept for the optimizer step: task 3 4 x P; task 5 its shard
 #               (backward still fills a whole 4 x P flat gradient first: see sharded_adamw.h).
-#   rss_MiB     peak resident set of the largest rank (/usr/bin/time %M): LibTorch itself is
-#               most of it on these small models.
+#   rss0, rss1+ peak resident set in MiB (/usr/bin/time %M) of rank 0, and the largest of the
+#               other ranks: LibTorch itself is most of it on these small models. Rank 0 also
+#               writes the snapshots: in task 5 it gathers the whole optimizer state for them,
+#               so its peak holds what task 3's holds all the time. Runs with MALLOC_MMAP_THRESHOLD_=131072:
+#               glibc otherwise raises its mmap threshold after the first large free and keeps
+#               freed multi-MiB buffers (Gloo's staging copies, one per collective) in its
+#               heaps, and peak RSS then grows with the number of updates instead of showing
+#               what is live.
 #   step_ms     mean step_time_ms over updates 2..steps.
 #   payload     comm_bytes per update (what the ranks hand the collectives, see
 #               counting_process_group.h).
@@ -28,6 +34,7 @@ cd "$(dirname "$0")/.."
 steps="${1:-20}"
 configs="${2:-tiny mid}"
 bin="${DISTLM_BIN:-bazel-out/k8-opt/bin}"
+export MALLOC_MMAP_THRESHOLD_=131072
 work="$(mktemp -d /tmp/distlm_task5_compare.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 if [[ $configs == *mid* ]]; then
@@ -36,8 +43,8 @@ if [[ $configs == *mid* ]]; then
 fi
 
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; $steps updates, total batch 8"
-printf "%-5s %-6s %5s %12s %12s %8s %9s %12s %12s  %s\n" config stage ranks opt_state grad rss_MiB step_ms \
-  payload ring_net reduce_scatter
+printf "%-5s %-6s %5s %12s %12s %6s %6s %9s %12s %12s  %s\n" config stage ranks opt_state grad rss0 rss1+ \
+  step_ms payload ring_net reduce_scatter
 for config in $configs; do
   model=()
   [[ $config == mid ]] && model=(--model_name_or_path="$work/bert_mid")
@@ -50,7 +57,8 @@ for config in $configs; do
       log="$("$bin/tools/launch" --nproc_per_node="$n" -- /usr/bin/time -f "peak_rss_kb %M" \
              "$PWD/$bin/$stage/reference" "${common[@]}" "${model[@]}" --output_dir="$out" 2>&1)" \
         || { echo "$log" >&2; exit 1; }
-      rss="$(grep -o 'peak_rss_kb [0-9]*' <<<"$log" | awk '$2 > m {m = $2} END {printf "%.0f", m / 1024}')"
+      rss0="$(grep '^\[rank 0\] peak_rss_kb' <<<"$log" | awk '{printf "%.0f", $NF / 1024}')"
+      rss1="$(grep 'peak_rss_kb' <<<"$log" | awk '!/^\[rank 0\]/ && $NF > m {m = $NF} END {printf "%.0f", m / 1024}')"
       logf="$out/train_log.jsonl"
       step_ms="$(jq -s '[.[1:][] | .step_time_ms] | add / length' "$logf")"
       payload="$(jq -s '.[-1].comm_bytes' "$logf")"
@@ -64,8 +72,8 @@ for config in $configs; do
         factor=2; [[ $rs != native ]] && factor=3
         net=$(( factor * (n - 1) * grad ))
       fi
-      printf "%-5s %-6s %5d %12d %12d %8d %9.2f %12d %12d  %s\n" "$config" "$stage" "$n" "$opt" "$grad" "$rss" \
-        "$step_ms" "$payload" "$net" "$rs"
+      printf "%-5s %-6s %5d %12d %12d %6d %6d %9.2f %12d %12d  %s\n" "$config" "$stage" "$n" "$opt" "$grad" "$rss0" \
+        "$rss1" "$step_ms" "$payload" "$net" "$rs"
     done
   done
 done
