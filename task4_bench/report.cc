@@ -73,6 +73,9 @@ ABSL_FLAG(int, traffic_updates, 0, "U: each traffic configuration runs U and 2U 
 ABSL_FLAG(std::string, traffic_comm_dtypes, "fp32,fp16",
           "comm dtypes of the traffic table (fp16 and bf16 rows for stages that take --comm_dtype, at the middle batch)");
 ABSL_FLAG(int, max_seq_length, 128, "sequence length of every run");
+ABSL_FLAG(int, threads_per_rank, 1,
+          "LibTorch threads per rank (--num_threads): 1 gives each rank one core while there are cores to give, "
+          "like one rank per node; 0 = the stages' default (cores / ranks)");
 ABSL_FLAG(double, run_timeout_s, 600, "a run still going after this long is stopped and reported as failed");
 ABSL_FLAG(bool, private_netns, true,
           "as root, run in a fresh network namespace so that its lo carries only the report's traffic");
@@ -152,6 +155,7 @@ struct Config {
   int traffic_updates = 4;
   std::vector<std::string> traffic_comm_dtypes;
   int max_seq_length = 128;
+  int threads_per_rank = 1;
   double run_timeout_s = 600;
 };
 
@@ -191,6 +195,8 @@ Config ConfigFromFlags() {
   for (const auto& d : c.traffic_comm_dtypes) CommDtypeBytes(d);
   c.max_seq_length = absl::GetFlag(FLAGS_max_seq_length);
   if (c.max_seq_length < 8 || c.max_seq_length > 512) throw UserError("--max_seq_length must be in 8..512");
+  c.threads_per_rank = absl::GetFlag(FLAGS_threads_per_rank);
+  if (c.threads_per_rank < 0 || c.threads_per_rank > 256) throw UserError("--threads_per_rank must be in 0..256");
   c.run_timeout_s = absl::GetFlag(FLAGS_run_timeout_s);
   if (!(c.run_timeout_s > 0)) throw UserError("--run_timeout_s must be positive");
   return c;
@@ -305,6 +311,7 @@ RunResult Train(const Env& env, const RunSpec& spec) {
                                           "--output_dir=" + res.dir,
                                           "--overwrite_output_dir"};
   if (spec.stage->takes_comm_dtype) stage_flags.push_back("--comm_dtype=" + spec.comm_dtype);
+  if (env.config.threads_per_rank > 0) stage_flags.push_back("--num_threads=" + std::to_string(env.config.threads_per_rank));
   std::vector<std::string> argv;
   if (spec.link == "loopback") {
     argv = {env.launch, "--nproc_per_node=" + std::to_string(spec.ranks),
@@ -606,10 +613,17 @@ std::string Markdown(const Env& env, const std::vector<ScalingRow>& scaling, con
       "float32) on the built-in RTE-style sample (repeated), sequence length %d, with the stages' reference "
       "solutions. Each run's folder is under `runs/`.\n\n",
       tensors.size(), TotalNumel(tensors), 4e-6 * TotalNumel(tensors), c.max_seq_length);
-  md += "**All ranks share this machine's cores.** Compute does not scale here as it does on real nodes: N ranks "
-        "split the same cores, so each step of each rank gets slower as N grows, and the scaling efficiency below "
-        "mostly measures that contention, plus the communication. On a real cluster (one rank per node) compute "
-        "stays constant per rank and the efficiency measures communication and synchronisation alone.\n\n";
+  md += absl::StrFormat(
+      "**All ranks share this machine's %u cores.** Compute does not scale here as it does on real nodes. Each rank "
+      "runs %s; while there are at least as many cores as ranks each rank has a core to itself (as on one node "
+      "per rank), beyond that ranks take turns, each step gets slower as N grows, and the scaling efficiency "
+      "mostly measures that contention, not the network. Other jobs on the machine add noise of their own "
+      "(iteration times of a few updates vary by tens of percent from one report to the next). On a real cluster "
+      "(one rank per node) compute stays constant per rank and the efficiency measures communication and "
+      "synchronisation alone.\n\n",
+      std::thread::hardware_concurrency(),
+      c.threads_per_rank > 0 ? absl::StrFormat("%d LibTorch thread(s) (--threads_per_rank)", c.threads_per_rank)
+                             : std::string("the stages' default threads (cores / ranks)"));
   md += env.private_netns
             ? "Network: the report ran in its own network namespace, so `lo` carried only these runs' traffic.\n\n"
             : "Network: the machine's shared `lo` (not root, or --private_netns=false): its counters include every "
