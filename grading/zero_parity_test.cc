@@ -107,6 +107,23 @@ INSTANTIATE_TEST_SUITE_P(Ranks, ZeroParityTest,
                                            Case{2, Launcher::kMpirun}, Case{4, Launcher::kMpirun},
                                            Case{2, Launcher::kLaunch, 2}));
 
+// Epochs that end inside an accumulation group: 24 examples per rank in batches of 5 make 5
+// mini-batches, 2 updates of 2 and one left over, whose gradients the trainer drops (sets to
+// none). Task 5 must take the next epoch's gradients back into its flat buffer.
+TEST(ZeroParityEdgeTest, LeftOverMiniBatchesAtEpochEnds) {
+  std::vector<std::string> flags = Flags(5, 2);
+  StageRun want = RunStage(Bin("task3/reference"), 2, Launcher::kLaunch, flags, 180);
+  ASSERT_EQ(want.exit_code, 0) << want.output;
+  StageRun r = RunStage(Bin("task5/reference"), 2, Launcher::kLaunch, flags, 180);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_EQ(want.losses().size(), kSteps) << want.output;
+  EXPECT_NE(want.output.find("5 updates (2 per epoch, 3 epoch(s))"), std::string::npos) << want.output;
+  EXPECT_EQ(CompareLosses(want.losses(), r.losses(), kSteps, kTol), "");
+  for (size_t i = 0; i < kSteps && i < r.grad_norms().size(); ++i) {
+    EXPECT_NEAR(r.grad_norms()[i], want.grad_norms()[i], kTol * want.grad_norms()[i]) << "update " << i + 1;
+  }
+}
+
 TEST(ZeroStudentKitTest, TheStubSaysWhatToDo) {
   StageRun r = RunStage(Bin("task5/student"), 2, Launcher::kLaunch, Flags(4), 120);
   EXPECT_EQ(r.exit_code, 2) << r.output;
