@@ -16,11 +16,13 @@
 #   rss0, rss1+ peak resident set in MiB (/usr/bin/time %M) of rank 0, and the largest of the
 #               other ranks: LibTorch itself is most of it on these small models. Rank 0 also
 #               writes the snapshots: in task 5 it gathers the whole optimizer state for them,
-#               so its peak holds what task 3's holds all the time. Runs with MALLOC_MMAP_THRESHOLD_=131072:
-#               glibc otherwise raises its mmap threshold after the first large free and keeps
-#               freed multi-MiB buffers (Gloo's staging copies, one per collective) in its
-#               heaps, and peak RSS then grows with the number of updates instead of showing
-#               what is live.
+#               so its peak holds what task 3's holds all the time.
+#               Runs with MALLOC_MMAP_THRESHOLD_=131072: otherwise freed multi-MiB buffers
+#               (Gloo's staging copies, one per collective) stay in glibc's heaps (the preamble
+#               asks for that, for speed; glibc's default drifts there too), and peak RSS grows
+#               with the number of updates instead of showing what is live. Setting it also
+#               turns the preamble's choice off, so both stages' step times include
+#               page-faulting fresh buffers in.
 #   step_ms     mean step_time_ms over updates 2..steps.
 #   payload     comm_bytes per update (what the ranks hand the collectives, see
 #               counting_process_group.h).
