@@ -115,4 +115,27 @@ TEST(ReportTest, WritesTheTablesAndPlots) {
   EXPECT_TRUE(IsPng(out + "/traffic.png"));
 }
 
+TEST(ReportTest, BadFlagsAreOneLine) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string error;
+  };
+  const std::vector<Case> cases = {
+      {{}, "error: --out is required"},
+      {{"--out=/tmp/x", "--links=loopback,fast"}, "error: --links: 'fast' is neither loopback nor a rate"},
+      {{"--out=/tmp/x", "--ranks=1,zero"}, "error: --ranks=1,zero: 'zero' is not a whole number"},
+      {{"--out=/tmp/x", "--stages=task9"}, "error: --stages: unknown stage 'task9'; known: task2a, task2b, task3"},
+      {{"--out=/tmp/x", "--traffic_ranks=1"}, "error: --traffic_ranks must be at least 2"},
+  };
+  for (const auto& k : cases) {
+    distlm::testing::Command c;
+    c.argv = {distlm::testing::Runfile("task4_bench/report")};
+    c.argv.insert(c.argv.end(), k.args.begin(), k.args.end());
+    auto r = distlm::testing::Run(c, 60);
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_EQ(r.output.rfind(k.error, 0), 0u) << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  }
+}
+
 }  // namespace

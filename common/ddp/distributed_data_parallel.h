@@ -32,7 +32,8 @@
 //
 // Not (yet) here, compared with PyTorch 1.13: buffers are broadcast only at construction (not
 // before every forward; BERT's buffers are constants), no gradient_as_bucket_view, no
-// communication hooks (fp16 compression), no static_graph, no bucket rebuild after the first
+// communication hooks (fp16 compression is the process group's job: dist::CastingProcessGroup,
+// task 3's --comm_dtype), no static_graph, no bucket rebuild after the first
 // iteration (see bucket_assignment.h), no sparse gradients, CPU tensors only.
 #pragma once
 
