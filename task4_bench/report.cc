@@ -441,7 +441,28 @@ struct TrafficRow {
   double observed_run_bytes = 0;  // per rank, the whole 2U run (start-up included)
   double step_ms = 0;
   int64_t rte_updates_per_epoch = 0;
+  std::vector<double> losses;       // of the 2U run
+  double loss_rel_diff_vs_fp32 = -1;  // largest, over the 2U updates; -1: not compared
 };
+
+// For each narrow-dtype row, the largest relative loss difference from the fp32 row of the same
+// stage and batch (the same data and seed, so only the rounding differs).
+void CompareLosses(std::vector<TrafficRow>& rows) {
+  for (auto& r : rows) {
+    if (!r.ok || r.comm_dtype == "fp32") continue;
+    for (const auto& base : rows) {
+      if (!base.ok || base.comm_dtype != "fp32" || base.stage != r.stage || base.batch != r.batch ||
+          base.losses.size() != r.losses.size()) {
+        continue;
+      }
+      r.loss_rel_diff_vs_fp32 = 0;
+      for (size_t i = 0; i < r.losses.size(); ++i) {
+        r.loss_rel_diff_vs_fp32 =
+            std::max(r.loss_rel_diff_vs_fp32, std::abs(r.losses[i] - base.losses[i]) / std::abs(base.losses[i]));
+      }
+    }
+  }
+}
 
 constexpr int64_t kRteTrainExamples = 2490;
 
@@ -478,6 +499,7 @@ TrafficRow MeasureTraffic(const Env& env, const StageSpec* stage, int batch, con
   row.observed_packets = (pk_b - pk_a) / c.traffic_updates / c.traffic_ranks;
   row.observed_run_bytes = tx_b / c.traffic_ranks;
   row.step_ms = b.log.step_ms;
+  row.losses = b.log.losses;
   const int64_t per_rank = (kRteTrainExamples + c.traffic_ranks - 1) / c.traffic_ranks;
   row.rte_updates_per_epoch = (per_rank + batch - 1) / batch;
   return row;
@@ -505,15 +527,17 @@ std::string TrafficCsv(const std::vector<TrafficRow>& rows) {
   std::string out =
       "stage,pattern,ranks,per_rank_batch,comm_dtype,updates,ok,tensors,gradient_bytes,comm_bytes_logged_rank0,"
       "expected_bytes,observed_bytes,observed_minus_expected_pct,observed_packets,expected_busiest_rank_bytes,"
-      "observed_run_bytes,iteration_ms,rte_updates_per_epoch,expected_bytes_per_rte_epoch,error\n";
+      "observed_run_bytes,iteration_ms,rte_updates_per_epoch,expected_bytes_per_rte_epoch,loss_rel_diff_vs_fp32,error\n";
   for (const auto& r : rows) {
     const double pct = r.expected.per_rank_mean > 0 ? 100 * (r.observed_bytes / r.expected.per_rank_mean - 1) : 0;
-    out += absl::StrFormat("%s,%s,%d,%d,%s,%d,%d,%d,%.0f,%d,%.0f,%.0f,%.2f,%.1f,%.0f,%.0f,%.3f,%d,%.0f,\"%s\"\n",
+    out += absl::StrFormat("%s,%s,%d,%d,%s,%d,%d,%d,%.0f,%d,%.0f,%.0f,%.2f,%.1f,%.0f,%.0f,%.3f,%d,%.0f,%s,\"%s\"\n",
                            r.stage->name, PatternName(r.stage->pattern), r.ranks, r.batch, r.comm_dtype, r.updates,
                            r.ok ? 1 : 0, r.tensors, r.gradient_bytes, r.comm_bytes_logged, r.expected.per_rank_mean,
                            r.observed_bytes, pct, r.observed_packets, r.expected.busiest_rank, r.observed_run_bytes,
                            r.step_ms, r.rte_updates_per_epoch,
-                           r.expected.per_rank_mean * static_cast<double>(r.rte_updates_per_epoch), r.error);
+                           r.expected.per_rank_mean * static_cast<double>(r.rte_updates_per_epoch),
+                           r.loss_rel_diff_vs_fp32 < 0 ? "" : absl::StrFormat("%.3g", r.loss_rel_diff_vs_fp32),
+                           r.error);
   }
   return out;
 }
@@ -679,6 +703,13 @@ std::string Markdown(const Env& env, const std::vector<ScalingRow>& scaling, con
                           Mb(r.expected.busiest_rank),
                           Mb(r.expected.per_rank_mean * static_cast<double>(r.rte_updates_per_epoch)));
   }
+  for (const auto& r : traffic) {
+    if (r.loss_rel_diff_vs_fp32 < 0) continue;
+    md += absl::StrFormat("\n%s with `--comm_dtype=%s`: over its %d updates the loss differs from fp32's by at most "
+                          "%.2g relative (same data and seed; %s rounds each value by at most 2^-%d).\n",
+                          r.stage->name, r.comm_dtype, static_cast<int>(r.losses.size()), r.loss_rel_diff_vs_fp32,
+                          r.comm_dtype == "bf16" ? "bfloat16" : "float16", r.comm_dtype == "bf16" ? 8 : 11);
+  }
   md += absl::StrFormat(
       "\nPer RTE epoch: GLUE RTE's %d training pairs at that batch and %d ranks (DistributedSampler: "
       "ceil(2490/N) per rank, the last batch partial) = updates per epoch x expected bytes per update.\n\n",
@@ -786,6 +817,7 @@ int Main(int argc, char** argv) {
       if (stage->takes_comm_dtype) traffic.push_back(MeasureTraffic(env, stage, middle_batch, dtype, TotalNumel(tensors)));
     }
   }
+  CompareLosses(traffic);
   WriteFileAtomically(c.out + "/traffic.csv", TrafficCsv(traffic));
 
   std::vector<ScalingRow> scaling = RunScaling(env);

@@ -99,6 +99,13 @@ TEST(ReportTest, WritesTheTablesAndPlots) {
     // Observed = expected + TCP/IP headers (under 1 % with loopback's 64 KiB packets) + the
     // loss all-reduce, acknowledgements and heartbeats, minus the noise of differencing two runs
     // (start-up traffic varies by some 10 KB between runs): within 15 % at 1 MB per update.
+    // fp16 against the fp32 row of the same stage and batch: float16's rounding, 2^-11 with a
+    // factor-2 margin (measured: below 1e-6).
+    if (row.at("comm_dtype") == "fp16") {
+      EXPECT_LT(std::stod(row.at("loss_rel_diff_vs_fp32")), 1e-3) << row.at("stage");
+    } else {
+      EXPECT_EQ(row.at("loss_rel_diff_vs_fp32"), "");
+    }
     if (private_lo) {
       const double observed = std::stod(row.at("observed_bytes"));
       EXPECT_NEAR(observed / expected, 1.0, 0.15) << row.at("stage") << " " << row.at("comm_dtype");
