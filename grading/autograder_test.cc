@@ -20,24 +20,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void Write(const std::string& path, const std::string& data) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream(path, std::ios::binary) << data;
-}
+using ::distlm::testing::ReadFileOrEmpty;
+using ::distlm::testing::WriteFileMakingDirs;
 
 // `side` ("reference" or "student") folders of the given stages, in the handout's layout.
 std::string SubmissionFrom(const std::string& side, const std::vector<std::string>& ids) {
   std::string dir = testing::MakeTempDir("submission");
   for (const auto& id : ids) {
     const StageSpec* st = FindStage(id);
-    for (const auto& f : st->files) Write(dir + "/" + id + "/" + f, Read(testing::Runfile(st->package + "/" + side + "/" + f)));
+    for (const auto& f : st->files) WriteFileMakingDirs(dir + "/" + id + "/" + f, ReadFileOrEmpty(testing::Runfile(st->package + "/" + side + "/" + f)));
   }
   return dir;
 }
@@ -258,7 +249,7 @@ TEST(AutograderTest, AnEmptyOrUnreadableSubmissionIsGradedNotFatal) {
 TEST(AutogradeCommandTest, WritesGradescopeResultsAndASummary) {
   const std::string dir = testing::MakeTempDir("cli");
   const std::string sub = SubmissionFrom("student", {"task2b"});
-  Write(sub + "/task2b/notes.txt", "extra\n");
+  WriteFileMakingDirs(sub + "/task2b/notes.txt", "extra\n");
   testing::Command c;
   c.argv = {testing::Runfile("grading/autograde"), "--submission=" + sub, "--results=" + dir + "/results.json",
             "--prebuilt=task2b=" + Binary("task2b", "student"), "--recognise_mistakes=false"};
@@ -266,7 +257,7 @@ TEST(AutogradeCommandTest, WritesGradescopeResultsAndASummary) {
   ASSERT_EQ(p.exit_code, 0) << p.output;
   EXPECT_NE(p.output.find("distlm autograder: 0 / 30 points"), std::string::npos) << p.output;
   EXPECT_NE(p.output.find("ignored: task2b/notes.txt: not a student file"), std::string::npos) << p.output;
-  nlohmann::json j = nlohmann::json::parse(Read(dir + "/results.json"));
+  nlohmann::json j = nlohmann::json::parse(ReadFileOrEmpty(dir + "/results.json"));
   EXPECT_EQ(j["score"], 0.0);
   ASSERT_TRUE(j["tests"].is_array());
   double max_total = 0;

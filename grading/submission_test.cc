@@ -21,17 +21,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void Write(const std::string& path, const std::string& data) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream(path, std::ios::binary) << data;
-}
+using ::distlm::testing::ReadFileOrEmpty;
+using ::distlm::testing::WriteFileMakingDirs;
 
 // --- a minimal zip writer (stored entries), so tests can make entries no archiver would ----
 
@@ -125,7 +116,7 @@ std::string ReferenceSubmission() {
   std::string dir = testing::MakeTempDir("ref_submission");
   for (const auto& st : Stages()) {
     for (const auto& f : st.files) {
-      Write(dir + "/" + st.id + "/" + f, Read(testing::Runfile(st.package + "/reference/" + f)));
+      WriteFileMakingDirs(dir + "/" + st.id + "/" + f, ReadFileOrEmpty(testing::Runfile(st.package + "/reference/" + f)));
     }
   }
   return dir;
@@ -142,19 +133,19 @@ TEST(LoadSubmissionTest, TheReferenceFoldersAreAValidSubmission) {
     EXPECT_TRUE(got.missing.empty()) << st.id;
     for (const auto& f : st.files) {
       ASSERT_EQ(got.files.count(f), 1u) << st.id << "/" << f;
-      EXPECT_EQ(Read(got.files.at(f)), Read(dir + "/" + st.id + "/" + f)) << "the grader's copy of " << st.id << "/" << f;
+      EXPECT_EQ(ReadFileOrEmpty(got.files.at(f)), ReadFileOrEmpty(dir + "/" + st.id + "/" + f)) << "the grader's copy of " << st.id << "/" << f;
     }
   }
 }
 
 TEST(LoadSubmissionTest, MissingAndExtraFilesAreReportedNotTaken) {
   const std::string dir = testing::MakeTempDir("sub");
-  Write(dir + "/task2a/grad_sync.cc", "// 2a\n");
-  Write(dir + "/task2a/notes.txt", "my notes\n");
-  Write(dir + "/task2b/student/grad_sync.cc", "// 2b, one folder too deep\n");
-  Write(dir + "/README.md", "hello\n");
-  Write(dir + "/.DS_Store", "x");
-  Write(dir + "/__MACOSX/task2a/._grad_sync.cc", "x");
+  WriteFileMakingDirs(dir + "/task2a/grad_sync.cc", "// 2a\n");
+  WriteFileMakingDirs(dir + "/task2a/notes.txt", "my notes\n");
+  WriteFileMakingDirs(dir + "/task2b/student/grad_sync.cc", "// 2b, one folder too deep\n");
+  WriteFileMakingDirs(dir + "/README.md", "hello\n");
+  WriteFileMakingDirs(dir + "/.DS_Store", "x");
+  WriteFileMakingDirs(dir + "/__MACOSX/task2a/._grad_sync.cc", "x");
   Submission s = LoadSubmission(dir, testing::MakeTempDir("work"));
   ASSERT_EQ(s.fatal, "");
   EXPECT_EQ(s.stages.at("task2a").files.size(), 1u);
@@ -175,7 +166,7 @@ TEST(LoadSubmissionTest, MissingAndExtraFilesAreReportedNotTaken) {
 TEST(LoadSubmissionTest, ASymbolicLinkIsNotFollowed) {
   const std::string dir = testing::MakeTempDir("sub");
   const std::string secret = testing::MakeTempDir("secret") + "/solution.cc";
-  Write(secret, "// someone else's solution\n");
+  WriteFileMakingDirs(secret, "// someone else's solution\n");
   fs::create_directories(dir + "/task2a");
   fs::create_symlink(secret, dir + "/task2a/grad_sync.cc");
   const std::string work = testing::MakeTempDir("work");
@@ -196,8 +187,8 @@ TEST(LoadSubmissionTest, AZippedFolderIsLookedInto) {
   ASSERT_EQ(s.fatal, "");
   EXPECT_TRUE(AnyContains(s.notes, "looked for inside 'My Sub [v2]*/'")) << Joined(s.notes);
   ASSERT_EQ(s.stages.at("task2a").files.count("grad_sync.cc"), 1u) << Joined(s.ignored);
-  EXPECT_EQ(Read(s.stages.at("task2a").files.at("grad_sync.cc")), "// 2a from a zip\n");
-  EXPECT_EQ(Read(s.stages.at("task2b").files.at("grad_sync.cc")), "// 2b from a zip\n");
+  EXPECT_EQ(ReadFileOrEmpty(s.stages.at("task2a").files.at("grad_sync.cc")), "// 2a from a zip\n");
+  EXPECT_EQ(ReadFileOrEmpty(s.stages.at("task2b").files.at("grad_sync.cc")), "// 2b from a zip\n");
   EXPECT_EQ(s.stages.at("task3").missing, std::vector<std::string>{"ddp_wrap.cc"});
 }
 
@@ -215,7 +206,7 @@ TEST(LoadSubmissionTest, AHostileZipIsReadSafely) {
   Submission s = LoadSubmission(zip, work);
   ASSERT_EQ(s.fatal, "");
   const std::string ignored = Joined(s.ignored);
-  EXPECT_EQ(Read(s.stages.at("task2a").files.at("grad_sync.cc")), "// the real one\n");
+  EXPECT_EQ(ReadFileOrEmpty(s.stages.at("task2a").files.at("grad_sync.cc")), "// the real one\n");
   EXPECT_TRUE(AnyContains(s.ignored, "../task2a/grad_sync.cc: unsafe path")) << ignored;
   EXPECT_TRUE(AnyContains(s.ignored, "task2a/../../outside.cc: unsafe path")) << ignored;
   EXPECT_TRUE(AnyContains(s.ignored, "/tmp/absolute.cc: unsafe path")) << ignored;
@@ -231,17 +222,17 @@ TEST(LoadSubmissionTest, AHostileZipIsReadSafely) {
   for (const auto& w : written) {
     EXPECT_TRUE(w == "submission.zip" || w.rfind("work/accepted/", 0) == 0 || w.rfind("work/zip_", 0) == 0) << w;
   }
-  EXPECT_FALSE(fs::exists("/tmp/absolute.cc") && Read("/tmp/absolute.cc") == "// absolute\n");
+  EXPECT_FALSE(fs::exists("/tmp/absolute.cc") && ReadFileOrEmpty("/tmp/absolute.cc") == "// absolute\n");
 }
 
 TEST(LoadSubmissionTest, WhatIsNotASubmissionIsOneMessage) {
   const std::string dir = testing::MakeTempDir("notsub");
   Submission missing = LoadSubmission(dir + "/nope", dir);
   EXPECT_EQ(missing.fatal, "the submission " + dir + "/nope does not exist");
-  Write(dir + "/essay.txt", "not a zip\n");
+  WriteFileMakingDirs(dir + "/essay.txt", "not a zip\n");
   Submission text = LoadSubmission(dir + "/essay.txt", dir);
   EXPECT_EQ(text.fatal, "the submission " + dir + "/essay.txt is neither a directory nor a .zip file");
-  Write(dir + "/broken.zip", std::string("PK\x03\x04", 4) + "this is not the rest of a zip");
+  WriteFileMakingDirs(dir + "/broken.zip", std::string("PK\x03\x04", 4) + "this is not the rest of a zip");
   Submission broken = LoadSubmission(dir + "/broken.zip", dir);
   EXPECT_NE(broken.fatal.find("cannot read the zip " + dir + "/broken.zip"), std::string::npos) << broken.fatal;
   // Every stage still has its (missing) files listed, so grading can say what was expected.
@@ -271,7 +262,7 @@ TEST(StageTableTest, MatchesTheStudentAndReferenceFoldersOfTheTree) {
       EXPECT_EQ(names, want) << st.package << "/" << side << "/ and grading/stages.h disagree";
     }
     bool student_rule = false;
-    for (const auto& s : tools::SplitBuildFile(Read(root + "/" + st.package + "/BUILD"))) {
+    for (const auto& s : tools::SplitBuildFile(ReadFileOrEmpty(root + "/" + st.package + "/BUILD"))) {
       student_rule = student_rule || s.name == "student";
     }
     EXPECT_TRUE(student_rule) << st.package << "/BUILD has no :student binary for the grader to build";

@@ -20,17 +20,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void Write(const std::string& path, const std::string& data) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream(path, std::ios::binary) << data;
-}
+using ::distlm::testing::ReadFileOrEmpty;
+using ::distlm::testing::WriteFileMakingDirs;
 
 std::set<std::string> FilesUnder(const std::string& root) {
   std::set<std::string> out;
@@ -82,24 +73,24 @@ TEST(IsPrivatePathTest, ReferenceFoldersAndTheGrader) {
 // A stage laid out as the course's are, and a package using the grader.
 std::string MakeTree() {
   std::string src = testing::MakeTempDir("kit_src");
-  Write(src + "/WORKSPACE", "workspace(name = \"x\")\n");
-  Write(src + "/BUILD", "");
-  Write(src + "/README.md", "run `bazel run //stage:reference`\n");
-  Write(src + "/stage/main.cc", "int main() {}\n");
-  Write(src + "/stage/api.h", "void F();\n");
-  Write(src + "/stage/reference/impl.cc", "void F() { /* the solution */ }\n");
-  Write(src + "/stage/student/impl.cc", "void F() { /* TODO(student) */ }\n");
-  Write(src + "/stage/reference_test.cc", "// runs :reference\n");
-  Write(src + "/stage/guide.md", "what the reference test checks\n");
-  Write(src + "/stage/BUILD",
+  WriteFileMakingDirs(src + "/WORKSPACE", "workspace(name = \"x\")\n");
+  WriteFileMakingDirs(src + "/BUILD", "");
+  WriteFileMakingDirs(src + "/README.md", "run `bazel run //stage:reference`\n");
+  WriteFileMakingDirs(src + "/stage/main.cc", "int main() {}\n");
+  WriteFileMakingDirs(src + "/stage/api.h", "void F();\n");
+  WriteFileMakingDirs(src + "/stage/reference/impl.cc", "void F() { /* the solution */ }\n");
+  WriteFileMakingDirs(src + "/stage/student/impl.cc", "void F() { /* TODO(student) */ }\n");
+  WriteFileMakingDirs(src + "/stage/reference_test.cc", "// runs :reference\n");
+  WriteFileMakingDirs(src + "/stage/guide.md", "what the reference test checks\n");
+  WriteFileMakingDirs(src + "/stage/BUILD",
         "cc_library(\n    name = \"api\",\n    hdrs = [\"api.h\"],\n)\n\n"
         "cc_library(\n    name = \"reference_impl\",\n    srcs = [\"reference/impl.cc\"],\n    deps = [\":api\"],\n)\n\n"
         "# The solution binary.\n"
         "cc_binary(\n    name = \"reference\",\n    srcs = [\"main.cc\"],\n    deps = [\":reference_impl\"],\n)\n\n"
         "cc_binary(\n    name = \"student\",\n    srcs = [\"main.cc\", \"student/impl.cc\"],\n    deps = [\":api\"],\n)\n\n"
         "cc_test(\n    name = \"reference_test\",\n    srcs = [\"reference_test.cc\"],\n    data = [\":reference\", \"guide.md\"],\n)\n");
-  Write(src + "/grading/BUILD", "cc_library(name = \"judge\")\n");
-  Write(src + "/other/BUILD",
+  WriteFileMakingDirs(src + "/grading/BUILD", "cc_library(name = \"judge\")\n");
+  WriteFileMakingDirs(src + "/other/BUILD",
         "cc_test(name = \"uses_judge\", deps = [\"//grading:judge\"])\n"
         "cc_library(name = \"fine\", deps = [\"//stage:api\", \"@libtorch\"])\n");
   return src;
@@ -113,12 +104,12 @@ TEST(MakeStudentKitTest, LeavesOutSolutionsTheGraderAndWhatOnlyTheyUse) {
   EXPECT_EQ(files, (std::set<std::string>{"WORKSPACE", "BUILD", "README.md", "stage/BUILD", "stage/main.cc",
                                           "stage/api.h", "stage/student/impl.cc", "stage/guide.md",
                                           "other/BUILD"}));
-  const std::string stage_build = Read(out + "/stage/BUILD");
+  const std::string stage_build = ReadFileOrEmpty(out + "/stage/BUILD");
   EXPECT_EQ(stage_build.find("reference"), std::string::npos) << stage_build;
   EXPECT_EQ(stage_build.find("The solution binary"), std::string::npos) << "its comment goes with the rule";
   EXPECT_NE(stage_build.find("name = \"student\""), std::string::npos);
   EXPECT_NE(stage_build.find("name = \"api\""), std::string::npos);
-  const std::string other_build = Read(out + "/other/BUILD");
+  const std::string other_build = ReadFileOrEmpty(out + "/other/BUILD");
   EXPECT_EQ(other_build, "cc_library(name = \"fine\", deps = [\"//stage:api\", \"@libtorch\"])\n");
   EXPECT_EQ(r.removed_rules.size(), 4u);  // reference_impl, reference, reference_test, uses_judge
   bool warned = false;
@@ -135,7 +126,7 @@ TEST(MakeStudentKitTest, LeavesOutSolutionsTheGraderAndWhatOnlyTheyUse) {
 
 TEST(MakeStudentKitTest, RefusesASolutionCopiedUnderAnotherName) {
   std::string src = MakeTree();
-  Write(src + "/stage/notes.txt", "void F() { /* the solution */ }\n");
+  WriteFileMakingDirs(src + "/stage/notes.txt", "void F() { /* the solution */ }\n");
   try {
     MakeStudentKit({src, testing::MakeTempDir("kit_out") + "/kit"});
     ADD_FAILURE() << "a copy of the reference went into the kit";
@@ -148,7 +139,7 @@ TEST(MakeStudentKitTest, RefusesASolutionCopiedUnderAnotherName) {
 
 TEST(MakeStudentKitTest, RefusesALabelThatResolvesToNothing) {
   std::string src = MakeTree();
-  Write(src + "/other/BUILD", "cc_library(name = \"x\", deps = [\"//stage:no_such_rule\"])\n");
+  WriteFileMakingDirs(src + "/other/BUILD", "cc_library(name = \"x\", deps = [\"//stage:no_such_rule\"])\n");
   try {
     MakeStudentKit({src, testing::MakeTempDir("kit_out") + "/kit"});
     ADD_FAILURE() << "a kit with a dangling label was written";
@@ -161,7 +152,7 @@ TEST(MakeStudentKitTest, RefusesALabelThatResolvesToNothing) {
 
 TEST(MakeStudentKitTest, RefusesALabelOfAPackageThatIsNotThere) {
   std::string src = MakeTree();
-  Write(src + "/other/BUILD", "cc_library(name = \"x\", deps = [\"//not/committed:lib\"])\n");
+  WriteFileMakingDirs(src + "/other/BUILD", "cc_library(name = \"x\", deps = [\"//not/committed:lib\"])\n");
   try {
     MakeStudentKit({src, testing::MakeTempDir("kit_out") + "/kit"});
     ADD_FAILURE() << "a kit naming a missing package was written";
@@ -219,7 +210,7 @@ TEST_P(RealKitTest, NoReferenceSourceAndEveryStubIsThere) {
     if (it->is_directory() && name == "reference" && fs::exists(it->path().parent_path() / "student")) {
       ++stages;
       for (const auto& f : fs::directory_iterator(it->path())) {
-        reference_contents.insert(Read(f.path().string()));
+        reference_contents.insert(ReadFileOrEmpty(f.path().string()));
         ++reference_files;
         // Its student counterpart is in the kit, and is not the solution.
         const std::string rel = fs::path(f.path()).lexically_relative(root).generic_string();
@@ -232,10 +223,10 @@ TEST_P(RealKitTest, NoReferenceSourceAndEveryStubIsThere) {
   for (const auto& f : kit) {
     EXPECT_EQ(f.find("reference/"), std::string::npos) << f;
     EXPECT_NE(f.rfind("grading/", 0), 0u) << f;
-    EXPECT_EQ(reference_contents.count(Read(out + "/" + f)), 0u) << f << " equals a reference file";
+    EXPECT_EQ(reference_contents.count(ReadFileOrEmpty(out + "/" + f)), 0u) << f << " equals a reference file";
   }
   for (const std::string stage : {"part1_single", "task2a", "task2b", "task3", "task5"}) {
-    const std::string build = Read(out + "/" + stage + "/BUILD");
+    const std::string build = ReadFileOrEmpty(out + "/" + stage + "/BUILD");
     bool student = false;
     for (const auto& st : SplitBuildFile(build)) {
       student = student || st.name == "student";

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -21,13 +22,6 @@ extern char** environ;
 
 namespace distlm::testing {
 namespace {
-
-std::string ReadWhole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::string TempRoot() {
   const char* t = std::getenv("TEST_TMPDIR");
@@ -117,7 +111,7 @@ std::vector<ProcessResult> RunAll(const std::vector<Command>& commands, double t
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   for (size_t i = 0; i < logs.size(); ++i) {
-    results[i].output = ReadWhole(logs[i]);
+    results[i].output = ReadFileOrEmpty(logs[i]);
     unlink(logs[i].c_str());
   }
   return results;
@@ -175,6 +169,19 @@ std::string MakeTempDir(const std::string& prefix) {
   buf.push_back('\0');
   if (mkdtemp(buf.data()) == nullptr) throw std::runtime_error("mkdtemp failed for " + tmpl);
   return buf.data();
+}
+
+std::string ReadFileOrEmpty(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void WriteFileMakingDirs(const std::string& path, const std::string& bytes) {
+  const std::string dir = Dirname(path);
+  if (!dir.empty()) std::filesystem::create_directories(dir);
+  std::ofstream(path, std::ios::binary) << bytes;
 }
 
 }  // namespace distlm::testing

@@ -37,6 +37,12 @@ std::optional<std::string> SharedReferenceDir();
 // Path of a runfile (workspace-relative, e.g. "common/testdata/vocab.txt").
 std::string Runfile(const std::string& workspace_relative);
 
+// A file's bytes; "" when it cannot be read (the test then fails on the content it expects).
+std::string ReadFileOrEmpty(const std::string& path);
+
+// Writes `bytes` to `path`, creating the folders on the way.
+void WriteFileMakingDirs(const std::string& path, const std::string& bytes);
+
 // A fresh empty directory under the test's temporary directory.
 std::string MakeTempDir(const std::string& prefix);
 
