@@ -37,11 +37,25 @@ int64_t CommDtypeBytes(const std::string& comm_dtype) {
   throw UserError("comm dtype '" + comm_dtype + "' is not fp32, fp16 or bf16");
 }
 
+bool IsSharded(SyncPattern pattern) {
+  return pattern == SyncPattern::kReduceScatterAllGather || pattern == SyncPattern::kAllreduceAllGather;
+}
+
 ExpectedUpdateTraffic ExpectedTrafficPerUpdate(SyncPattern pattern, double gradient_bytes, int world_size) {
   ExpectedUpdateTraffic e;
   for (int r = 0; r < world_size; ++r) {
-    Traffic t = pattern == SyncPattern::kRingAllreduce ? ExpectedRingAllreduceBytesPerRank(gradient_bytes, world_size)
-                                                       : ExpectedGatherScatterBytes(gradient_bytes, world_size, r);
+    Traffic t;
+    if (pattern == SyncPattern::kGatherScatter) {
+      t = ExpectedGatherScatterBytes(gradient_bytes, world_size, r);
+    } else {
+      // A ring all_reduce is a reduce-scatter then an all-gather, (N-1)/N x S each: so is
+      // task 5's native pattern; its Gloo fallback adds one more all-gather to a full all_reduce.
+      t = ExpectedRingAllreduceBytesPerRank(gradient_bytes, world_size);
+      if (pattern == SyncPattern::kAllreduceAllGather) {
+        t.sent_bytes *= 1.5;
+        t.received_bytes *= 1.5;
+      }
+    }
     e.total_sent += t.sent_bytes;
     e.busiest_rank = std::max(e.busiest_rank, t.sent_bytes);
   }
@@ -71,6 +85,7 @@ LogSummary SummarizeTrainLog(const std::string& jsonl, const std::string& source
   s.comm_calls = first.value("comm_calls", int64_t{0});
   s.comm_tensors = first.value("comm_tensors", int64_t{0});
   s.comm_dtype = first.value("comm_dtype", std::string());
+  s.opt_state_bytes = first.value("opt_state_bytes", int64_t{-1});
   for (size_t i = 0; i < all.size(); ++i) {
     s.losses.push_back(all[i]["loss"].get<double>());
     if (i == 0 && all.size() > 1) continue;

@@ -28,8 +28,19 @@ int64_t TotalNumel(const std::vector<GradientTensor>& tensors);
 // Bytes per element of a --comm_dtype value (fp32 4, fp16 and bf16 2); UserError otherwise.
 int64_t CommDtypeBytes(const std::string& comm_dtype);
 
-// How a stage synchronises its gradients.
-enum class SyncPattern { kRingAllreduce, kGatherScatter };
+// How a stage synchronises its gradients (and, for task 5, its parameters).
+//   kRingAllreduce           tasks 2b, 3
+//   kGatherScatter           task 2a
+//   kReduceScatterAllGather  task 5 on a backend with reduce_scatter (the MPI group): ring
+//                            reduce-scatter of the gradient, ring all-gather of the updated
+//                            parameters, (N-1)/N x S each: the bytes of one ring all_reduce
+//   kAllreduceAllGather      task 5 on Gloo (LibTorch 1.13 has no reduce_scatter there): a full
+//                            all_reduce of the gradient, then the all-gather: 3(N-1)/N x S
+// Task 5's S is the flat buffer, padded to a multiple of N elements.
+enum class SyncPattern { kRingAllreduce, kGatherScatter, kReduceScatterAllGather, kAllreduceAllGather };
+
+// True for task 5's patterns (their buffer is padded to N equal shards).
+bool IsSharded(SyncPattern pattern);
 
 // Payload bytes sent per update for a gradient buffer of S bytes at world size N (traffic.h),
 // summed over all ranks, and the busiest rank's share. Ring all_reduce: every rank 2(N-1)/N S,
@@ -56,6 +67,9 @@ struct LogSummary {
   int64_t comm_calls = 0;
   int64_t comm_tensors = 0;
   std::string comm_dtype;  // "float32", ...
+  // Optimizer-state bytes (AdamW's two moments) rank 0 holds, from the log's opt_state_bytes
+  // (task 5); -1 when the log does not say (the other stages keep the whole state: 8 x P).
+  int64_t opt_state_bytes = -1;
   std::vector<double> losses;
 };
 

@@ -39,6 +39,20 @@ TEST(AccountingTest, RingAndGatherScatterSendTheSameTotalButNotTheSameMaximum) {
   EXPECT_DOUBLE_EQ(ExpectedTrafficPerUpdate(SyncPattern::kGatherScatter, 1000, 1).total_sent, 0);
 }
 
+// Task 5: a native reduce-scatter + all-gather moves a ring all_reduce's bytes (each half of
+// it); Gloo's fallback (a whole all_reduce, then the all-gather) moves half as much again.
+TEST(AccountingTest, ShardedPatterns) {
+  // S = 1000, N = 4: reduce-scatter 3/4 * 1000 + all-gather 3/4 * 1000 = 1500 per rank.
+  EXPECT_DOUBLE_EQ(ExpectedTrafficPerUpdate(SyncPattern::kReduceScatterAllGather, 1000, 4).per_rank_mean, 1500);
+  // all_reduce 1500 + all-gather 750 = 2250 = 3(N-1)/N * S, on every rank.
+  ExpectedUpdateTraffic fallback = ExpectedTrafficPerUpdate(SyncPattern::kAllreduceAllGather, 1000, 4);
+  EXPECT_DOUBLE_EQ(fallback.per_rank_mean, 2250);
+  EXPECT_DOUBLE_EQ(fallback.busiest_rank, 2250);
+  EXPECT_DOUBLE_EQ(ExpectedTrafficPerUpdate(SyncPattern::kAllreduceAllGather, 1000, 1).total_sent, 0);
+  EXPECT_TRUE(IsSharded(SyncPattern::kAllreduceAllGather));
+  EXPECT_FALSE(IsSharded(SyncPattern::kRingAllreduce));
+}
+
 TEST(AccountingTest, CommDtypeBytes) {
   EXPECT_EQ(CommDtypeBytes("fp32"), 4);
   EXPECT_EQ(CommDtypeBytes("fp16"), 2);

@@ -178,6 +178,7 @@ TEST(CommDtypeErrors, OneLineErrors) {
   ExpectOneLineError(Train("task2b", "int8"), "--comm_dtype=int8 is not a communication dtype: use fp32, fp16 or bf16");
   ExpectOneLineError(Train("task3", "bf16"), "--comm_dtype=bf16 needs --backend=mpi");
   ExpectOneLineError(Train("task2a", "fp16"), "--comm_dtype=fp16 applies to all_reduce (task2b, task3)");
+  ExpectOneLineError(Train("task5", "fp16"), "--comm_dtype=fp16 is not supported by task5");
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 //
 //   bazel run //task4_bench:report -- --out=DIR [--quick]
 //
-// Trains each stage of the table below (tasks 2a, 2b, 3: their reference solutions) on the
+// Trains each stage of the table below (tasks 2a, 2b, 3, 5: their reference solutions) on the
 // tiny BERT for a few updates, on 1, 2 and 4 ranks, over loopback and (as root) over the
 // emulated cluster's shaped links, and writes
 //   DIR/scaling.csv   iteration time, samples/s, scaling efficiency, communication share
@@ -61,7 +61,7 @@ ABSL_FLAG(bool, quick, false,
           "a few minutes: 5 updates per scaling run, links loopback and 1gbit, traffic at 2 ranks with 2 and 4 "
           "updates");
 ABSL_FLAG(std::string, ranks, "1,2,4", "world sizes of the scaling runs");
-ABSL_FLAG(std::string, stages, "task2a,task2b,task3", "stages to run (rows of the stage table in report.cc)");
+ABSL_FLAG(std::string, stages, "task2a,task2b,task3,task5", "stages to run (rows of the stage table in report.cc)");
 ABSL_FLAG(std::string, links, "",
           "link profiles: loopback and emulated-cluster rates such as 1gbit, 10gbit (default loopback,1gbit,10gbit; "
           "--quick: loopback,1gbit); rates need root");
@@ -104,6 +104,10 @@ const std::vector<StageSpec>& StageTable() {
        "one all_reduce per parameter, all started before any is waited on"},
       {"task3", "task3/reference", SyncPattern::kRingAllreduce, true,
        "DistributedDataParallel: bucketed all_reduce overlapped with backward"},
+      // The report's ranks use Gloo, which has no reduce_scatter in LibTorch 1.13.
+      {"task5", "task5/reference", SyncPattern::kAllreduceAllGather, false,
+       "ZeRO stage 2: gradient reduce-scattered (Gloo: all_reduce + slice), AdamW on a 1/N shard, "
+       "parameters all-gathered"},
   };
   return stages;
 }
@@ -118,7 +122,24 @@ const StageSpec& FindStage(const std::string& name) {
 }
 
 std::string PatternName(SyncPattern p) {
-  return p == SyncPattern::kRingAllreduce ? "ring all_reduce" : "gather + scatter";
+  switch (p) {
+    case SyncPattern::kRingAllreduce:
+      return "ring all_reduce";
+    case SyncPattern::kGatherScatter:
+      return "gather + scatter";
+    case SyncPattern::kReduceScatterAllGather:
+      return "reduce-scatter + all-gather";
+    case SyncPattern::kAllreduceAllGather:
+      return "all_reduce + slice + all-gather";
+  }
+  return "?";
+}
+
+// Elements a stage communicates for a model of `numel` parameters at world size N: task 5's
+// flat buffer is padded to N equal shards.
+int64_t CommunicatedNumel(const StageSpec& stage, int64_t numel, int world_size) {
+  if (!IsSharded(stage.pattern)) return numel;
+  return (numel + world_size - 1) / world_size * world_size;
 }
 
 // ------------------------------------------------------------------------------------------
@@ -350,7 +371,7 @@ RunResult Train(const Env& env, const RunSpec& spec) {
 }
 
 // The built-in RTE-style sample, repeated (indices renumbered) until every rank of every run
-// gets at least one full batch per epoch.
+// trains inside its first epoch.
 std::string MakeDataDir(const Config& c) {
   const std::string dir = c.out + "/data";
   MakeDirs(dir);
@@ -364,7 +385,10 @@ std::string MakeDataDir(const Config& c) {
   }
   int max_batch = std::max(c.per_rank_batch, *std::max_element(c.traffic_batches.begin(), c.traffic_batches.end()));
   int max_ranks = std::max(c.traffic_ranks, *std::max_element(c.ranks.begin(), c.ranks.end()));
-  const size_t needed = static_cast<size_t>(max_batch) * max_ranks;
+  // Every run stays inside its first epoch: an epoch's end adds a snapshot (task 5 gathers its
+  // optimizer-state shards for it) that one run of a traffic pair would have and the other not.
+  const int max_updates = std::max(c.updates, 2 * c.traffic_updates) + 1;
+  const size_t needed = static_cast<size_t>(max_batch) * max_ranks * max_updates;
   std::string out = header + "\n";
   size_t n = 0;
   while (n < needed || n % rows.size() != 0) {
@@ -485,7 +509,8 @@ TrafficRow MeasureTraffic(const Env& env, const StageSpec* stage, int batch, con
     return row;
   }
   row.ok = true;
-  row.gradient_bytes = static_cast<double>(gradient_numel) * CommDtypeBytes(comm_dtype);
+  row.gradient_bytes =
+      static_cast<double>(CommunicatedNumel(*stage, gradient_numel, c.traffic_ranks)) * CommDtypeBytes(comm_dtype);
   row.tensors = b.log.comm_tensors;
   row.comm_bytes_logged = b.log.comm_bytes;
   row.comm_calls_logged = b.log.comm_calls;
@@ -510,15 +535,21 @@ TrafficRow MeasureTraffic(const Env& env, const StageSpec* stage, int batch, con
 
 std::string Mb(double bytes) { return absl::StrFormat("%.3f", bytes / 1e6); }
 
-std::string ScalingCsv(const std::vector<ScalingRow>& rows) {
+// AdamW's two float32 moments on rank 0: what task 5's log says, else the whole model's (8 x P).
+int64_t OptStateBytes(const ScalingRow& r, int64_t model_numel) {
+  return r.result.log.opt_state_bytes >= 0 ? r.result.log.opt_state_bytes : 8 * model_numel;
+}
+
+std::string ScalingCsv(const std::vector<ScalingRow>& rows, int64_t model_numel) {
   std::string out =
       "stage,link,ranks,per_rank_batch,updates,ok,iteration_ms,comm_ms,samples_per_s,scaling_efficiency,comm_share,"
-      "comm_bytes_per_update,error\n";
+      "comm_bytes_per_update,opt_state_bytes_per_rank,error\n";
   for (const auto& r : rows) {
     const LogSummary& l = r.result.log;
-    out += absl::StrFormat("%s,%s,%d,%d,%d,%d,%.3f,%.3f,%.3f,%.4f,%.4f,%d,\"%s\"\n", r.spec.stage->name, r.spec.link,
-                           r.spec.ranks, r.spec.batch, r.spec.updates, r.result.ok ? 1 : 0, l.step_ms, l.comm_ms,
-                           l.samples_per_s, r.efficiency, l.comm_share, l.comm_bytes, r.result.error);
+    out += absl::StrFormat("%s,%s,%d,%d,%d,%d,%.3f,%.3f,%.3f,%.4f,%.4f,%d,%d,\"%s\"\n", r.spec.stage->name,
+                           r.spec.link, r.spec.ranks, r.spec.batch, r.spec.updates, r.result.ok ? 1 : 0, l.step_ms,
+                           l.comm_ms, l.samples_per_s, r.efficiency, l.comm_share, l.comm_bytes,
+                           OptStateBytes(r, model_numel), r.result.error);
   }
   return out;
 }
@@ -630,6 +661,7 @@ std::string Markdown(const Env& env, const std::vector<ScalingRow>& scaling, con
                      const std::vector<GradientTensor>& tensors, const std::string& plot_note,
                      const std::string& command) {
   const Config& c = env.config;
+  const int64_t model_numel = TotalNumel(tensors);
   std::string md = "# distlm scaling report\n\n";
   md += absl::StrFormat("Written by `%s` on %s.\n\n", command, MachineLine());
   md += absl::StrFormat(
@@ -662,18 +694,18 @@ std::string Markdown(const Env& env, const std::vector<ScalingRow>& scaling, con
       "the update was blocked communicating (`comm_time_ms`: the whole gradient synchronisation in tasks 2a/2b, "
       "only the wait after backward in task 3, whose all-reduces overlap backward) / iteration time.\n\n",
       c.per_rank_batch, c.per_rank_batch, c.updates);
-  md += "| stage | link | ranks | iteration ms | samples/s | efficiency | comm share |\n";
-  md += "| --- | --- | ---: | ---: | ---: | ---: | ---: |\n";
+  md += "| stage | link | ranks | iteration ms | samples/s | efficiency | comm share | AdamW state per rank (MB) |\n";
+  md += "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   for (const auto& r : scaling) {
     if (!r.result.ok) {
-      md += absl::StrFormat("| %s | %s | %d | failed: %s | | | |\n", r.spec.stage->name, r.spec.link, r.spec.ranks,
+      md += absl::StrFormat("| %s | %s | %d | failed: %s | | | | |\n", r.spec.stage->name, r.spec.link, r.spec.ranks,
                             r.result.error);
       continue;
     }
     const LogSummary& l = r.result.log;
-    md += absl::StrFormat("| %s | %s | %d | %.1f | %.1f | %.2f%s | %.0f %% |\n", r.spec.stage->name, r.spec.link,
-                          r.spec.ranks, l.step_ms, l.samples_per_s, r.efficiency,
-                          r.baseline_from_loopback ? "*" : "", 100 * l.comm_share);
+    md += absl::StrFormat("| %s | %s | %d | %.1f | %.1f | %.2f%s | %.0f %% | %s |\n", r.spec.stage->name,
+                          r.spec.link, r.spec.ranks, l.step_ms, l.samples_per_s, r.efficiency,
+                          r.baseline_from_loopback ? "*" : "", 100 * l.comm_share, Mb(OptStateBytes(r, model_numel)));
   }
   md += "\n`*`: against the 1-rank loopback run (one rank sends nothing, so its link does not matter).\n\n";
 
@@ -681,7 +713,8 @@ std::string Markdown(const Env& env, const std::vector<ScalingRow>& scaling, con
   md += absl::StrFormat(
       "%d ranks on loopback. Per rank and update: *expected* is the payload the synchronisation must send "
       "(traffic.h: ring all_reduce 2(N-1)/N x S on every rank; gather + scatter (N-1) x S on rank 0 and S on the "
-      "others, the same total); *observed* is `lo`'s transmitted bytes, from a run of %d updates minus a run of "
+      "others, the same total; task 5 on Gloo, all_reduce + slice + all-gather, 3(N-1)/N x S, where a native "
+      "reduce-scatter would send all_reduce's 2(N-1)/N x S); *observed* is `lo`'s transmitted bytes, from a run of %d updates minus a run of "
       "%d, divided by %d updates and %d ranks (so start-up, the rendezvous, task 3's initial broadcast and the "
       "model save cancel out). S = gradient bytes in the communication dtype. `comm_bytes` is what rank 0 handed "
       "the collectives (its log's `comm_bytes`: S for all_reduce; S + N x S for task 2a's rank 0, its gather "
@@ -821,7 +854,7 @@ int Main(int argc, char** argv) {
   WriteFileAtomically(c.out + "/traffic.csv", TrafficCsv(traffic));
 
   std::vector<ScalingRow> scaling = RunScaling(env);
-  WriteFileAtomically(c.out + "/scaling.csv", ScalingCsv(scaling));
+  WriteFileAtomically(c.out + "/scaling.csv", ScalingCsv(scaling, TotalNumel(tensors)));
 
   const std::string plot_note = Plot(c, scaling, traffic);
   if (!plot_note.empty()) std::printf("report: %s\n", plot_note.c_str());

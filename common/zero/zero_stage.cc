@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "common/dist/casting_process_group.h"
 #include "common/dist/counting_process_group.h"
 #include "common/runtime/errors.h"
 #include "common/train/distributed.h"
@@ -110,8 +111,15 @@ train::StageHooks ZeroStageHooks(const std::string& stage, ShardedStepFn step) {
 
 int RunZeroStage(int argc, char** argv, const std::string& stage, ShardedStepFn step) {
   // float32 on the wire: the grader's parity is exact sums, and the shards are float32 anyway.
-  return train::RunGlueMain(argc, argv, ZeroStageHooks(stage, std::move(step)),
-                            [] { return train::InitDistributedFromFlags(); });
+  // The binary links --comm_dtype with the other stages' flags; refuse it rather than ignore it.
+  return train::RunGlueMain(argc, argv, ZeroStageHooks(stage, std::move(step)), [stage] {
+    const at::ScalarType comm_dtype = train::CommDtypeFromFlags();
+    if (comm_dtype != at::kFloat) {
+      throw UserError("--comm_dtype=" + dist::CommDtypeName(comm_dtype) + " is not supported by " + stage +
+                      ": its reduce-scatter and all-gather send float32 (--comm_dtype applies to task2b and task3)");
+    }
+    return train::InitDistributedFromFlags();
+  });
 }
 
 }  // namespace distlm::zero
