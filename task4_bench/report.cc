@@ -775,7 +775,7 @@ std::string Markdown(const Env& env, const std::vector<ScalingRow>& scaling, con
         "bazel run //task2b:reference -- --master_ip=10.10.1.1 --master_port=6585 --world_size=4 --local_rank=R \\\n"
         "    --per_gpu_train_batch_size=16 --max_steps=40 --do_eval=false --output_dir=$HOME/distlm_runs/task2b_n4\n"
         "```\n\n"
-        "(the same for `//task2a:reference` and `//task3:reference`; add `--comm_dtype=fp16` for compressed "
+        "(the same for `//task2a:reference`, `//task3:reference` and `//task5:reference`; add `--comm_dtype=fp16` for compressed "
         "gradients; `--world_size=1`, 2, 4 for the scaling points). Rank 0's `train_log.jsonl` has `step_time_ms`, "
         "`samples_per_s`, `comm_time_ms` and `comm_bytes` per update: the same figures as above. For observed "
         "bytes read the experiment interface's counters (`/sys/class/net/IFACE/statistics/tx_bytes`) before and "
