@@ -1,7 +1,8 @@
 // The runtime preamble every distlm binary calls first.
 //
 // It sets LibTorch's intra-op thread count (LibTorch starts with one thread here, which wastes
-// the machine), warns loudly when matrix products would run on the slow reference BLAS, and
+// the machine), warns loudly when matrix products would run on the slow reference BLAS (or on
+// OpenBLAS's pthread build, whose threads fight LibTorch's OpenMP threads), and
 // tells glibc's malloc to keep freed memory for reuse (see preamble.cc).
 #pragma once
 
@@ -15,6 +16,7 @@ struct PreambleReport {
   int ranks_on_host = 1;      // processes sharing this host (from LOCAL_WORLD_SIZE & co.)
   std::string blas;           // the BLAS library the process loaded, e.g. "openblas"
   bool slow_blas = false;     // true for the reference BLAS (~27x slower matrix products)
+  std::string blas_threading;  // BlasThreading()
   bool keeps_freed_memory = false;  // malloc told to reuse freed blocks rather than return them
 };
 
@@ -29,6 +31,10 @@ int RanksOnThisHost();
 // Names the BLAS this process has loaded ("openblas", "mkl", "blis", "reference" or
 // "unknown").
 std::string LoadedBlas();
+
+// How the loaded OpenBLAS runs its threads: "openmp", "pthread", "sequential", or "" when the
+// BLAS is not OpenBLAS.
+std::string BlasThreading();
 
 // Applies the preamble. num_threads <= 0 means DefaultNumThreads. Prints a warning on stderr
 // when the BLAS is the reference implementation. Safe to call more than once.

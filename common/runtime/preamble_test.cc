@@ -64,6 +64,8 @@ TEST(PreambleTest, BigBlocksAreReusedNotMapped) {
 TEST(PreambleTest, FindsTheBlasLibTorchUses) {
   // tools/setup.sh makes OpenBLAS the active BLAS; anything else here is a set-up defect.
   EXPECT_EQ(LoadedBlas(), "openblas");
+  // ... in its OpenMP build, which shares LibTorch's OpenMP threads.
+  EXPECT_EQ(BlasThreading(), "openmp");
   EXPECT_FALSE(InitRuntime(1).slow_blas);
 }
 
