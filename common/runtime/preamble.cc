@@ -122,7 +122,7 @@ PreambleReport InitRuntime(int num_threads) {
   if (report.slow_blas) {
     std::fprintf(stderr,
                  "WARNING: LibTorch is using the reference BLAS: matrix products run about 27x "
-                 "slower. Install libopenblas0-pthread (tools/setup.sh does) and make it the "
+                 "slower. Install libopenblas0-openmp (tools/setup.sh does) and make it the "
                  "libblas.so.3 alternative.\n");
   }
   return report;
