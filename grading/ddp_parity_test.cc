@@ -15,42 +15,15 @@
 #include <nlohmann/json.hpp>
 
 #include "common/testing/subprocess.h"
+#include "grading/parity_cases.h"
 #include "grading/stage_runner.h"
 
 namespace distlm::grading {
 namespace {
 
-constexpr double kTol = 1e-5;
-constexpr size_t kSteps = 5;
 // The tiny built-in BERT's parameters, float32 (see //common/ddp:ddp_test for the count):
 // every update must all-reduce each gradient byte exactly once.
 constexpr int64_t kTinyBertBytes = 2244104;
-
-std::vector<std::string> Flags(int per_rank_batch, int accumulation = 1) {
-  return {"--max_steps=5",
-          "--per_gpu_train_batch_size=" + std::to_string(per_rank_batch),
-          "--gradient_accumulation_steps=" + std::to_string(accumulation),
-          "--max_seq_length=64",
-          "--learning_rate=1e-3",
-          "--hidden_dropout_prob=0",
-          "--attention_probs_dropout_prob=0",
-          "--do_eval=false",
-          "--num_threads=1",
-          "--dist_timeout_s=60"};
-}
-
-std::string Bin(const std::string& target) { return testing::Runfile(target); }
-
-struct Case {
-  int ranks;
-  Launcher launcher;
-  int accumulation = 1;
-};
-
-std::string Name(const Case& c) {
-  return "x" + std::to_string(c.ranks) + (c.launcher == Launcher::kMpirun ? " (mpi)" : " (gloo)") +
-         (c.accumulation > 1 ? " accumulation " + std::to_string(c.accumulation) : "");
-}
 
 // The same run with task 2b, once per case.
 const StageRun& Task2b(const Case& c) {
