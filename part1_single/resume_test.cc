@@ -1,19 +1,17 @@
 // Snapshots and exact resume: a run killed with SIGKILL and started again with the same command
 // logs the same losses and ends with the same weights, bit for bit, as one that was never
 // interrupted; a corrupt newest snapshot falls back to the one before.
-#include <fstream>
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "common/runtime/atomic_file.h"
 #include "common/safetensors/safetensors.h"
 #include "common/testing/subprocess.h"
+#include "common/testing/training_runs.h"
 
 namespace {
 
 using distlm::testing::Command;
-using nlohmann::json;
 
 const std::vector<std::string> kFlags = {"--max_steps=12", "--save_steps=2", "--num_threads=1",
                                          "--max_seq_length=64", "--per_gpu_train_batch_size=4"};
@@ -31,21 +29,11 @@ distlm::testing::ProcessResult RunToEnd(const std::string& out, std::vector<std:
 
 // Starts the run and SIGKILLs it once its log has `lines` lines.
 void RunAndKill(const std::string& out, int lines) {
-  std::string cmd = Binary();
-  for (const auto& f : kFlags) cmd += " " + f;
-  cmd += " --output_dir=" + out + " >/dev/null 2>&1 & pid=$!; ";
-  cmd += "while [ \"$(cat " + out + "/train_log.jsonl 2>/dev/null | wc -l)\" -lt " + std::to_string(lines) +
-         " ]; do kill -0 $pid 2>/dev/null || exit 3; sleep 0.01; done; kill -9 $pid; wait $pid; exit 0";
-  auto r = distlm::testing::Run(Command{{"/bin/sh", "-c", cmd}, {}}, 120);
+  std::vector<std::string> argv = {Binary()};
+  argv.insert(argv.end(), kFlags.begin(), kFlags.end());
+  argv.push_back("--output_dir=" + out);
+  auto r = distlm::testing::RunAndKillAfterUpdates(argv, out, lines, 120);
   ASSERT_EQ(r.exit_code, 0) << "the run ended before it could be killed: " << r.output;
-}
-
-std::vector<double> Losses(const std::string& dir) {
-  std::vector<double> out;
-  std::ifstream in(dir + "/train_log.jsonl");
-  std::string line;
-  while (std::getline(in, line)) out.push_back(json::parse(line)["loss"].get<double>());
-  return out;
 }
 
 void ExpectSameWeights(const std::string& a, const std::string& b) {
@@ -64,7 +52,7 @@ class ResumeTest : public ::testing::Test {
     reference_ = new std::string(distlm::testing::MakeTempDir("uninterrupted"));
     auto r = RunToEnd(*reference_);
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    ASSERT_EQ(Losses(*reference_).size(), 12u);
+    ASSERT_EQ(distlm::testing::LoggedLosses(*reference_).size(), 12u);
   }
   static std::string* reference_;
 };
@@ -77,7 +65,7 @@ TEST_F(ResumeTest, KilledTwiceThenResumedIsBitForBitTheSame) {
   auto r = RunToEnd(out);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("resuming from"), std::string::npos) << r.output;
-  EXPECT_EQ(Losses(out), Losses(*reference_));  // exact, not approximate
+  EXPECT_EQ(distlm::testing::LoggedLosses(out), distlm::testing::LoggedLosses(*reference_));  // exact, not approximate
   ExpectSameWeights(out, *reference_);
 }
 
@@ -94,7 +82,7 @@ TEST_F(ResumeTest, CorruptNewestSnapshotFallsBackToThePreviousOne) {
   EXPECT_NE(r.output.find("snapshot " + newest + " is unusable"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("resuming from " + out + "/snapshots/snapshot-4.safetensors"), std::string::npos)
       << r.output;
-  EXPECT_EQ(Losses(out), Losses(*reference_));
+  EXPECT_EQ(distlm::testing::LoggedLosses(out), distlm::testing::LoggedLosses(*reference_));
   ExpectSameWeights(out, *reference_);
 }
 
@@ -109,7 +97,7 @@ TEST_F(ResumeTest, ChangedFlagsRefuseToResumeAndOverwriteStartsAfresh) {
   r = RunToEnd(out, {"--overwrite_output_dir"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output.find("resuming"), std::string::npos) << r.output;
-  EXPECT_EQ(Losses(out), Losses(*reference_));
+  EXPECT_EQ(distlm::testing::LoggedLosses(out), distlm::testing::LoggedLosses(*reference_));
 }
 
 }  // namespace

@@ -6,13 +6,12 @@
 // them unsharded: the same names and shapes, the same values (up to the order of float sums).
 #include <dirent.h>
 
-#include <fstream>
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "common/safetensors/safetensors.h"
 #include "common/testing/subprocess.h"
+#include "common/testing/training_runs.h"
 
 namespace {
 
@@ -31,31 +30,20 @@ std::vector<std::string> Argv(const std::string& stage, const std::string& out, 
           "--output_dir=" + out};
 }
 
-std::vector<double> Losses(const std::string& dir) {
-  std::vector<double> out;
-  std::ifstream in(dir + "/train_log.jsonl");
-  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line)["loss"].get<double>());
-  return out;
-}
-
 TEST(Task5ResumeTest, KilledAndResumedTwoRankRunIsBitForBitTheSame) {
   std::string whole = distlm::testing::MakeTempDir("task5_whole");
   auto r = distlm::testing::Run(Command{Argv("task5", whole, 12), {}}, 180);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  ASSERT_EQ(Losses(whole).size(), 12u);
+  ASSERT_EQ(distlm::testing::LoggedLosses(whole).size(), 12u);
 
   std::string out = distlm::testing::MakeTempDir("task5_killed");
-  std::string cmd;
-  for (const auto& a : Argv("task5", out, 12)) cmd += a + " ";
-  cmd += ">/dev/null 2>&1 & pid=$!; while [ \"$(cat " + out + "/train_log.jsonl 2>/dev/null | wc -l)\" -lt 7 ]; do "
-         "kill -0 $pid 2>/dev/null || exit 3; sleep 0.01; done; kill -9 $pid; wait $pid; sleep 1; exit 0";
-  auto k = distlm::testing::Run(Command{{"/bin/sh", "-c", cmd}, {}}, 180);
+  auto k = distlm::testing::RunAndKillAfterUpdates(Argv("task5", out, 12), out, 7, 180);
   ASSERT_EQ(k.exit_code, 0) << "finished before it could be killed: " << k.output;
 
   r = distlm::testing::Run(Command{Argv("task5", out, 12), {}}, 180);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("resuming from"), std::string::npos) << r.output;
-  EXPECT_EQ(Losses(out), Losses(whole));
+  EXPECT_EQ(distlm::testing::LoggedLosses(out), distlm::testing::LoggedLosses(whole));
   auto a = distlm::safetensors::LoadFile(whole + "/model.safetensors");
   auto b = distlm::safetensors::LoadFile(out + "/model.safetensors");
   ASSERT_EQ(a.size(), b.size());
