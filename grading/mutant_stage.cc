@@ -136,7 +136,7 @@ struct CommLog {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   }
   static distlm::dist::CountingProcessGroup& Counting(Trainer& t) {
-    return *static_cast<distlm::dist::CountingProcessGroup*>(t.dist().pg.get());
+    return distlm::train::CountingGroup(t.dist());
   }
 };
 

@@ -84,21 +84,46 @@ def _libtorch_impl(rctx):
     entries = [e.basename for e in rctx.path(include_root).readdir()] if source == "DISTLM_LIBTORCH" else ["ATen", "c10", "caffe2", "torch"]
     _symlink_entries(rctx, include_root, entries)
 
+    # A LibTorch from PyPI's torch wheel sits in site-packages/torch, with the CUDA libraries
+    # and headers it was built against in site-packages/nvidia/<part>/{include,lib}
+    # (tools/torch_wheel.sh installs both). The official archive has neither: its CUDA build
+    # needs the CUDA toolkit's headers and NCCL from the machine.
+    nvidia = rctx.path(root + "/../nvidia")
+    nvidia_parts = [p for p in nvidia.readdir()] if nvidia.exists else []
+    nvidia_libdirs = [str(p) + "/lib" for p in nvidia_parts if rctx.path(str(p) + "/lib").exists]
+
     libs = ["torch", "torch_cpu", "c10"]
     cuda = rctx.path(libdir + "/libtorch_cuda.so").exists
+    cuda_includes = []
     if cuda:
         libs = ["torch", "torch_cuda", "torch_cpu", "c10_cuda", "c10"]
-    # --no-as-needed keeps libtorch_cuda's kernel registration linked in; push/pop-state keeps the
-    # setting from leaking onto the libraries that follow on the command line.
-    linkopts = ["-L" + libdir, "-Wl,-rpath," + libdir, "-Wl,--push-state,--no-as-needed"] + ["-l" + l for l in libs] + ["-Wl,--pop-state"]
+        # c10/cuda includes cuda_runtime_api.h; ProcessGroupNCCL.hpp includes nccl.h.
+        for want, candidates in [
+            ("cuda_runtime_api.h", [str(nvidia) + "/cu13/include", str(nvidia) + "/cuda_runtime/include", "/usr/local/cuda/include"]),
+            ("nccl.h", [str(nvidia) + "/nccl/include", "/usr/local/cuda/include", "/usr/include"]),
+        ]:
+            found = _first_existing(rctx, [c + "/" + want for c in candidates])
+            if found == None:
+                fail("distlm: %s is a CUDA build of LibTorch, but no %s was found (looked in %s); install the CUDA toolkit and NCCL, or use tools/torch_wheel.sh" % (libdir, want, ", ".join(candidates)))
+            link = "cuda_include/%d" % len(cuda_includes)
+            rctx.symlink(rctx.path(found).dirname, link)
+            cuda_includes.append(link)
 
-    # Debian's LibTorch links Gloo and glog as separate shared libraries; the official build
-    # carries Gloo inside libtorch_cpu.
-    gloo_dir = _first_existing(rctx, [libdir + "/libgloo.so", "/usr/lib/libgloo.so", "/usr/lib/x86_64-linux-gnu/libgloo.so"])
-    if gloo_dir:
-        linkopts.append("-L" + str(rctx.path(gloo_dir).dirname))
-        linkopts.append("-lgloo")
+    # --no-as-needed keeps libtorch_cuda's kernel registration linked in; push/pop-state keeps the
+    # setting from leaking onto the libraries that follow on the command line. The wheel's
+    # libraries find the CUDA ones through their own RPATH ($ORIGIN/../../nvidia/...); the
+    # linker is told where they are with -rpath-link.
+    linkopts = ["-L" + libdir, "-Wl,-rpath," + libdir] + ["-Wl,-rpath-link," + d for d in nvidia_libdirs]
+    linkopts += ["-Wl,--push-state,--no-as-needed"] + ["-l" + l for l in libs] + ["-Wl,--pop-state"]
+
+    # Debian's LibTorch links Gloo and glog as separate shared libraries. LibTorch 2.x (the
+    # wheel, the official archive) carries Gloo inside libtorch_cpu: linking Debian's libgloo as
+    # well would put two Gloo builds in one process.
     if source == "system":
+        gloo_dir = _first_existing(rctx, [libdir + "/libgloo.so", "/usr/lib/libgloo.so", "/usr/lib/x86_64-linux-gnu/libgloo.so"])
+        if gloo_dir:
+            linkopts.append("-L" + str(rctx.path(gloo_dir).dirname))
+            linkopts.append("-lgloo")
         linkopts += ["-lglog", "-lgflags"]
     linkopts += ["-lpthread", "-ldl"]
     defines = ["USE_C10D_GLOO"]
@@ -107,7 +132,19 @@ def _libtorch_impl(rctx):
         defines.append("USE_C10D_NCCL")
 
     content = _BUILD_HEADER
-    content += _cc_library("libtorch", linkopts, defines, ["include/torch/csrc/api/include"])
+    content += """
+cc_library(
+    name = "libtorch",
+    hdrs = glob(["include/**", "cuda_include/**"], allow_empty = True),
+    includes = {includes},
+    defines = {defines},
+    linkopts = {linkopts},
+)
+""".format(
+        includes = repr(["include", "include/torch/csrc/api/include"] + cuda_includes),
+        defines = repr(defines),
+        linkopts = repr(linkopts),
+    )
     content += """
 cc_library(
     name = "info",

@@ -45,4 +45,11 @@ Batch MakeBatch(const FeatureTensors& data, const std::vector<int64_t>& indices,
   return b;
 }
 
+Batch Batch::To(const torch::Device& device) const {
+  if (input_ids.device() == device) return *this;
+  // non_blocking: the host copies are made per batch and stay alive until the step is done.
+  return {input_ids.to(device, /*non_blocking=*/true), segment_ids.to(device, true),
+          input_mask.to(device, true), labels.to(device, true)};
+}
+
 }  // namespace distlm::data

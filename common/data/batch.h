@@ -24,6 +24,8 @@ FeatureTensors ToTensors(const std::vector<glue::InputFeatures>& features);
 struct Batch {
   torch::Tensor input_ids, segment_ids, input_mask, labels;
   int64_t size() const { return input_ids.size(0); }
+  // The same batch on `device` (itself when it is there already).
+  Batch To(const torch::Device& device) const;
 };
 
 // The rows `indices`. With trim_padding (dynamic padding), the batch is cut to its longest row

@@ -167,7 +167,8 @@ double RelativeDifference(const Grads& got, const Grads& want, std::string* wors
 struct Worker {
   int rank = 0, world = 1;
   std::shared_ptr<dist::DistContext> ctx;
-  c10::intrusive_ptr<dist::CountingProcessGroup> pg;
+  c10::intrusive_ptr<dist::CountingProcessGroup> counting;
+  dist::GroupPtr pg;  // counting, as the group DDP is given
   int failures = 0;
 
   void Check(bool ok, const std::string& what) {
@@ -202,7 +203,8 @@ Worker StartWorker() {
     config.source = "flags";
   }  // mpi: rank and size from mpirun
   w.ctx = std::make_shared<dist::DistContext>(dist::InitDistributed(config));
-  w.pg = c10::make_intrusive<dist::CountingProcessGroup>(w.ctx->pg);
+  w.counting = c10::make_intrusive<dist::CountingProcessGroup>(w.ctx->pg);
+  w.pg = dist::AsGroup(w.counting, w.ctx->backend_name);
   w.rank = w.ctx->rank;
   w.world = w.ctx->world_size;
   // One intra-op thread per rank: the ranks share two cores, and the backend's threads need
@@ -240,10 +242,10 @@ void ModeGrads(Worker& w) {
   torch::optim::SGD ref_sgd(ref->parameters(), torch::optim::SGDOptions(0.1));
   auto all_ranks = [](int) { return false; };
   for (int step = 0; step < 2; ++step) {
-    w.pg->TakeStats();
+    w.counting->TakeStats();
     ZeroGrads(net);
     Loss(net, DataOf(w.rank, step, batch), false).backward();
-    dist::CommStats comm = w.pg->TakeStats();
+    dist::CommStats comm = w.counting->TakeStats();
 
     // The hand computation from the current (identical) weights of ref.
     Grads want, local;
@@ -288,16 +290,16 @@ void ModeNoSync(Worker& w) {
   const int64_t batch = 4;
   Net net = InitialNet(w.rank, s);
   DistributedDataParallel ddp(net, w.pg);
-  w.pg->TakeStats();
+  w.counting->TakeStats();
   {
     auto guard = ddp.no_sync();
     for (int m = 0; m + 1 < k; ++m) (Loss(net, DataOf(w.rank, m, batch), false) / k).backward();
   }
-  dist::CommStats during = w.pg->TakeStats();
+  dist::CommStats during = w.counting->TakeStats();
   w.Check(during.calls() == 0, "no collective during no_sync (" + std::to_string(during.calls()) + ")");
   w.Check(ddp.require_backward_grad_sync(), "the guard restored synchronisation");
   (Loss(net, DataOf(w.rank, k - 1, batch), false) / k).backward();
-  w.Check(w.pg->TakeStats().calls() == static_cast<int64_t>(ddp.buckets().size()),
+  w.Check(w.counting->TakeStats().calls() == static_cast<int64_t>(ddp.buckets().size()),
           "the synchronised backward all-reduced every bucket once");
 
   // A batch k times larger, by hand: the mean loss over k*batch examples.

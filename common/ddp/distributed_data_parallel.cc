@@ -224,10 +224,12 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   for (const auto& b : module_->named_buffers(/*recurse=*/true)) {
     if (seen.insert(b.value().unsafeGetTensorImpl()).second) state.emplace_back(b.key(), b.value());
   }
+  // One device for the whole module (--device): the buckets live there too.
+  const at::Device device = state.empty() ? at::Device(at::kCPU) : state.front().second.device();
   for (const auto& [name, t] : state) {
-    if (!t.device().is_cpu()) {
-      throw UserError("DistributedDataParallel: " + name + " is on " + t.device().str() +
-                      "; this implementation handles CPU tensors only");
+    if (t.device() != device) {
+      throw UserError("DistributedDataParallel: " + name + " is on " + t.device().str() + ", " +
+                      state.front().first + " on " + device.str() + "; put the whole module on one device");
     }
     if (t.is_sparse()) throw UserError("DistributedDataParallel: " + name + " is sparse; not supported");
   }
@@ -263,7 +265,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
       info.names.push_back(params_[i].name);
     }
     b.params = plan.params;
-    b.flat = torch::zeros({numel}, torch::TensorOptions().dtype(plan.dtype));
+    b.flat = torch::zeros({numel}, torch::TensorOptions().dtype(plan.dtype).device(device));
     info.numel = numel;
     info.bytes = plan.bytes;
     info.cap = plan.cap;

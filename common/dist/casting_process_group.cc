@@ -2,73 +2,10 @@
 
 #include <mutex>
 
+#include "common/dist/copy_back_work.h"
 #include "common/runtime/errors.h"
 
 namespace distlm::dist {
-namespace {
-
-// The inner work on the narrow copies; completing it writes them back into the caller's
-// float32 tensors. With a backend that has futures (Gloo, our MPI group) the write-back is a
-// callback of the inner future, and this work's future completes after it, so DDP's
-// completion callbacks see the float32 result; otherwise wait() writes back.
-class CastBackWork : public c10d::Work {
- public:
-  CastBackWork(c10::intrusive_ptr<c10d::Work> inner, std::vector<at::Tensor> originals,
-               std::vector<at::Tensor> narrow)
-      : Work(-1, c10d::OpType::ALLREDUCE),
-        inner_(std::move(inner)),
-        originals_(std::move(originals)),
-        narrow_(std::move(narrow)) {
-    c10::intrusive_ptr<c10::ivalue::Future> inner_future;
-    try {
-      inner_future = inner_->getFuture();
-    } catch (const std::exception&) {
-      return;  // no futures: wait() writes back
-    }
-    future_ = inner_future->then(
-        [this_originals = originals_, this_narrow = narrow_](c10::ivalue::Future& done) {
-          done.value();  // rethrows the collective's error
-          WriteBack(this_originals, this_narrow);
-          return c10::IValue(this_originals);
-        },
-        c10::ListType::create(c10::TensorType::get()));
-  }
-
-  bool wait(std::chrono::milliseconds timeout) override {
-    inner_->wait(timeout);  // the backend's own timeout and error reporting
-    if (future_) {
-      future_->wait();
-      if (future_->hasError()) std::rethrow_exception(future_->exception_ptr());
-    } else {
-      std::call_once(written_back_, [this] { WriteBack(originals_, narrow_); });
-    }
-    return true;
-  }
-
-  bool isCompleted() override { return future_ ? future_->completed() : inner_->isCompleted(); }
-  bool isSuccess() const override { return inner_->isSuccess(); }
-  std::exception_ptr exception() const override { return inner_->exception(); }
-  std::vector<at::Tensor> result() override { return originals_; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
-    if (!future_) return Work::getFuture();  // throws: the backend has none
-    return future_;
-  }
-
- private:
-  static void WriteBack(const std::vector<at::Tensor>& originals, const std::vector<at::Tensor>& narrow) {
-    for (size_t i = 0; i < originals.size(); ++i) {
-      originals[i].copy_(narrow[i]);
-    }
-  }
-
-  c10::intrusive_ptr<c10d::Work> inner_;
-  std::vector<at::Tensor> originals_;
-  std::vector<at::Tensor> narrow_;
-  c10::intrusive_ptr<c10::ivalue::Future> future_;
-  std::once_flag written_back_;
-};
-
-}  // namespace
 
 at::ScalarType ParseCommDtype(const std::string& value, const std::string& flag) {
   if (value == "fp32" || value == "float32") return at::kFloat;
@@ -87,7 +24,7 @@ std::string CommDtypeName(at::ScalarType t) {
 }
 
 CastingProcessGroup::CastingProcessGroup(c10::intrusive_ptr<c10d::ProcessGroup> inner, at::ScalarType comm_dtype)
-    : c10d::ProcessGroup(inner->getRank(), inner->getSize()), inner_(std::move(inner)), comm_dtype_(comm_dtype) {
+    : GroupImpl(inner->getRank(), inner->getSize()), inner_(std::move(inner)), comm_dtype_(comm_dtype) {
   if (comm_dtype != at::kFloat && comm_dtype != at::kHalf && comm_dtype != at::kBFloat16) {
     throw UserError("CastingProcessGroup: cannot communicate in " + std::string(c10::toString(comm_dtype)) +
                     "; use float32, float16 or bfloat16");
@@ -103,7 +40,7 @@ c10::intrusive_ptr<c10d::Work> CastingProcessGroup::allreduce(std::vector<at::Te
   narrow.reserve(tensors.size());
   for (const auto& t : tensors) narrow.push_back(t.to(comm_dtype_));
   auto work = inner_->allreduce(narrow, opts);
-  return c10::make_intrusive<CastBackWork>(std::move(work), tensors, narrow);
+  return c10::make_intrusive<CopyBackWork>(std::move(work), tensors, narrow);
 }
 
 c10::intrusive_ptr<c10d::Work> CastingProcessGroup::broadcast(std::vector<at::Tensor>& tensors,

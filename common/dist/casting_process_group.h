@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include "common/dist/c10d_compat.h"
 
 namespace distlm::dist {
 
@@ -33,7 +33,7 @@ at::ScalarType ParseCommDtype(const std::string& value, const std::string& flag 
 // The short name of a communication dtype: "fp32", "fp16", "bf16".
 std::string CommDtypeName(at::ScalarType t);
 
-class CastingProcessGroup : public c10d::ProcessGroup {
+class CastingProcessGroup : public GroupImpl {
  public:
   // comm_dtype: kHalf or kBFloat16 (kFloat makes this a plain forwarder).
   CastingProcessGroup(c10::intrusive_ptr<c10d::ProcessGroup> inner, at::ScalarType comm_dtype);

@@ -52,8 +52,8 @@ void RunRanks(at::ScalarType dtype, const std::function<void(int, Rank&)>& body)
         options->timeout = std::chrono::seconds(30);
         auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(store, r, kWorld, options);
         Rank rank;
-        rank.counting = c10::make_intrusive<CountingProcessGroup>(gloo);
-        rank.casting = c10::make_intrusive<CastingProcessGroup>(rank.counting, dtype);
+        rank.counting = c10::make_intrusive<CountingProcessGroup>(AsGroup(gloo, "gloo"));
+        rank.casting = c10::make_intrusive<CastingProcessGroup>(AsGroup(rank.counting, "gloo"), dtype);
         body(r, rank);
       } catch (const std::exception& e) {
         errors[r] = e.what();

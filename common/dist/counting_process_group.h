@@ -13,7 +13,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include "common/dist/c10d_compat.h"
 
 namespace distlm::dist {
 
@@ -34,7 +34,7 @@ struct CommStats {
   nlohmann::json ToJson(size_t max_shapes = 16) const;
 };
 
-class CountingProcessGroup : public c10d::ProcessGroup {
+class CountingProcessGroup : public GroupImpl {
  public:
   explicit CountingProcessGroup(c10::intrusive_ptr<c10d::ProcessGroup> inner);
 

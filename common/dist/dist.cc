@@ -24,8 +24,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/dist/host_staging_group.h"
 #include "common/dist/mpi_process_group.h"
 #include "common/dist/rendezvous.h"
+#include "common/runtime/device.h"
 
 namespace distlm::dist {
 namespace {
@@ -130,6 +132,37 @@ std::shared_ptr<::gloo::transport::Device> GlooDevice(const DistConfig& c) {
   }
 }
 
+// On 2.x a group holds one implementation per device type, so an nccl group sends CPU
+// tensors through Gloo; on 1.13 an nccl group takes CUDA tensors only.
+#ifdef DISTLM_C10D_BACKEND
+constexpr bool kNcclGroupsHaveGlooForCpu = true;
+#else
+constexpr bool kNcclGroupsHaveGlooForCpu = false;
+#endif
+
+c10::intrusive_ptr<c10d::ProcessGroupGloo> GlooGroup(
+    const DistConfig& config, const c10::intrusive_ptr<c10d::Store>& store,
+    const std::shared_ptr<::gloo::transport::Device>& device) {
+  auto options = c10d::ProcessGroupGloo::Options::create(Millis(config.timeout_s));
+  options->devices.push_back(device);
+  try {
+    return c10::make_intrusive<c10d::ProcessGroupGloo>(store, config.rank, config.world_size,
+                                                       options);
+  } catch (const std::exception& e) {
+    throw UserError(absl::StrCat("Gloo could not connect rank ", config.rank,
+                                 " to its peers within --dist_timeout_s=", config.timeout_s,
+                                 ": ", OneLine(e)));
+  }
+}
+
+// CUDA tensors (--device=cuda) through host copies, for backends that take host tensors only
+// (our MPI group) or only some collectives on CUDA (Gloo: broadcast and allreduce). Registered
+// as its own backend type, since a group keeps one implementation per type. A no-op on 1.13.
+void StageCudaThroughHost(const GroupPtr& pg, c10::intrusive_ptr<GroupImpl> impl) {
+  AddDeviceImpl(pg, c10::DeviceType::CUDA, c10::make_intrusive<HostStagingGroup>(std::move(impl)),
+                "host-staging");
+}
+
 // ---- heartbeats for LostRankError ----
 
 constexpr char kLostKey[] = "distlm/lost/finding";
@@ -202,15 +235,31 @@ DistContext InitDistributed(const DistConfig& config) {
           " say rank ", config.rank, " of ", config.world_size,
           "; under mpirun leave --rank and --world_size unset"));
     }
-    ctx.pg = pg;
+    ctx.pg = AsGroup(pg, "mpi", {c10::DeviceType::CPU});
+    StageCudaThroughHost(ctx.pg, pg);
   } else if (config.backend == "gloo" || config.backend == "nccl") {
     if (config.backend == "nccl" && !NcclAvailable()) {
       throw UserError(
           "--backend=nccl needs a CUDA build of LibTorch; this one is CPU-only: use gloo or "
           "mpi");
     }
+    if (config.backend == "nccl") {
+      const int gpus = runtime::CudaDeviceCount();
+      if (gpus == 0) {
+        throw UserError(
+            "--backend=nccl needs a GPU per rank, and this CUDA build of LibTorch sees none (no "
+            "GPU, no NVIDIA driver, or CUDA_VISIBLE_DEVICES hides them): use gloo or mpi");
+      }
+      if (config.local_rank >= gpus) {
+        throw UserError(absl::StrCat(
+            "--backend=nccl: local rank ", config.local_rank, " needs cuda:", config.local_rank,
+            ", but this host has ", gpus, gpus == 1 ? " GPU" : " GPUs",
+            "; NCCL cannot run two ranks on one GPU: start one rank per GPU, or use gloo"));
+      }
+    }
+    // Gloo's device: for the gloo backend, and on 2.x for an nccl group's CPU tensors too.
     std::shared_ptr<::gloo::transport::Device> device;
-    if (config.backend == "gloo") device = GlooDevice(config);  // fail fast on a bad iface
+    if (config.backend == "gloo" || kNcclGroupsHaveGlooForCpu) device = GlooDevice(config);
     if (config.world_size == 1) {
       ctx.store = c10::make_intrusive<c10d::HashStore>();
     } else {
@@ -218,24 +267,27 @@ DistContext InitDistributed(const DistConfig& config) {
     }
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>("distlm/pg", ctx.store);
     if (config.backend == "gloo") {
-      auto options = c10d::ProcessGroupGloo::Options::create(Millis(config.timeout_s));
-      options->devices.push_back(device);
-      try {
-        ctx.pg = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, config.rank,
-                                                             config.world_size, options);
-      } catch (const std::exception& e) {
-        throw UserError(absl::StrCat("Gloo could not connect rank ", config.rank,
-                                     " to its peers within --dist_timeout_s=", config.timeout_s,
-                                     ": ", OneLine(e)));
-      }
+      auto gloo = GlooGroup(config, prefixed, device);
+      ctx.pg = AsGroup(gloo, "gloo", {c10::DeviceType::CPU});
+      StageCudaThroughHost(ctx.pg, gloo);
     } else {
 #ifdef USE_C10D_NCCL
       // One GPU per rank on a host: the local rank picks it.
       c10::cuda::set_device(static_cast<c10::DeviceIndex>(config.local_rank));
       auto options = c10d::ProcessGroupNCCL::Options::create();
       options->timeout = Millis(config.timeout_s);
-      ctx.pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, config.rank,
-                                                           config.world_size, options);
+      auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(
+          c10::make_intrusive<c10d::PrefixStore>("nccl", prefixed), config.rank,
+          config.world_size, options);
+      ctx.pg = AsGroup(nccl, "nccl", {c10::DeviceType::CUDA});
+      // CPU tensors (the loss averaged for the log, agreement checks) through Gloo, as
+      // PyTorch's "cuda:nccl,cpu:gloo".
+      if (kNcclGroupsHaveGlooForCpu) {
+        AddDeviceImpl(ctx.pg, c10::DeviceType::CPU,
+                      GlooGroup(config, c10::make_intrusive<c10d::PrefixStore>("gloo", prefixed),
+                                device),
+                      "gloo");
+      }
 #endif
     }
     if (config.world_size > 1) {

@@ -11,9 +11,9 @@
 #include <memory>
 #include <string>
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include "common/dist/c10d_compat.h"
 #include "common/dist/dist_config.h"
 #include "common/runtime/errors.h"
 
@@ -22,7 +22,7 @@ namespace distlm::dist {
 class Heartbeat;  // liveness beacons for LostRankError
 
 struct DistContext {
-  c10::intrusive_ptr<c10d::ProcessGroup> pg;
+  GroupPtr pg;  // see c10d_compat.h
   // The rendezvous store: a TCPStore (served by rank 0) for gloo and nccl; an in-process store
   // for a single gloo rank, which therefore never binds a port; null for mpi, where mpirun
   // does the rendezvous.

@@ -16,6 +16,7 @@
 
 #include "common/dist/dist_config.h"
 #include "common/dist/test_worker.h"
+#include "common/runtime/device.h"
 #include "common/testing/subprocess.h"
 
 namespace distlm::dist {
@@ -158,11 +159,18 @@ TEST(GlooProcessGroupTest, BadStartsAreOneLineAndQuick) {
   EXPECT_TRUE(Contains(run.results[0].output,
                        "error: rank 2 (--rank=2) is not below the world size 2 (--world_size=2)\n"))
       << run.results[0].output;
-  EXPECT_EQ(run.results[1].exit_code, NcclAvailable() ? 0 : 2);
+  const bool nccl_usable = NcclAvailable() && runtime::CudaDeviceCount() > 0;
+  EXPECT_EQ(run.results[1].exit_code, nccl_usable ? 0 : 2);
   if (!NcclAvailable()) {
     EXPECT_TRUE(Contains(run.results[1].output,
                          "error: --backend=nccl needs a CUDA build of LibTorch; this one is "
                          "CPU-only: use gloo or mpi\n"))
+        << run.results[1].output;
+  } else if (!nccl_usable) {
+    // The CUDA build (LibTorch 2.x wheel) on a machine without a GPU.
+    EXPECT_TRUE(Contains(run.results[1].output,
+                         "error: --backend=nccl needs a GPU per rank, and this CUDA build of "
+                         "LibTorch sees none"))
         << run.results[1].output;
   }
   EXPECT_EQ(run.results[2].exit_code, 2);

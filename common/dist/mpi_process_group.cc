@@ -329,7 +329,7 @@ c10::intrusive_ptr<MpiProcessGroup> MpiProcessGroup::CreateWorld(
 }
 
 MpiProcessGroup::MpiProcessGroup(int rank, int size, std::shared_ptr<Worker> worker)
-    : ProcessGroup(rank, size), worker_(std::move(worker)) {
+    : GroupImpl(rank, size), worker_(std::move(worker)) {
   init();
 }
 

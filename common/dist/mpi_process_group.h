@@ -31,11 +31,11 @@
 #include <string>
 #include <vector>
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include "common/dist/c10d_compat.h"
 
 namespace distlm::dist {
 
-class MpiProcessGroup : public c10d::ProcessGroup {
+class MpiProcessGroup : public GroupImpl {
  public:
   // Initialises MPI on first use (MPI_Init_thread, MPI_THREAD_SERIALIZED; MPI_Finalize at
   // exit) and returns a group over all ranks of the job (a duplicate of MPI_COMM_WORLD).

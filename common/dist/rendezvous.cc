@@ -53,7 +53,9 @@ c10::intrusive_ptr<c10d::TCPStore> StartServer(const DistConfig& c) {
     return c10::make_intrusive<c10d::TCPStore>(c.master_ip, opts);
   } catch (const std::exception& e) {
     std::string why = OneLine(e);
-    if (why.find("Address already in use") != std::string::npos) {
+    // LibTorch 1.13 says "Address already in use", 2.x "EADDRINUSE ... address already in use".
+    if (why.find("Address already in use") != std::string::npos ||
+        why.find("EADDRINUSE") != std::string::npos) {
       throw UserError(absl::StrCat("rank 0 cannot host the rendezvous on port ", c.master_port,
                                    " (--master_port): the port is already in use on this "
                                    "host; pick another or stop whatever holds it"));

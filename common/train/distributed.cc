@@ -28,10 +28,14 @@ DistInfo InitDistributedFromFlags(at::ScalarType comm_dtype) {
   }
   auto ctx = std::make_shared<dist::DistContext>(dist::InitDistributed(config));
   DistInfo info;
-  info.pg = c10::make_intrusive<dist::CountingProcessGroup>(ctx->pg);
-  if (comm_dtype != at::kFloat) info.pg = c10::make_intrusive<dist::CastingProcessGroup>(info.pg, comm_dtype);
+  info.pg = dist::AsGroup(c10::make_intrusive<dist::CountingProcessGroup>(ctx->pg), ctx->backend_name);
+  if (comm_dtype != at::kFloat) {
+    info.pg = dist::AsGroup(c10::make_intrusive<dist::CastingProcessGroup>(info.pg, comm_dtype),
+                            ctx->backend_name);
+  }
   info.rank = ctx->rank;
   info.world_size = ctx->world_size;
+  info.local_rank = ctx->config.local_rank;
   info.backend = ctx->backend_name;
   info.check_agreement = [ctx](const std::string& what, const std::string& value) {
     dist::CheckAgreement(*ctx, what, value);
@@ -44,15 +48,15 @@ DistInfo InitDistributedFromFlags(at::ScalarType comm_dtype) {
 }
 
 dist::CountingProcessGroup& CountingGroup(const DistInfo& info) {
-  c10d::ProcessGroup* pg = info.pg.get();
-  if (auto* casting = dynamic_cast<dist::CastingProcessGroup*>(pg)) pg = casting->inner().get();
-  auto* counting = dynamic_cast<dist::CountingProcessGroup*>(pg);
+  dist::GroupPtr pg = info.pg;
+  if (auto* casting = dist::ImplOf<dist::CastingProcessGroup>(pg)) pg = casting->inner();
+  auto* counting = dist::ImplOf<dist::CountingProcessGroup>(pg);
   if (counting == nullptr) throw std::logic_error("CountingGroup: the process group does not count");
   return *counting;
 }
 
 void SetGradientCompression(const DistInfo& info, bool enabled) {
-  if (auto* casting = dynamic_cast<dist::CastingProcessGroup*>(info.pg.get())) casting->set_enabled(enabled);
+  if (auto* casting = dist::ImplOf<dist::CastingProcessGroup>(info.pg)) casting->set_enabled(enabled);
 }
 
 void RecordCommDtype(Trainer& t, at::ScalarType comm_dtype) {

@@ -79,7 +79,7 @@ std::string SnapshotChecksum(const NamedTensors& tensors, const std::string& sta
   Hasher hasher;
   for (const auto* t : sorted) {
     hasher.Add(t->first.data(), t->first.size());
-    torch::Tensor c = t->second.contiguous();
+    torch::Tensor c = t->second.to(torch::kCPU).contiguous();
     hasher.Add(c.data_ptr(), c.nbytes());
   }
   hasher.Add(state_json.data(), state_json.size());

@@ -31,6 +31,9 @@ ABSL_FLAG(double, num_train_epochs, 3.0, "epochs (whole epochs; --max_steps wins
 ABSL_FLAG(int64_t, max_steps, -1, "exactly this many optimizer updates when > 0");
 ABSL_FLAG(int64_t, warmup_steps, 0, "linear warmup updates");
 ABSL_FLAG(int64_t, gradient_accumulation_steps, 1, "micro-batches per optimizer update");
+ABSL_FLAG(std::string, device, "cpu",
+          "cpu, or cuda (cuda:LOCAL_RANK: one GPU per rank): where model, batches, loss and optimizer "
+          "state live");
 ABSL_FLAG(uint64_t, seed, 42, "random seed (model init, shuffling, dropout)");
 ABSL_FLAG(int64_t, logging_steps, 50, "print a progress line every this many updates");
 ABSL_FLAG(int64_t, save_steps, 0, "snapshot every this many updates (0: only at epoch ends)");
@@ -63,6 +66,7 @@ nlohmann::json TrainOptions::ToJson() const {
       {"warmup_steps", warmup_steps},
       {"gradient_accumulation_steps", gradient_accumulation_steps},
       {"seed", seed},
+      {"device", device},
       {"logging_steps", logging_steps},
       {"save_steps", save_steps},
       {"hidden_dropout_prob", hidden_dropout_prob},
@@ -125,6 +129,7 @@ TrainOptions TrainOptionsFromFlags() {
   o.max_steps = absl::GetFlag(FLAGS_max_steps);
   o.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
   o.gradient_accumulation_steps = absl::GetFlag(FLAGS_gradient_accumulation_steps);
+  o.device = absl::GetFlag(FLAGS_device);
   o.seed = absl::GetFlag(FLAGS_seed);
   o.logging_steps = absl::GetFlag(FLAGS_logging_steps);
   o.save_steps = absl::GetFlag(FLAGS_save_steps);

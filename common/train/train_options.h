@@ -36,6 +36,7 @@ struct TrainOptions {
   int64_t max_steps = -1;
   int64_t warmup_steps = 0;
   int64_t gradient_accumulation_steps = 1;
+  std::string device = "cpu";  // cpu | cuda (cuda:LOCAL_RANK); see common/runtime/device.h
   uint64_t seed = 42;
   int64_t logging_steps = 50;
   int64_t save_steps = 0;

@@ -27,6 +27,7 @@
 #include "common/data/sampler.h"
 #include "common/runtime/atomic_file.h"
 #include "common/runtime/errors.h"
+#include "common/runtime/device.h"
 #include "common/runtime/runfiles.h"
 #include "common/runtime/runtime_flags.h"
 #include "common/tokenizer/bert_tokenizer.h"
@@ -135,6 +136,7 @@ void Trainer::PrepareOutputDir() {
 
 void Trainer::Setup() {
   if (setup_done_) return;
+  device_ = runtime::ResolveDevice(options_.device, dist_.local_rank);
   // Data: the task's processor, the model's vocabulary.
   auto processor = glue::MakeProcessor(options_.task_name);
   std::string data_dir = options_.data_dir.empty() ? FindRunfile(kBuiltinData) : options_.data_dir;
@@ -184,6 +186,9 @@ void Trainer::Setup() {
                     " exceeds the model's max_position_embeddings (" +
                     std::to_string(model_->config().max_position_embeddings) + ")");
   }
+  // Every rank built or loaded the same weights on the host; from here on they live on the
+  // device (parameters keep their identity: to() moves their data).
+  model_->to(device_);
   parameters_.clear();
   for (const auto& p : model_->parameters()) parameters_.push_back(p);
   if (dist_.check_agreement) {
@@ -328,7 +333,7 @@ std::optional<TrainingState> Trainer::TryResume(LinearSchedule& schedule) {
       }
       value = it->second;
     } else {
-      value = torch::empty_like(target);
+      value = torch::empty(target.sizes(), target.options().device(torch::kCPU));
     }
     if (multi) {
       std::vector<at::Tensor> t = {value};
@@ -460,7 +465,7 @@ void Trainer::Train() {
         loss_sum = 0;
         samples = 0;
       }
-      data::Batch batch = data::MakeBatch(train_data_, indices, !options_.pad_to_max_length);
+      data::Batch batch = data::MakeBatch(train_data_, indices, !options_.pad_to_max_length).To(device_);
       auto out = model_(batch.input_ids, batch.segment_ids, batch.input_mask, batch.labels);
       torch::Tensor loss = accum > 1 ? out.loss / static_cast<double>(accum) : out.loss;
       if (hooks_.before_backward) hooks_.before_backward(*this, micro + 1 == accum);
@@ -564,11 +569,12 @@ EvalResult Trainer::Evaluate(int64_t epoch) {
     int64_t steps = 0;
     std::vector<int64_t> preds, labels;
     for (const auto& indices : data::MakeBatches(sequential.Indices(), options_.per_device_eval_batch_size)) {
-      data::Batch b = data::MakeBatch(dev_data_, indices, !options_.pad_to_max_length);
+      data::Batch b = data::MakeBatch(dev_data_, indices, !options_.pad_to_max_length).To(device_);
       auto out = model_(b.input_ids, b.segment_ids, b.input_mask, b.labels);
       loss_sum += out.loss.item<double>();
       ++steps;
-      auto p = out.logits.argmax(1);
+      auto p = out.logits.argmax(1).cpu();
+      b.labels = b.labels.cpu();
       for (int64_t i = 0; i < b.size(); ++i) {
         preds.push_back(p[i].item<int64_t>());
         labels.push_back(b.labels[i].item<int64_t>());
@@ -621,6 +627,8 @@ int RunGlueMain(int argc, char** argv, StageHooks hooks, std::function<DistInfo(
     if (rest.size() > 1) throw UserError("unexpected argument '" + std::string(rest[1]) + "' (flags are --name=value)");
     runtime::InitRuntimeFromFlags();
     TrainOptions options = TrainOptionsFromFlags();
+    // A --device this machine cannot give fails here, on every rank, before any rendezvous.
+    runtime::ResolveDevice(options.device, /*local_rank=*/0);
     DistInfo dist = make_dist ? make_dist() : DistInfo{};
     Trainer trainer(options, std::move(hooks), dist);
     try {

@@ -53,6 +53,7 @@ struct DistInfo {
   c10::intrusive_ptr<c10d::ProcessGroup> pg;
   int rank = 0;
   int world_size = 1;
+  int local_rank = 0;  // picks the GPU under --device=cuda
   std::string backend = "none";
   // Throws a one-line UserError on every rank when ranks disagree on (what, value).
   std::function<void(const std::string& what, const std::string& value)> check_agreement;
@@ -114,6 +115,8 @@ class Trainer {
   const std::vector<double>& losses() const { return losses_; }
   const std::vector<EvalResult>& eval_results() const { return eval_results_; }
   bool is_main_rank() const { return dist_.rank == 0; }
+  // Where model, batches and optimizer state live (--device; set by Setup).
+  const torch::Device& device() const { return device_; }
 
   // The standard implementations (what part 1's reference does).
   static void StandardBackward(const torch::Tensor& loss);
@@ -137,6 +140,7 @@ class Trainer {
   TrainOptions options_;
   StageHooks hooks_;
   DistInfo dist_;
+  torch::Device device_{torch::kCPU};
   bert::BertForSequenceClassification model_{nullptr};
   std::vector<torch::Tensor> parameters_;
   std::unique_ptr<BertAdamW> optimizer_;

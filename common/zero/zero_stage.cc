@@ -68,7 +68,7 @@ double OptimizerStep(ZeroStageState& s, train::UpdateContext& u) {
   if (s.trainer == nullptr || !s.opt) throw UserError(s.stage + ": the sharded optimizer was not built");
   train::Trainer& t = *s.trainer;
   ShardedAdamW& opt = *s.opt;
-  auto& counting = static_cast<dist::CountingProcessGroup&>(*t.dist().pg);
+  auto& counting = train::CountingGroup(t.dist());
   counting.TakeStats();  // drop what came before (loss averaging, evaluation)
   opt.set_lr(u.optimizer.lr());
   const int64_t steps_before = opt.step_count();
