@@ -171,6 +171,7 @@ TEST(Part1Test, BadFlagsAreOneLineErrors) {
       {{"--output_dir=" + used}, "error: --output_dir=" + used + " exists and is not empty; pass --overwrite_output_dir"},
       {{"--model_name_or_path=/no/model"}, "error: /no/model: model directory not found (--model_name_or_path)"},
       {{"--learning_rate=abc"}, "Illegal value 'abc' specified for flag 'learning_rate'"},
+      {{"--device=gpu"}, "error: --device=gpu is not a device: use cpu or cuda"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> flags = c.flags;
@@ -182,6 +183,23 @@ TEST(Part1Test, BadFlagsAreOneLineErrors) {
     size_t lines = std::count(r.output.begin(), r.output.end(), '\n');
     EXPECT_LE(lines, 2u) << r.output;
   }
+}
+
+TEST(Part1Test, DeviceCudaWithoutAGpuIsOneLineAndExitTwo) {
+  // The CPU build refuses with "a CPU-only build", the CUDA build (LibTorch 2.x wheel) on a
+  // machine without a GPU with "no CUDA GPU is visible"; on a GPU it trains.
+  auto r = RunStage("reference", {"--device=cuda", "--max_steps=1", "--do_eval=false",
+                                  "--output_dir=" + distlm::testing::MakeTempDir("cuda")}, 120);
+  if (r.exit_code == 0) {
+    std::printf("a GPU is present: --device=cuda trained\n");
+    return;
+  }
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(r.output.rfind("error: --device=cuda: ", 0), 0u) << r.output;
+  const bool cpu_build = r.output.find("is a CPU-only build") != std::string::npos;
+  const bool no_gpu = r.output.find("no CUDA GPU is visible") != std::string::npos;
+  EXPECT_TRUE(cpu_build || no_gpu) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
 }
 
 }  // namespace

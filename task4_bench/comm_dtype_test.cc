@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <torch/version.h>
 
 #include "common/runtime/atomic_file.h"
 #include "common/testing/subprocess.h"
@@ -176,7 +177,10 @@ TEST(CommDtypeMpi, Bf16OverMpiHalvesTheBytes) {
 
 TEST(CommDtypeErrors, OneLineErrors) {
   ExpectOneLineError(Train("task2b", "int8"), "--comm_dtype=int8 is not a communication dtype: use fp32, fp16 or bf16");
-  ExpectOneLineError(Train("task3", "bf16"), "--comm_dtype=bf16 needs --backend=mpi");
+  if (TORCH_VERSION_MAJOR < 2) {
+    // Gloo in LibTorch 1.13 cannot add bfloat16; from 2.0 on it can.
+    ExpectOneLineError(Train("task3", "bf16"), "--comm_dtype=bf16 needs --backend=mpi");
+  }
   ExpectOneLineError(Train("task2a", "fp16"), "--comm_dtype=fp16 applies to all_reduce (task2b, task3)");
   ExpectOneLineError(Train("task5", "fp16"), "--comm_dtype=fp16 is not supported by task5");
 }

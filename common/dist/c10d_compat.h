@@ -34,6 +34,9 @@ using GroupImpl = c10d::ProcessGroup;
 #endif
 using GroupPtr = c10::intrusive_ptr<c10d::ProcessGroup>;
 
+// Gloo adds bfloat16 from LibTorch 2.x on (casting_process_group_test checks both ways).
+constexpr bool kGlooHasBfloat16 = TORCH_VERSION_MAJOR >= 2;
+
 // "1.13.1 (c10d::ProcessGroup)" or "2.11.0 (c10d::Backend)": for logs and tests.
 std::string C10dLine();
 

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include <ATen/Parallel.h>
+#include <ATen/Version.h>
 
 namespace distlm::runtime {
 namespace {
@@ -75,6 +76,16 @@ std::string LoadedBlas() {
     if (path.find(impl) != std::string::npos) return impl;
   }
   if (path.find("/blas/libblas") != std::string::npos) return "reference";
+  // LibTorch 2.x from the wheel or the official archive carries its BLAS inside
+  // libtorch_cpu (MKL on x86-64); its build configuration says which.
+  if (path.find("libtorch_cpu") != std::string::npos) {
+    const std::string config = at::show_config();
+    const size_t at = config.find("BLAS_INFO=");
+    if (at != std::string::npos) {
+      const std::string blas = config.substr(at + 10, config.find_first_of(", \n", at + 10) - at - 10);
+      return blas + " (inside libtorch_cpu)";
+    }
+  }
   return "unknown (" + path + ")";
 }
 

@@ -1,4 +1,5 @@
 #include "common/runtime/preamble.h"
+#include <torch/version.h>
 
 #include <malloc.h>
 
@@ -62,10 +63,16 @@ TEST(PreambleTest, BigBlocksAreReusedNotMapped) {
 }
 
 TEST(PreambleTest, FindsTheBlasLibTorchUses) {
-  // tools/setup.sh makes OpenBLAS the active BLAS; anything else here is a set-up defect.
-  EXPECT_EQ(LoadedBlas(), "openblas");
-  // ... in its OpenMP build, which shares LibTorch's OpenMP threads.
-  EXPECT_EQ(BlasThreading(), "openmp");
+  if (TORCH_VERSION_MAJOR >= 2) {
+    // LibTorch 2.x from PyPI's wheel (tools/torch_wheel.sh) links MKL into libtorch_cpu.
+    EXPECT_EQ(LoadedBlas(), "mkl (inside libtorch_cpu)");
+    EXPECT_EQ(BlasThreading(), "");
+  } else {
+    // tools/setup.sh makes OpenBLAS the active BLAS; anything else here is a set-up defect.
+    EXPECT_EQ(LoadedBlas(), "openblas");
+    // ... in its OpenMP build, which shares LibTorch's OpenMP threads.
+    EXPECT_EQ(BlasThreading(), "openmp");
+  }
   EXPECT_FALSE(InitRuntime(1).slow_blas);
 }
 

@@ -21,7 +21,7 @@ at::ScalarType CommDtypeFromFlags() { return dist::ParseCommDtype(absl::GetFlag(
 
 DistInfo InitDistributedFromFlags(at::ScalarType comm_dtype) {
   dist::DistConfig config = dist::DistConfigFromFlagsAndEnv();
-  if (comm_dtype == at::kBFloat16 && config.backend == "gloo") {
+  if (comm_dtype == at::kBFloat16 && config.backend == "gloo" && !dist::kGlooHasBfloat16) {
     // Checked before the rendezvous: every rank fails at once, with the same line.
     throw UserError("--comm_dtype=bf16 needs --backend=mpi: Gloo in this LibTorch (1.13) cannot all-reduce "
                     "bfloat16; use --backend=mpi or --comm_dtype=fp16");
