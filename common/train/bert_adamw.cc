@@ -69,7 +69,9 @@ void BertAdamW::Step() {
     torch::Tensor& m = state_.exp_avg[i];
     torch::Tensor& v = state_.exp_avg_sq[i];
     const float decay = (options_.weight_decay > 0.0 && decay_[i]) ? static_cast<float>(options_.lr * options_.weight_decay) : 0.0f;
-    if (p.scalar_type() == torch::kFloat && p.is_contiguous() && g.is_contiguous() && g.scalar_type() == torch::kFloat) {
+    // The fused loop on host memory; on a GPU (--device=cuda) the tensor operations below.
+    if (p.device().is_cpu() && p.scalar_type() == torch::kFloat && p.is_contiguous() && g.is_contiguous() &&
+        g.scalar_type() == torch::kFloat) {
       float* pp = p.data_ptr<float>();
       const float* gp = g.data_ptr<float>();
       float* mp = m.data_ptr<float>();
