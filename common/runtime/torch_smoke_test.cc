@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <libtorch_info.h>
 
+#include "common/runtime/device.h"
 #include "common/runtime/preamble.h"
 
 namespace {
@@ -46,7 +47,12 @@ TEST(TorchSmokeTest, ReportsWhichLibTorchItUses) {
   if (const char* expect = std::getenv("DISTLM_EXPECT_LIBTORCH_SOURCE")) {
     EXPECT_EQ(source, expect) << "root " << DISTLM_LIBTORCH_ROOT;
   }
-  std::printf("LibTorch %s from %s (%s)\n", TORCH_VERSION, DISTLM_LIBTORCH_ROOT, DISTLM_LIBTORCH_SOURCE);
+  if (const char* expect = std::getenv("DISTLM_EXPECT_TORCH_VERSION")) {
+    EXPECT_EQ(std::string(TORCH_VERSION).rfind(expect, 0), 0u) << "built against " << TORCH_VERSION;
+  }
+  std::printf("LibTorch %s (%s build, %d CUDA device(s) visible) from %s (%s)\n", TORCH_VERSION,
+              distlm::runtime::BuiltWithCuda() ? "CUDA" : "CPU-only", distlm::runtime::CudaDeviceCount(),
+              DISTLM_LIBTORCH_ROOT, DISTLM_LIBTORCH_SOURCE);
 }
 
 }  // namespace
