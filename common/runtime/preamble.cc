@@ -11,6 +11,8 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/Version.h>
+#include <c10/util/Logging.h>
+#include <torch/version.h>
 
 namespace distlm::runtime {
 namespace {
@@ -106,6 +108,12 @@ std::string BlasThreading() {
 
 PreambleReport InitRuntime(int num_threads) {
   PreambleReport report;
+#if TORCH_VERSION_MAJOR >= 2
+  // LibTorch 2.x's c10d logs its own errors and retries, with C++ backtraces, on stderr before
+  // it throws; distlm turns each such failure into one line that names the flag or the rank.
+  // Only fatal messages stay, unless TORCH_CPP_LOG_LEVEL asks for more (e.g. INFO).
+  if (std::getenv("TORCH_CPP_LOG_LEVEL") == nullptr) FLAGS_caffe2_log_level = 3;
+#endif
   report.ranks_on_host = RanksOnThisHost();
   static const bool keeps_freed_memory = KeepFreedMemory();
   report.keeps_freed_memory = keeps_freed_memory;
