@@ -114,7 +114,12 @@ def _libtorch_impl(rctx):
     # libraries find the CUDA ones through their own RPATH ($ORIGIN/../../nvidia/...); the
     # linker is told where they are with -rpath-link.
     linkopts = ["-L" + libdir, "-Wl,-rpath," + libdir] + ["-Wl,-rpath-link," + d for d in nvidia_libdirs]
-    linkopts += ["-Wl,--push-state,--no-as-needed"] + ["-l" + l for l in libs] + ["-Wl,--pop-state"]
+    # The wheel's libtorch.so and libtorch_cpu.so export std::filesystem functions of their own
+    # (a static libstdc++fs); found first, they replace the system libstdc++'s in every
+    # binary, and std::filesystem::remove_all crashed (a null call). Naming libstdc++ before them
+    # puts it first in the dynamic linker's lookup order.
+    first = ["stdc++"] if source != "system" else []
+    linkopts += ["-Wl,--push-state,--no-as-needed"] + ["-l" + l for l in first + libs] + ["-Wl,--pop-state"]
 
     # Debian's LibTorch links Gloo and glog as separate shared libraries. LibTorch 2.x (the
     # wheel, the official archive) carries Gloo inside libtorch_cpu: linking Debian's libgloo as
