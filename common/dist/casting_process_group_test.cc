@@ -16,6 +16,7 @@
 
 #include "common/dist/casting_process_group.h"
 #include "common/dist/counting_process_group.h"
+#include "common/dist/gloo_threads_testing.h"
 #include "common/runtime/errors.h"
 
 namespace distlm::dist {
@@ -41,27 +42,12 @@ struct Rank {
 
 // Runs body(rank) on kWorld threads, each with Casting(Counting(Gloo)) in `dtype`.
 void RunRanks(at::ScalarType dtype, const std::function<void(int, Rank&)>& body) {
-  auto store = c10::make_intrusive<c10d::HashStore>();
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(kWorld);
-  for (int r = 0; r < kWorld; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        auto options = c10d::ProcessGroupGloo::Options::create();
-        options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-        options->timeout = std::chrono::seconds(30);
-        auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(store, r, kWorld, options);
-        Rank rank;
-        rank.counting = c10::make_intrusive<CountingProcessGroup>(AsGroup(gloo, "gloo"));
-        rank.casting = c10::make_intrusive<CastingProcessGroup>(AsGroup(rank.counting, "gloo"), dtype);
-        body(r, rank);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < kWorld; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  RunGlooThreads(kWorld, [&](int r, c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo) {
+    Rank rank;
+    rank.counting = c10::make_intrusive<CountingProcessGroup>(AsGroup(gloo, "gloo"));
+    rank.casting = c10::make_intrusive<CastingProcessGroup>(AsGroup(rank.counting, "gloo"), dtype);
+    body(r, rank);
+  });
 }
 
 // What an fp16 all-reduce of two ranks must give: each addend rounded to float16, their exact

@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/dist/gloo_threads_testing.h"
 #include "common/dist/host_staging_group.h"
 
 namespace distlm::dist {
@@ -25,25 +26,10 @@ constexpr int64_t kN = 1031;
 at::Tensor Mine(int rank) { return torch::arange(kN, torch::kFloat) * (rank + 1); }
 
 void RunRanks(const std::function<void(int, GroupImpl&)>& body) {
-  auto store = c10::make_intrusive<c10d::HashStore>();
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(kWorld);
-  for (int r = 0; r < kWorld; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        auto options = c10d::ProcessGroupGloo::Options::create();
-        options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-        options->timeout = std::chrono::seconds(30);
-        auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(store, r, kWorld, options);
-        HostStagingGroup staging(gloo);
-        body(r, staging);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < kWorld; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  RunGlooThreads(kWorld, [&](int r, c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo) {
+    HostStagingGroup staging(gloo);
+    body(r, staging);
+  });
 }
 
 TEST(HostStagingGroupTest, AllreduceAndBroadcastLandInTheCallersTensors) {
