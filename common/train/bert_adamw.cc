@@ -29,6 +29,24 @@ __attribute__((target_clones("avx2", "default"))) void AdamWRange(float* p, cons
   }
 }
 
+// torch.optim.AdamW's single-tensor step (what it runs on CPU tensors), operation for
+// operation: decay first, the first moment through lerp (torch's CPU lerp with weight < 0.5 is
+// m + w (g - m)), eps added after dividing sqrt(v) by sqrt(1 - b2^t).
+__attribute__((target_clones("avx2", "default"))) void TorchAdamWRange(float* p, const float* g, float* m, float* v,
+                                                                        int64_t begin, int64_t end, float one_minus_b1,
+                                                                        float b2, float one_minus_b2, float eps,
+                                                                        float step_size, float bc2_sqrt, float keep) {
+  for (int64_t i = begin; i < end; ++i) {
+    const float gi = g[i];
+    const float pi = p[i] * keep;
+    const float mi = m[i] + one_minus_b1 * (gi - m[i]);
+    const float vi = v[i] * b2 + one_minus_b2 * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = pi - step_size * (mi / (std::sqrt(vi) / bc2_sqrt + eps));
+  }
+}
+
 }  // namespace
 
 bool BertAdamW::DecayApplies(const std::string& name) {
@@ -69,6 +87,10 @@ void BertAdamW::Step() {
     torch::Tensor& m = state_.exp_avg[i];
     torch::Tensor& v = state_.exp_avg_sq[i];
     const float decay = (options_.weight_decay > 0.0 && decay_[i]) ? static_cast<float>(options_.lr * options_.weight_decay) : 0.0f;
+    if (options_.torch_semantics) {
+      StepTorch(p, g, m, v, decay);
+      continue;
+    }
     // The fused loop on host memory; on a GPU (--device=cuda) the tensor operations below.
     if (p.device().is_cpu() && p.scalar_type() == torch::kFloat && p.is_contiguous() && g.is_contiguous() &&
         g.scalar_type() == torch::kFloat) {
@@ -90,6 +112,35 @@ void BertAdamW::Step() {
     p.addcdiv_(m, denom, -step_size);
     if (decay > 0) p.add_(p, -options_.lr * options_.weight_decay);
   }
+}
+
+void BertAdamW::StepTorch(torch::Tensor& p, const torch::Tensor& g, torch::Tensor& m, torch::Tensor& v,
+                          float decay) {
+  const double b1 = options_.beta1, b2 = options_.beta2;
+  // torch computes these in Python floats (double); correct_bias=false is not a torch option.
+  const double bc1 = 1.0 - std::pow(b1, static_cast<double>(step_));
+  const double bc2_sqrt = std::sqrt(1.0 - std::pow(b2, static_cast<double>(step_)));
+  const double step_size = options_.lr / bc1;
+  // torch multiplies by (1 - lr * weight_decay), formed in double.
+  const float keep = decay > 0 ? static_cast<float>(1.0 - options_.lr * options_.weight_decay) : 1.0f;
+  if (p.device().is_cpu() && p.scalar_type() == torch::kFloat && p.is_contiguous() && g.is_contiguous() &&
+      g.scalar_type() == torch::kFloat) {
+    float* pp = p.data_ptr<float>();
+    const float* gp = g.data_ptr<float>();
+    float* mp = m.data_ptr<float>();
+    float* vp = v.data_ptr<float>();
+    at::parallel_for(0, p.numel(), 1 << 15, [&](int64_t begin, int64_t end) {
+      TorchAdamWRange(pp, gp, mp, vp, begin, end, static_cast<float>(1.0 - b1), static_cast<float>(b2),
+                      static_cast<float>(1.0 - b2), static_cast<float>(options_.eps), static_cast<float>(step_size),
+                      static_cast<float>(bc2_sqrt), keep);
+    });
+    return;
+  }
+  if (decay > 0) p.mul_(1.0 - options_.lr * options_.weight_decay);
+  m.lerp_(g, 1.0 - b1);
+  v.mul_(b2).addcmul_(g, g, 1.0 - b2);
+  auto denom = (v.sqrt() / bc2_sqrt).add_(options_.eps);
+  p.addcdiv_(m, denom, -step_size);
 }
 
 void BertAdamW::ZeroGrad() {

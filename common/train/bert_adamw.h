@@ -7,6 +7,12 @@
 // eps is added to sqrt(v) before the bias correction; torch::optim::AdamW adds it after, and
 // its loss traces drift about 1e-4 from the reference's. Weight decay is skipped for biases and
 // LayerNorm weights, as run_glue groups the parameters.
+//
+// With AdamWOptions::torch_semantics the same class computes torch.optim.AdamW instead, the
+// optimizer of today's transformers Trainer (its `--optim adamw_torch`):
+//   p -= lr * weight_decay * p                     (first)
+//   m = lerp(m, g, 1 - b1);  v = b2 v + (1 - b2) g^2
+//   p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
 #pragma once
 
 #include <string>
@@ -24,6 +30,9 @@ struct AdamWOptions {
   double eps = 1e-8;
   double weight_decay = 0.0;
   bool correct_bias = true;
+  // false: pytorch_transformers 1.2's AdamW (distlm's default, `--optim=bert_adamw`);
+  // true: torch.optim.AdamW (`--optim=adamw_torch`). See the top of this file.
+  bool torch_semantics = false;
 };
 
 class BertAdamW {
@@ -63,6 +72,9 @@ class BertAdamW {
   const std::vector<std::pair<std::string, torch::Tensor>>& params() const { return params_; }
 
  private:
+  // One parameter's torch.optim.AdamW update (torch_semantics).
+  void StepTorch(torch::Tensor& p, const torch::Tensor& g, torch::Tensor& m, torch::Tensor& v, float decay);
+
   std::vector<std::pair<std::string, torch::Tensor>> params_;
   std::vector<bool> decay_;
   AdamWOptions options_;

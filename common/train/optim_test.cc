@@ -64,6 +64,49 @@ TEST(BertAdamWTest, DiffersFromTorchAdamWWhereEpsIsAdded) {
   EXPECT_GT(std::abs(p1.item<double>() - p2.item<double>()), 1e-4);
 }
 
+TEST(BertAdamWTest, TorchSemanticsMatchTorchAdamW) {
+  // --optim=adamw_torch against LibTorch's own AdamW (the C++ twin of torch.optim.AdamW), with
+  // weight decay, tiny second moments (where eps placement shows) and a 70k-element tensor
+  // (the fused loop's threads). Both decay every parameter here ("w" is not a bias).
+  torch::manual_seed(3);
+  auto init = torch::randn({70000});
+  auto p1 = init.clone().requires_grad_(true);
+  auto p2 = init.clone().requires_grad_(true);
+  AdamWOptions o;
+  o.lr = 0.05;
+  o.eps = 1e-3;
+  o.weight_decay = 0.1;
+  o.torch_semantics = true;
+  BertAdamW ours({{"w", p1}}, o);
+  torch::optim::AdamW theirs({p2}, torch::optim::AdamWOptions(0.05).eps(1e-3).weight_decay(0.1));
+  for (int t = 0; t < 5; ++t) {
+    auto g = torch::randn({70000}) * (t % 2 == 0 ? 1e-3 : 1.0);
+    p1.mutable_grad() = g.clone();
+    p2.mutable_grad() = g.clone();
+    ours.Step();
+    theirs.step();
+    const double diff = (p1 - p2).abs().max().item<double>();
+    EXPECT_LT(diff, 2e-6) << "step " << t + 1;
+  }
+  // And the two semantics differ where eps is small against sqrt(v): one step, gradients of
+  // 1e-3, eps 1e-3, no decay. Reference: 0.05 * sqrt(0.001)/0.1 * 1e-4/(1e-3+1e-3) ~ 7.9e-4;
+  // torch: 0.05/0.1 * 1e-4/(1e-3+1e-3) = 0.025.
+  auto a = torch::zeros({4}).requires_grad_(true);
+  auto b = torch::zeros({4}).requires_grad_(true);
+  AdamWOptions r;
+  r.lr = 0.05;
+  r.eps = 1e-3;
+  AdamWOptions t = r;
+  t.torch_semantics = true;
+  BertAdamW reference({{"w", a}}, r), torch_like({{"w", b}}, t);
+  a.mutable_grad() = torch::full({4}, 1e-3f);
+  b.mutable_grad() = torch::full({4}, 1e-3f);
+  reference.Step();
+  torch_like.Step();
+  EXPECT_NEAR(a[0].item<double>(), -0.05 * std::sqrt(0.001) / 0.1 * 1e-4 / (std::sqrt(1e-6 * 0.001) + 1e-3), 1e-7);
+  EXPECT_NEAR(b[0].item<double>(), -0.05 / 0.1 * 1e-4 / (std::sqrt(1e-6 * 0.001) / std::sqrt(0.001) + 1e-3), 1e-7);
+}
+
 TEST(BertAdamWTest, DecayGroupsFollowRunGlue) {
   EXPECT_TRUE(BertAdamW::DecayApplies("bert.encoder.layer.0.attention.self.query.weight"));
   EXPECT_FALSE(BertAdamW::DecayApplies("bert.encoder.layer.0.attention.self.query.bias"));

@@ -26,6 +26,9 @@ ABSL_FLAG(int64_t, per_gpu_eval_batch_size, 8, "evaluation batch size");
 ABSL_FLAG(double, learning_rate, 5e-5, "peak learning rate of AdamW");
 ABSL_FLAG(double, weight_decay, 0.0, "decoupled weight decay (not on biases and LayerNorm weights)");
 ABSL_FLAG(double, adam_epsilon, 1e-8, "AdamW epsilon");
+ABSL_FLAG(std::string, optim, "bert_adamw",
+          "bert_adamw (pytorch_transformers 1.2's AdamW: eps inside the bias correction) or adamw_torch "
+          "(torch.optim.AdamW, today's transformers Trainer default)");
 ABSL_FLAG(double, max_grad_norm, 1.0, "clip gradients to this global L2 norm (<= 0: no clipping)");
 ABSL_FLAG(double, num_train_epochs, 3.0, "epochs (whole epochs; --max_steps wins when > 0)");
 ABSL_FLAG(int64_t, max_steps, -1, "exactly this many optimizer updates when > 0");
@@ -60,6 +63,7 @@ nlohmann::json TrainOptions::ToJson() const {
       {"learning_rate", learning_rate},
       {"weight_decay", weight_decay},
       {"adam_epsilon", adam_epsilon},
+      {"optim", optim},
       {"max_grad_norm", max_grad_norm},
       {"num_train_epochs", num_train_epochs},
       {"max_steps", max_steps},
@@ -86,6 +90,9 @@ void ValidateTrainOptions(const TrainOptions& o) {
   if (!(o.learning_rate > 0)) fail("--learning_rate must be > 0, got " + std::to_string(o.learning_rate));
   if (!(o.weight_decay >= 0)) fail("--weight_decay must be >= 0");
   if (!(o.adam_epsilon >= 0)) fail("--adam_epsilon must be >= 0");
+  if (o.optim != "bert_adamw" && o.optim != "adamw_torch") {
+    fail("--optim must be bert_adamw or adamw_torch, got '" + o.optim + "'");
+  }
   if (o.max_seq_length < 3) {
     fail("--max_seq_length must be >= 3 ([CLS] A [SEP] B [SEP] needs 3 special tokens), got " +
          std::to_string(o.max_seq_length));
@@ -101,6 +108,15 @@ void ValidateTrainOptions(const TrainOptions& o) {
   for (double p : {o.hidden_dropout_prob, o.attention_probs_dropout_prob}) {
     if (p >= 1.0) fail("dropout overrides must be < 1");
   }
+}
+
+AdamWOptions AdamWOptionsFor(const TrainOptions& o) {
+  AdamWOptions adam;
+  adam.lr = o.learning_rate;
+  adam.eps = o.adam_epsilon;
+  adam.weight_decay = o.weight_decay;
+  adam.torch_semantics = o.optim == "adamw_torch";
+  return adam;
 }
 
 TrainOptions TrainOptionsFromFlags() {
@@ -124,6 +140,7 @@ TrainOptions TrainOptionsFromFlags() {
   o.learning_rate = absl::GetFlag(FLAGS_learning_rate);
   o.weight_decay = absl::GetFlag(FLAGS_weight_decay);
   o.adam_epsilon = absl::GetFlag(FLAGS_adam_epsilon);
+  o.optim = absl::GetFlag(FLAGS_optim);
   o.max_grad_norm = absl::GetFlag(FLAGS_max_grad_norm);
   o.num_train_epochs = absl::GetFlag(FLAGS_num_train_epochs);
   o.max_steps = absl::GetFlag(FLAGS_max_steps);

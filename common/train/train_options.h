@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/train/bert_adamw.h"
+
 namespace distlm::train {
 
 struct TrainOptions {
@@ -31,6 +33,9 @@ struct TrainOptions {
   double learning_rate = 5e-5;
   double weight_decay = 0.0;
   double adam_epsilon = 1e-8;
+  // bert_adamw: pytorch_transformers 1.2's AdamW (the 2019 reference); adamw_torch:
+  // torch.optim.AdamW, today's transformers Trainer default. See common/train/bert_adamw.h.
+  std::string optim = "bert_adamw";
   double max_grad_norm = 1.0;
   double num_train_epochs = 3.0;
   int64_t max_steps = -1;
@@ -49,6 +54,9 @@ struct TrainOptions {
 
 // Reads the flags and checks them; a bad value is a UserError naming the flag.
 TrainOptions TrainOptionsFromFlags();
+
+// The optimizer settings the options ask for (lr, eps, weight decay, --optim).
+AdamWOptions AdamWOptionsFor(const TrainOptions& options);
 
 // The checks alone (for tests).
 void ValidateTrainOptions(const TrainOptions& options);

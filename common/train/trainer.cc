@@ -416,10 +416,7 @@ void Trainer::Train() {
 
   std::vector<std::pair<std::string, torch::Tensor>> named;
   for (const auto& p : model_->named_parameters()) named.emplace_back(p.key(), p.value());
-  AdamWOptions adam;
-  adam.lr = options_.learning_rate;
-  adam.eps = options_.adam_epsilon;
-  adam.weight_decay = options_.weight_decay;
+  AdamWOptions adam = AdamWOptionsFor(options_);
   // A stage that shards the optimizer state keeps it itself; this one then only holds the lr.
   if (hooks_.gather_optimizer_state) named.clear();
   optimizer_ = std::make_unique<BertAdamW>(named, adam);

@@ -30,10 +30,7 @@ ShardedAdamW& Ensure(ZeroStageState& s, train::Trainer& t) {
   if (!t.dist().pg) throw UserError(s.stage + " needs a process group");
   std::vector<std::pair<std::string, torch::Tensor>> named;
   for (const auto& p : t.model()->named_parameters()) named.emplace_back(p.key(), p.value());
-  train::AdamWOptions adam;
-  adam.lr = t.options().learning_rate;
-  adam.eps = t.options().adam_epsilon;
-  adam.weight_decay = t.options().weight_decay;
+  train::AdamWOptions adam = train::AdamWOptionsFor(t.options());
   s.opt = std::make_unique<ShardedAdamW>(std::move(named), adam, t.dist().rank, t.dist().world_size);
   return *s.opt;
 }
