@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include <torch/version.h>
+
 namespace distlm::bert {
 namespace {
 
@@ -77,6 +79,18 @@ torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& hidden,
   // full-size zero tensors.
   auto parts = qkv.unbind(0);
   auto q = parts[0], k = parts[1], v = parts[2];
+#if TORCH_VERSION_MAJOR >= 2
+  // LibTorch 2.x: the fused kernel (on CPU, a blocked flash attention with an online softmax:
+  // the [seq, seq] scores never exist whole). It draws attention dropout from its own
+  // generator, so it serves only where there is none (eval, or attention dropout 0); training
+  // with attention dropout keeps the product below and distlm's dropout, which the seed and
+  // snapshots decide.
+  if (!(is_training() && dropout_p > 0)) {
+    auto ctx = at::scaled_dot_product_attention(q.view({batch, heads, seq, d}), k.view({batch, heads, seq, d}),
+                                                v.view({batch, heads, seq, d}), additive_mask);
+    return ctx.permute({0, 2, 1, 3}).reshape({batch, seq, heads * d});
+  }
+#endif
   // scores = mask + (q k^T) / sqrt(head_size), in one batched product: the mask row of each
   // example is broadcast over heads and query positions.
   auto mask = additive_mask.expand({batch, heads, 1, seq}).reshape({batch * heads, 1, seq});

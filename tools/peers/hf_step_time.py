@@ -1,0 +1,130 @@
+"""Times HuggingFace BertForSequenceClassification training steps the way //part1_single:bench does.
+
+    python hf_step_time.py --model=tiny --batch_size=32 --seq_len=128 --threads=2 --steps=10
+
+The same run as bench.cc, in transformers on this environment's torch: torch.manual_seed(0),
+the model, then random ids randint(1, vocab), token types 0 for the first half and 1 for the
+second, mask all ones, random labels; model.train() with dropout. Each step: forward with
+labels, loss.backward(), clip_grad_norm_(1.0), torch.optim.AdamW (lr 5e-5, eps 1e-8, weight
+decay 0) step, zero_grad(set_to_none=True). One warm-up step excluded; ms_per_step is the
+median as bench.cc takes it (the upper middle value when the count is even).
+--optim: transformers 5.24's Trainer defaults to "adamw_torch_fused" with torch >= 2.8, i.e.
+torch.optim.AdamW(fused=True); "foreach" is torch's own default (multi-tensor), "for_loop"
+one parameter at a time, closest to distlm's BertAdamW.
+Prints a line per step and last one JSON line {"impl": "transformers", "ms_per_step": ...}.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+import transformers
+from transformers import BertForSequenceClassification
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_checkpoint import PRESETS, bert_config  # noqa: E402  (sibling module)
+
+# bench.cc: tiny uses bert-base-uncased's vocabulary size, base bert-base-cased's.
+VOCAB = {"tiny": 30522, "mid": 30522, "base": 28996}
+
+
+def add_flags(ap, models):
+    ap.add_argument("--model", choices=models, default="tiny")
+    ap.add_argument("--batch_size", type=int, default=32)
+    ap.add_argument("--seq_len", type=int, default=128)
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    ap.add_argument("--steps", type=int, default=10, help="timed steps (plus one warm-up step)")
+    ap.add_argument("--attn", choices=["eager", "sdpa"], default="eager")
+    ap.add_argument("--dropout", type=float, default=0.1)
+    ap.add_argument("--optim", choices=["fused", "foreach", "for_loop"], default="fused")
+
+
+def check_flags(ap, a):
+    if a.batch_size < 1 or not 3 <= a.seq_len <= 512 or a.steps < 1 or a.threads < 1:
+        ap.error("need --batch_size >= 1, 3 <= --seq_len <= 512, --steps >= 1, --threads >= 1")
+
+
+def build(a):
+    """Model, its parameters, optimizer and the one batch every step reuses (bench.cc's order)."""
+    vocab = VOCAB[a.model]
+    torch.manual_seed(0)
+    cfg = bert_config(a.model, vocab, dropout=a.dropout, attn_implementation=a.attn)
+    model = BertForSequenceClassification(cfg)
+    # A config transformers could not honour falls back silently in some versions; a timing
+    # labelled sdpa must have run sdpa.
+    if model.config._attn_implementation != a.attn:
+        raise SystemExit(f"asked for attention {a.attn}, model has {model.config._attn_implementation}")
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    kind = {"fused": {"fused": True}, "foreach": {"foreach": True}, "for_loop": {"foreach": False}}[a.optim]
+    opt = torch.optim.AdamW(params, lr=5e-5, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, **kind)
+    B, S = a.batch_size, a.seq_len
+    batch = {
+        "input_ids": torch.randint(1, vocab, (B, S)),
+        "token_type_ids": torch.cat([torch.zeros(B, S // 2, dtype=torch.long),
+                                     torch.ones(B, S - S // 2, dtype=torch.long)], 1),
+        "attention_mask": torch.ones(B, S, dtype=torch.long),
+        "labels": torch.randint(0, 2, (B,)),
+    }
+    return model, params, opt, batch
+
+
+def train_step(model, params, opt, batch):
+    """One step; returns (forward, backward, clip+AdamW+zero) seconds."""
+    t0 = time.perf_counter()
+    loss = model(**batch).loss
+    t1 = time.perf_counter()
+    loss.backward()
+    t2 = time.perf_counter()
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return t1 - t0, t2 - t1, time.perf_counter() - t2
+
+
+def step_line(i, parts, total=None, what=""):
+    f, b, o = (x * 1000 for x in parts)
+    total = f + b + o if total is None else total * 1000
+    return (f"step {i}: {total:.1f} ms ({what}forward {f:.1f}, backward {b:.1f}, clip+AdamW+zero {o:.1f})"
+            + (" (warm-up, excluded)" if i == 0 else ""))
+
+
+def median(ms):
+    return sorted(ms)[len(ms) // 2]  # bench.cc's ms[ms.size() / 2] after sorting
+
+
+def forward_flops(model, batch, seq):
+    """bench.cc's ForwardFlops: the matrix products of one forward pass."""
+    hidden, layers, _, inter = PRESETS[model]
+    t = batch * seq
+    per_layer = t * (2 * 4 * hidden * hidden + 2 * 2 * hidden * inter) + batch * 2.0 * 2 * seq * seq * hidden
+    return layers * per_layer + batch * (2 * hidden * hidden + 2 * hidden * 2)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_flags(ap, sorted(VOCAB))
+    a = ap.parse_args()
+    check_flags(ap, a)
+    torch.set_num_threads(a.threads)
+    model, params, opt, batch = build(a)
+    ms = []
+    for i in range(a.steps + 1):
+        parts = train_step(model, params, opt, batch)
+        print(step_line(i, parts), flush=True)
+        if i > 0:
+            ms.append(sum(parts) * 1000)
+    med = median(ms)
+    flops = 3 * forward_flops(a.model, a.batch_size, a.seq_len)
+    print(json.dumps({
+        "impl": "transformers", "attn": model.config._attn_implementation, "model": a.model,
+        "batch_size": a.batch_size, "seq_len": a.seq_len, "threads": torch.get_num_threads(),
+        "ms_per_step": med, "gflops_per_s": flops / (med / 1000) / 1e9, "optim": a.optim,
+        "dropout": a.dropout, "steps": a.steps,
+        "torch": torch.__version__, "transformers": transformers.__version__}))
+
+
+if __name__ == "__main__":
+    main()
