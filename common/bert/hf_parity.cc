@@ -250,8 +250,27 @@ ParityReport CompareWithHfDump(const std::string& dump_dir, const std::string& m
     }
     auto as_tensor = [](const std::vector<double>& v) { return torch::tensor(v, torch::kDouble); };
     auto want_loss = Need(dump, "trace.loss", dump_path), want_norm = Need(dump, "trace.grad_norm", dump_path);
+    // A trace amplifies rounding: transformers' own two attention paths (eager, SDPA) drift
+    // apart over the run, by ~4e-5 on BERT-base at this learning rate. Where the dump has that
+    // second run, the limit is the larger of the tolerance and kSpreadFactor times transformers'
+    // own spread: an implementation on another BLAS (LibTorch 1.13's OpenBLAS against the dump's
+    // MKL) rounds every product differently, not only attention's.
+    constexpr double kSpreadFactor = 4.0;
+    auto spread = [&](const std::string& sdpa_name, const torch::Tensor& eager, bool per_element) -> double {
+      auto it = dump.find(sdpa_name);
+      if (it == dump.end() || it->second.sizes() != eager.sizes()) return 0.0;
+      auto a = it->second.to(torch::kDouble), b = eager.to(torch::kDouble);
+      if (per_element) return ((a - b).abs() / b.abs().clamp_min(1e-30)).max().item<double>();
+      return ((a - b).abs().max() / b.abs().max().clamp_min(1e-30)).item<double>();
+    };
+    auto trace_limit = [&](double own_spread, std::string* detail) {
+      if (own_spread <= 0) return tol.trace;
+      *detail += Fmt("; limit max(%.0e, %.0f x transformers' eager/SDPA spread %.2g)", tol.trace, kSpreadFactor, own_spread);
+      return std::max(tol.trace, kSpreadFactor * own_spread);
+    };
     // Each step's value against its own size: a trace is a sequence of scalars.
-    auto per_step = [&](const std::string& name, const std::vector<double>& got, const torch::Tensor& want) {
+    auto per_step = [&](const std::string& name, const std::vector<double>& got, const torch::Tensor& want,
+                        const std::string& sdpa_name) {
       ParityCheck c = CompareValues(name, as_tensor(got), want, tol.trace);
       if (std::isfinite(c.worst) && !got.empty()) {
         auto w = Doubles(want);
@@ -262,19 +281,26 @@ ParityReport CompareWithHfDump(const std::string& dump_dir, const std::string& m
           if (rel > worst_rel) worst_rel = rel, at = i;
         }
         c.worst = worst_rel;
-        c.limit = tol.trace;
         c.detail = "relative, per step; worst at update " + std::to_string(at + 1) +
                    Fmt(": distlm %.9g, transformers %.9g", got[at], w[at]);
+        c.limit = sdpa_name.empty() ? tol.trace : trace_limit(spread(sdpa_name, want, true), &c.detail);
       }
       checks.push_back(c);
     };
-    per_step("trace.loss (" + std::to_string(steps) + " updates)", losses, want_loss);
-    per_step("trace.grad_norm", norms, want_norm);
-    per_step("trace.lr", lrs, Need(dump, "trace.lr", dump_path));
+    per_step("trace.loss (" + std::to_string(steps) + " updates)", losses, want_loss, "trace_sdpa.loss");
+    per_step("trace.grad_norm", norms, want_norm, "trace_sdpa.grad_norm");
+    per_step("trace.lr", lrs, Need(dump, "trace.lr", dump_path), "");
     model->eval();
     torch::NoGradGuard no_grad;
     auto final_logits = model(ids, seg, mask).logits;
-    checks.push_back(CompareValues("trace.final_logits", final_logits, Need(dump, "trace.final_logits", dump_path), tol.trace));
+    const auto& want_final = Need(dump, "trace.final_logits", dump_path);
+    ParityCheck c = CompareValues("trace.final_logits", final_logits, want_final, tol.trace);
+    const double own = spread("trace_sdpa.final_logits", want_final, false);
+    if (own > 0 && std::isfinite(c.worst)) {
+      const double scale = want_final.abs().max().item<double>();
+      c.limit = scale * trace_limit(own, &c.detail);
+    }
+    checks.push_back(c);
   }
   return report;
 }

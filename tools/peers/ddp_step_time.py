@@ -28,6 +28,8 @@ from torch.nn.parallel import DistributedDataParallel
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_step_time import VOCAB, add_flags, build, check_flags, median, step_line, train_step  # noqa: E402
 
+transformers.utils.logging.disable_progress_bar()  # one summary line per program, no bars
+
 BUCKET_CAP_MB = 25  # DistributedDataParallel's default, named so the JSON can say it
 
 

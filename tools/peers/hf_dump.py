@@ -12,6 +12,7 @@ data/train.tsv (GLUE RTE layout). OUT_DIR receives
                     logits_sdpa     the same forward with attention through SDPA
                     trace.loss, trace.grad_norm, trace.lr   per update of the --steps run
                     trace.final_logits                      eval logits of the first batch after it
+                    trace_sdpa.*    the same run with SDPA attention (transformers' own spread)
   meta.json         versions, settings, and how far SDPA's logits are from eager's.
 The run: batches of --batch_size rows in file order, cycling; torch.optim.AdamW (betas 0.9,
 0.999, eps 1e-8, weight decay 0), clip at --max_grad_norm, learning rate linear from --lr to 0
@@ -27,6 +28,8 @@ import torch
 import transformers
 from safetensors.torch import save_file
 from transformers import BertForSequenceClassification, BertTokenizerFast
+
+transformers.utils.logging.disable_progress_bar()  # one summary line per program, no bars
 
 LABELS = {"entailment": 0, "not_entailment": 1}
 
@@ -98,27 +101,42 @@ def main():
         out["logits_sdpa"] = sdpa(input_ids=ids, token_type_ids=seg, attention_mask=mask).logits.clone()
     sdpa_diff = (out["logits_sdpa"] - out["logits"]).abs().max().item()
 
-    model = load_model(a.model_dir, "eager", init)
-    model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, (a.steps - s) / a.steps))
-    losses, norms, lrs = [], [], []
-    for k in range(a.steps):
-        ids_k, seg_k, mask_k, lab_k = batch(k)
-        opt.zero_grad()
-        loss = model(input_ids=ids_k, token_type_ids=seg_k, attention_mask=mask_k, labels=lab_k).loss
-        loss.backward()
-        norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), a.max_grad_norm)))
-        lrs.append(opt.param_groups[0]["lr"])
-        losses.append(loss.item())
-        opt.step()
-        sched.step()
-    model.eval()
-    with torch.no_grad():
-        out["trace.final_logits"] = model(input_ids=ids, token_type_ids=seg, attention_mask=mask).logits.clone()
+    def trace(attn):
+        """The --steps run from init with this attention: losses, norms, lrs, final logits."""
+        model = load_model(a.model_dir, attn, init)
+        model.train()
+        opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, (a.steps - s) / a.steps))
+        losses, norms, lrs = [], [], []
+        for k in range(a.steps):
+            ids_k, seg_k, mask_k, lab_k = batch(k)
+            opt.zero_grad()
+            loss = model(input_ids=ids_k, token_type_ids=seg_k, attention_mask=mask_k, labels=lab_k).loss
+            loss.backward()
+            norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), a.max_grad_norm)))
+            lrs.append(opt.param_groups[0]["lr"])
+            losses.append(loss.item())
+            opt.step()
+            sched.step()
+        model.eval()
+        with torch.no_grad():
+            final = model(input_ids=ids, token_type_ids=seg, attention_mask=mask).logits.clone()
+        return losses, norms, lrs, final
+
+    losses, norms, lrs, out["trace.final_logits"] = trace("eager")
     out["trace.loss"] = torch.tensor(losses, dtype=torch.float64)
     out["trace.grad_norm"] = torch.tensor(norms, dtype=torch.float64)
     out["trace.lr"] = torch.tensor(lrs, dtype=torch.float64)
+    # The same run with SDPA attention: transformers against itself, two legitimate float
+    # orderings of one computation. How far these drift over the run is the noise floor any
+    # second implementation (distlm included) is judged beside.
+    s_losses, s_norms, _, out["trace_sdpa.final_logits"] = trace("sdpa")
+    out["trace_sdpa.loss"] = torch.tensor(s_losses, dtype=torch.float64)
+    out["trace_sdpa.grad_norm"] = torch.tensor(s_norms, dtype=torch.float64)
+    rel = lambda x, y: max(abs(p - q) / abs(q) for p, q in zip(x, y))
+    sdpa_trace_drift = {"loss": rel(s_losses, losses), "grad_norm": rel(s_norms, norms),
+                        "final_logits": ((out["trace_sdpa.final_logits"] - out["trace.final_logits"]).abs().max()
+                                         / out["trace.final_logits"].abs().max()).item()}
 
     save_file({k: v.contiguous() for k, v in out.items()}, os.path.join(a.out_dir, "dump.safetensors"))
     meta = {
@@ -128,12 +146,14 @@ def main():
         "settings": vars(a), "rows": len(rows),
         "tokenizer": type(tok).__name__, "optimizer": "torch.optim.AdamW",
         "sdpa_vs_eager_max_abs_logit_diff": sdpa_diff,
+        "sdpa_vs_eager_trace_max_rel_diff": sdpa_trace_drift,
         "loss": out["loss"].item(), "trace_loss": losses,
     }
     with open(os.path.join(a.out_dir, "meta.json"), "w") as f:
         json.dump(meta, f, indent=2)
     print(f"hf_dump: {len(rows)} rows, loss {out['loss'].item():.6f}, {a.steps} steps "
-          f"(last loss {losses[-1]:.6f}), SDPA vs eager logits {sdpa_diff:.2e}; wrote {a.out_dir}")
+          f"(last loss {losses[-1]:.6f}), SDPA vs eager logits {sdpa_diff:.2e}, trace losses "
+          f"{sdpa_trace_drift['loss']:.2e} relative; wrote {a.out_dir}")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ from transformers import BertForSequenceClassification
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_checkpoint import PRESETS, bert_config  # noqa: E402  (sibling module)
 
+transformers.utils.logging.disable_progress_bar()  # one summary line per program, no bars
+
 # bench.cc: tiny uses bert-base-uncased's vocabulary size, base bert-base-cased's.
 VOCAB = {"tiny": 30522, "mid": 30522, "base": 28996}
 

@@ -24,6 +24,8 @@ import torch
 import transformers
 from transformers import BertConfig, BertForSequenceClassification
 
+transformers.utils.logging.disable_progress_bar()  # one summary line per program, no bars
+
 PRESETS = {
     # name: (hidden, layers, heads, intermediate)
     "tiny": (128, 2, 2, 512),
