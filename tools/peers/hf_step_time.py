@@ -24,12 +24,10 @@ import transformers
 from transformers import BertForSequenceClassification
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_checkpoint import PRESETS, bert_config  # noqa: E402  (sibling module)
+from make_checkpoint import bert_config  # noqa: E402  (sibling modules)
+from step_common import VOCAB, forward_flops, median, step_line  # noqa: E402,F401  (ddp_step_time imports them from here)
 
 transformers.utils.logging.disable_progress_bar()  # one summary line per program, no bars
-
-# bench.cc: tiny uses bert-base-uncased's vocabulary size, base bert-base-cased's.
-VOCAB = {"tiny": 30522, "mid": 30522, "base": 28996}
 
 
 def add_flags(ap, models):
@@ -84,25 +82,6 @@ def train_step(model, params, opt, batch):
     opt.step()
     opt.zero_grad(set_to_none=True)
     return t1 - t0, t2 - t1, time.perf_counter() - t2
-
-
-def step_line(i, parts, total=None, what=""):
-    f, b, o = (x * 1000 for x in parts)
-    total = f + b + o if total is None else total * 1000
-    return (f"step {i}: {total:.1f} ms ({what}forward {f:.1f}, backward {b:.1f}, clip+AdamW+zero {o:.1f})"
-            + (" (warm-up, excluded)" if i == 0 else ""))
-
-
-def median(ms):
-    return sorted(ms)[len(ms) // 2]  # bench.cc's ms[ms.size() / 2] after sorting
-
-
-def forward_flops(model, batch, seq):
-    """bench.cc's ForwardFlops: the matrix products of one forward pass."""
-    hidden, layers, _, inter = PRESETS[model]
-    t = batch * seq
-    per_layer = t * (2 * 4 * hidden * hidden + 2 * 2 * hidden * inter) + batch * 2.0 * 2 * seq * seq * hidden
-    return layers * per_layer + batch * (2 * hidden * hidden + 2 * hidden * 2)
 
 
 def main():

@@ -26,12 +26,8 @@ from transformers import BertConfig, BertForSequenceClassification
 
 transformers.utils.logging.disable_progress_bar()  # one summary line per program, no bars
 
-PRESETS = {
-    # name: (hidden, layers, heads, intermediate)
-    "tiny": (128, 2, 2, 512),
-    "mid": (384, 6, 6, 1536),
-    "base": (768, 12, 12, 3072),
-}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from step_common import PRESETS  # noqa: E402  (sibling module)
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHARED = os.path.join(os.path.dirname(REPO), "shared", "reference")
 
