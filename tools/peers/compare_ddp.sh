@@ -42,12 +42,18 @@ trap 'rm -rf "$work"' EXIT
 
 cpp_runs=() ddp_runs=()
 for r in $(seq 1 "$repeats"); do
+  # The model folder's data/train.tsv (RTE's 2490 training pairs): every rank's first batches
+  # are full (the built-in 48-pair sample would give 4 ranks alternating batches of 8 and 4).
   "$bin/tools/launch" --nproc_per_node="$world" -- "$bin/task3/reference" --model_name_or_path="$models/$model" \
+    --data_dir="$models/$model/data" \
     --max_steps="$steps" --per_gpu_train_batch_size="$batch" --max_seq_length="$seq" --pad_to_max_length=true \
     --do_eval=false --num_threads="$threads" --logging_steps=1000 --output_dir="$work/task3_$r" >&2
   cpp_runs+=("$(jq -s '[.[1:][] | .step_time_ms] | sort | .[length / 2 | floor]' "$work/task3_$r/train_log.jsonl")")
-  ddp=$("$python" "$here/ddp_step_time.py" --world_size="$world" --model="$model" --batch_size="$batch" \
-    --seq_len="$seq" --steps="$steps" --threads="$threads" | tee /dev/stderr | tail -1)
+  # (Not `tee /dev/stderr`: with stderr sent to a file, that reopens it and writes over it.)
+  out=$("$python" "$here/ddp_step_time.py" --world_size="$world" --model="$model" --batch_size="$batch" \
+    --seq_len="$seq" --steps="$steps" --threads="$threads")
+  printf '%s\n' "$out" >&2
+  ddp=$(tail -1 <<<"$out")
   ddp_runs+=("$ddp")
   echo "compare_ddp: run $r: task 3 ${cpp_runs[-1]} ms" >&2
 done
