@@ -38,17 +38,21 @@ std::string Fmt(const char* format, double a, double b = 0, double c = 0) {
   return buf;
 }
 
+// A check that cannot be made: the shapes differ.
+bool ShapesDiffer(const torch::Tensor& got, const torch::Tensor& want, ParityCheck* c) {
+  if (got.sizes() == want.sizes()) return false;
+  c->worst = std::numeric_limits<double>::infinity();
+  c->detail = "shape " + Shape(got) + " in distlm, " + Shape(want) + " in the dump";
+  return true;
+}
+
 // Element-wise comparison: the worst |got - want| against relative * scale, where the scale is
 // the reference tensor's largest |value| (or `floor`, when that is larger).
 ParityCheck CompareValues(const std::string& name, const torch::Tensor& got, const torch::Tensor& want,
                           double relative, double floor = 0) {
   ParityCheck c;
   c.name = name;
-  if (got.sizes() != want.sizes()) {
-    c.worst = std::numeric_limits<double>::infinity();
-    c.detail = "shape " + Shape(got) + " in distlm, " + Shape(want) + " in the dump";
-    return c;
-  }
+  if (ShapesDiffer(got, want, &c)) return c;
   auto g = got.detach().to(torch::kCPU, torch::kDouble).reshape(-1);
   auto w = want.to(torch::kDouble).reshape(-1);
   const double scale = std::max(w.numel() ? w.abs().max().item<double>() : 0.0, floor);
@@ -68,11 +72,7 @@ ParityCheck CompareValues(const std::string& name, const torch::Tensor& got, con
 ParityCheck CompareRows(const std::string& name, const torch::Tensor& got, const torch::Tensor& want) {
   ParityCheck c;
   c.name = name;
-  if (got.sizes() != want.sizes()) {
-    c.worst = std::numeric_limits<double>::infinity();
-    c.detail = "shape " + Shape(got) + " in distlm, " + Shape(want) + " in the dump";
-    return c;
-  }
+  if (ShapesDiffer(got, want, &c)) return c;
   auto rows_differ = got.to(torch::kLong).ne(want.to(torch::kLong)).reshape({got.size(0), -1}).any(1);
   c.worst = rows_differ.sum().item<double>();
   c.detail = Fmt("%.0f of %.0f rows differ", c.worst, static_cast<double>(got.size(0)));

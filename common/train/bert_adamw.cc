@@ -47,6 +47,23 @@ __attribute__((target_clones("avx2", "default"))) void TorchAdamWRange(float* p,
   }
 }
 
+// The fused loops run on host float32 contiguous tensors; on a GPU (--device=cuda) or any
+// other layout the tensor operations do the same. `range(p, g, m, v, begin, end)` updates
+// [begin, end) of one parameter; returns false, doing nothing, where the loop does not apply.
+template <typename Range>
+bool RunFused(torch::Tensor& p, const torch::Tensor& g, torch::Tensor& m, torch::Tensor& v, Range range) {
+  if (!(p.device().is_cpu() && p.scalar_type() == torch::kFloat && p.is_contiguous() && g.is_contiguous() &&
+        g.scalar_type() == torch::kFloat)) {
+    return false;
+  }
+  float* pp = p.data_ptr<float>();
+  const float* gp = g.data_ptr<float>();
+  float* mp = m.data_ptr<float>();
+  float* vp = v.data_ptr<float>();
+  at::parallel_for(0, p.numel(), 1 << 15, [&](int64_t begin, int64_t end) { range(pp, gp, mp, vp, begin, end); });
+  return true;
+}
+
 }  // namespace
 
 bool BertAdamW::DecayApplies(const std::string& name) {
@@ -91,20 +108,11 @@ void BertAdamW::Step() {
       StepTorch(p, g, m, v, decay);
       continue;
     }
-    // The fused loop on host memory; on a GPU (--device=cuda) the tensor operations below.
-    if (p.device().is_cpu() && p.scalar_type() == torch::kFloat && p.is_contiguous() && g.is_contiguous() &&
-        g.scalar_type() == torch::kFloat) {
-      float* pp = p.data_ptr<float>();
-      const float* gp = g.data_ptr<float>();
-      float* mp = m.data_ptr<float>();
-      float* vp = v.data_ptr<float>();
-      at::parallel_for(0, p.numel(), 1 << 15, [&](int64_t begin, int64_t end) {
-        AdamWRange(pp, gp, mp, vp, begin, end, static_cast<float>(b1), static_cast<float>(1.0 - b1),
-                   static_cast<float>(b2), static_cast<float>(1.0 - b2), static_cast<float>(options_.eps),
-                   static_cast<float>(step_size), decay);
-      });
-      continue;
-    }
+    const bool fused = RunFused(p, g, m, v, [&](float* pp, const float* gp, float* mp, float* vp, int64_t begin, int64_t end) {
+      AdamWRange(pp, gp, mp, vp, begin, end, static_cast<float>(b1), static_cast<float>(1.0 - b1), static_cast<float>(b2),
+                 static_cast<float>(1.0 - b2), static_cast<float>(options_.eps), static_cast<float>(step_size), decay);
+    });
+    if (fused) continue;
     // Any other layout: the same formula with tensor operations.
     m.mul_(b1).add_(g, 1.0 - b1);
     v.mul_(b2).addcmul_(g, g, 1.0 - b2);
@@ -123,19 +131,12 @@ void BertAdamW::StepTorch(torch::Tensor& p, const torch::Tensor& g, torch::Tenso
   const double step_size = options_.lr / bc1;
   // torch multiplies by (1 - lr * weight_decay), formed in double.
   const float keep = decay > 0 ? static_cast<float>(1.0 - options_.lr * options_.weight_decay) : 1.0f;
-  if (p.device().is_cpu() && p.scalar_type() == torch::kFloat && p.is_contiguous() && g.is_contiguous() &&
-      g.scalar_type() == torch::kFloat) {
-    float* pp = p.data_ptr<float>();
-    const float* gp = g.data_ptr<float>();
-    float* mp = m.data_ptr<float>();
-    float* vp = v.data_ptr<float>();
-    at::parallel_for(0, p.numel(), 1 << 15, [&](int64_t begin, int64_t end) {
-      TorchAdamWRange(pp, gp, mp, vp, begin, end, static_cast<float>(1.0 - b1), static_cast<float>(b2),
-                      static_cast<float>(1.0 - b2), static_cast<float>(options_.eps), static_cast<float>(step_size),
-                      static_cast<float>(bc2_sqrt), keep);
-    });
-    return;
-  }
+  const bool fused = RunFused(p, g, m, v, [&](float* pp, const float* gp, float* mp, float* vp, int64_t begin, int64_t end) {
+    TorchAdamWRange(pp, gp, mp, vp, begin, end, static_cast<float>(1.0 - b1), static_cast<float>(b2),
+                    static_cast<float>(1.0 - b2), static_cast<float>(options_.eps), static_cast<float>(step_size),
+                    static_cast<float>(bc2_sqrt), keep);
+  });
+  if (fused) return;
   if (decay > 0) p.mul_(1.0 - options_.lr * options_.weight_decay);
   m.lerp_(g, 1.0 - b1);
   v.mul_(b2).addcmul_(g, g, 1.0 - b2);

@@ -33,7 +33,7 @@ version=${DISTLM_PEERS_TORCH:-2.11.0}
 python=$("$here/setup.sh" | tail -1)
 DISTLM_LIBTORCH=$(tools/torch_wheel.sh "$version" | tail -1)
 export DISTLM_LIBTORCH
-bazel build //task3:reference //tools:launch 2>&1 | grep -v 'linux-sandbox' >&2
+bazel build //task3:reference //tools:launch >&2
 bin=bazel-out/k8-opt/bin
 models=${DISTLM_CACHE:-$HOME/.cache/distlm}/peers-out/models
 [ -f "$models/$model/config.json" ] || "$python" "$here/make_checkpoint.py" "$models/$model" --preset="$model" >&2

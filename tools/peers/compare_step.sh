@@ -39,7 +39,7 @@ else
   DISTLM_LIBTORCH=$(tools/torch_wheel.sh "$line" | tail -1)
   export DISTLM_LIBTORCH
 fi
-bazel build //part1_single:bench 2>&1 | grep -v 'linux-sandbox' >&2
+bazel build //part1_single:bench >&2
 bench=bazel-bin/part1_single/bench
 # Runs a timer, copies its lines to stderr, prints its last (JSON) line. (Not `tee /dev/stderr`:
 # with stderr sent to a file, that reopens the file and writes over what is there.)

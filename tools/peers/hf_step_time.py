@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import sys
-import time
 
 import torch
 import transformers
@@ -25,7 +24,7 @@ from transformers import BertForSequenceClassification
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_checkpoint import bert_config  # noqa: E402  (sibling modules)
-from step_common import VOCAB, forward_flops, median, step_line  # noqa: E402,F401  (ddp_step_time imports them from here)
+from step_common import VOCAB, forward_flops, median, random_batch, step_line, timed_step  # noqa: E402,F401  (ddp_step_time imports them from here)
 
 transformers.utils.logging.disable_progress_bar()  # one summary line per program, no bars
 
@@ -60,28 +59,14 @@ def build(a):
     params = [p for p in model.parameters() if p.requires_grad]
     kind = {"fused": {"fused": True}, "foreach": {"foreach": True}, "for_loop": {"foreach": False}}[a.optim]
     opt = torch.optim.AdamW(params, lr=5e-5, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, **kind)
-    B, S = a.batch_size, a.seq_len
-    batch = {
-        "input_ids": torch.randint(1, vocab, (B, S)),
-        "token_type_ids": torch.cat([torch.zeros(B, S // 2, dtype=torch.long),
-                                     torch.ones(B, S - S // 2, dtype=torch.long)], 1),
-        "attention_mask": torch.ones(B, S, dtype=torch.long),
-        "labels": torch.randint(0, 2, (B,)),
-    }
+    ids, seg, mask, labels = random_batch(vocab, a.batch_size, a.seq_len)
+    batch = {"input_ids": ids, "token_type_ids": seg, "attention_mask": mask, "labels": labels}
     return model, params, opt, batch
 
 
 def train_step(model, params, opt, batch):
     """One step; returns (forward, backward, clip+AdamW+zero) seconds."""
-    t0 = time.perf_counter()
-    loss = model(**batch).loss
-    t1 = time.perf_counter()
-    loss.backward()
-    t2 = time.perf_counter()
-    torch.nn.utils.clip_grad_norm_(params, 1.0)
-    opt.step()
-    opt.zero_grad(set_to_none=True)
-    return t1 - t0, t2 - t1, time.perf_counter() - t2
+    return timed_step(lambda: model(**batch).loss, params, opt)
 
 
 def main():

@@ -14,14 +14,13 @@ import argparse
 import json
 import os
 import sys
-import time
 
 import torch
 import pytorch_transformers
 from pytorch_transformers import AdamW, BertConfig, BertForSequenceClassification
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from step_common import PRESETS, VOCAB, forward_flops, median, step_line  # noqa: E402  (sibling module)
+from step_common import PRESETS, VOCAB, forward_flops, median, random_batch, step_line, timed_step  # noqa: E402  (sibling module)
 
 
 def main():
@@ -48,21 +47,10 @@ def main():
     params = [p for p in model.parameters() if p.requires_grad]
     opt = AdamW(params, lr=5e-5, eps=1e-8, weight_decay=0.0)
     B, S = a.batch_size, a.seq_len
-    ids = torch.randint(1, vocab, (B, S))
-    seg = torch.cat([torch.zeros(B, S // 2, dtype=torch.long), torch.ones(B, S - S // 2, dtype=torch.long)], 1)
-    mask = torch.ones(B, S, dtype=torch.long)
-    labels = torch.randint(0, 2, (B,))
+    ids, seg, mask, labels = random_batch(vocab, B, S)
     ms = []
     for i in range(a.steps + 1):
-        t0 = time.perf_counter()
-        loss = model(ids, token_type_ids=seg, attention_mask=mask, labels=labels)[0]
-        t1 = time.perf_counter()
-        loss.backward()
-        t2 = time.perf_counter()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        parts = (t1 - t0, t2 - t1, time.perf_counter() - t2)
+        parts = timed_step(lambda: model(ids, token_type_ids=seg, attention_mask=mask, labels=labels)[0], params, opt)
         print(step_line(i, parts), flush=True)
         if i > 0:
             ms.append(sum(parts) * 1000)

@@ -1,5 +1,8 @@
-"""What the step timers share and that needs neither transformers nor a torch version: model
-shapes, bench.cc's FLOP count, its median and its per-step line."""
+"""What the step timers share and that needs neither transformers nor a particular torch: model
+shapes, bench.cc's batch, its timed step, FLOP count, median and per-step line."""
+import time
+
+import torch
 
 PRESETS = {
     # name: (hidden, layers, heads, intermediate)
@@ -29,3 +32,25 @@ def forward_flops(model, batch, seq):
     t = batch * seq
     per_layer = t * (2 * 4 * hidden * hidden + 2 * 2 * hidden * inter) + batch * 2.0 * 2 * seq * seq * hidden
     return layers * per_layer + batch * (2 * hidden * hidden + 2 * hidden * 2)
+
+
+def random_batch(vocab, batch, seq):
+    """bench.cc's batch: ids randint(1, vocab), token types 0 then 1 by halves, mask all ones,
+    random labels (drawn in that order from the seeded default generator)."""
+    ids = torch.randint(1, vocab, (batch, seq))
+    seg = torch.cat([torch.zeros(batch, seq // 2, dtype=torch.long),
+                     torch.ones(batch, seq - seq // 2, dtype=torch.long)], 1)
+    return ids, seg, torch.ones(batch, seq, dtype=torch.long), torch.randint(0, 2, (batch,))
+
+
+def timed_step(loss_fn, params, opt):
+    """One training step as bench.cc times it; returns (forward, backward, clip+AdamW+zero) s."""
+    t0 = time.perf_counter()
+    loss = loss_fn()
+    t1 = time.perf_counter()
+    loss.backward()
+    t2 = time.perf_counter()
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return t1 - t0, t2 - t1, time.perf_counter() - t2
