@@ -1,6 +1,6 @@
 // What the autograder grades: one row per stage of the course. Adding a stage (task3, task5)
 // is one row here, once its folder has student/ and reference/ files of the same names and a
-// //<package>:student binary (grading/stages_test.cc checks the table against the tree).
+// //<package>:student binary (grading/submission_test.cc checks the table against the tree).
 #pragma once
 
 #include <string>
