@@ -5,7 +5,6 @@
 // Everything after `--` is the command; the flags before it are the launcher's. See
 // tools/launcher.h for the environment each rank gets, the output format and the exit codes.
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -15,7 +14,6 @@
 #include "absl/flags/usage.h"
 #include "common/runtime/errors.h"
 #include "tools/launcher.h"
-#include "tools/stale_binary.h"
 
 ABSL_FLAG(int, nproc_per_node, 1, "ranks to start on this host (1..256)");
 ABSL_FLAG(std::string, master_addr, "127.0.0.1", "MASTER_ADDR given to every rank");
@@ -56,15 +54,6 @@ int Main(int argc, char** argv) {
   // typed the command, which Bazel passes here.
   if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY"); dir != nullptr && *dir != '\0') {
     options.working_dir = dir;
-  }
-  // A rebuilt-by-hand binary is the common case here (bazel run does not rebuild what follows
-  // `--`): say so when it predates its sources.
-  distlm::tools::ValidateOptions(options);  // bad flags first, as Launch would report them
-  const std::string where = options.working_dir.empty() ? "." : options.working_dir;
-  if (command.empty()) return distlm::tools::Launch(options);
-  if (auto warning = distlm::tools::StaleBinaryWarning(distlm::tools::ResolveExecutable(command[0], options.working_dir),
-                                                      distlm::tools::FindWorkspace(where))) {
-    std::fprintf(stderr, "%s\n", warning->c_str());
   }
   return distlm::tools::Launch(options);
 }

@@ -28,6 +28,7 @@
 
 #include "common/runtime/atomic_file.h"
 #include "common/runtime/errors.h"
+#include "tools/stale_binary.h"
 
 extern char** environ;
 
@@ -736,6 +737,11 @@ int PickFreePort(const std::string& addr) {
 int Launch(const LaunchOptions& options) {
   ValidateOptions(options);
   std::string executable = ResolveExecutable(options.command[0], options.working_dir);
+  // `bazel run //tools:launch` does not rebuild what follows `--`: say so when the binary
+  // predates its package's sources.
+  if (auto warning = StaleBinaryWarning(executable, FindWorkspace(options.working_dir.empty() ? "." : options.working_dir))) {
+    std::fprintf(stderr, "%s\n", warning->c_str());
+  }
   LaunchOptions o = options;
   if (!o.tee_dir.empty()) {
     o.tee_dir = JoinPath(o.working_dir, o.tee_dir);
