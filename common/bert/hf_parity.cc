@@ -4,7 +4,6 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <limits>
 #include <map>
 
@@ -12,6 +11,7 @@
 #include <torch/torch.h>
 
 #include "common/bert/checkpoint.h"
+#include "common/data/batch.h"
 #include "common/glue/features.h"
 #include "common/glue/processors.h"
 #include "common/runtime/atomic_file.h"
@@ -86,36 +86,20 @@ const torch::Tensor& Need(const Named& dump, const std::string& name, const std:
   return it->second;
 }
 
-// The first batch layout hf_dump uses: rows (k * B + j) mod n, in file order.
-torch::Tensor Rows(const torch::Tensor& all, int64_t k, int64_t batch) {
-  const int64_t n = all.size(0);
+// Batch k of hf_dump's run: rows (k * B + j) mod n, in file order, padded to max_seq_length.
+data::Batch BatchAt(const data::FeatureTensors& all, int64_t k, int64_t batch) {
   std::vector<int64_t> idx;
-  for (int64_t j = 0; j < batch; ++j) idx.push_back((k * batch + j) % n);
-  return all.index_select(0, torch::tensor(idx, torch::kLong));
+  for (int64_t j = 0; j < batch; ++j) idx.push_back((k * batch + j) % all.size());
+  return data::MakeBatch(all, idx, /*trim_padding=*/false);
 }
 
-struct Features {
-  torch::Tensor input_ids, segment_ids, input_mask, labels;
-};
-
-Features Featurize(const std::string& model_dir, int64_t max_seq_length, bool lower) {
+// distlm's own features of the folder's data/train.tsv.
+data::FeatureTensors Featurize(const std::string& model_dir, int64_t max_seq_length, bool lower) {
   auto processor = glue::MakeProcessor("rte");
   auto examples = processor->GetExamples(model_dir + "/data/train.tsv", glue::Split::kTrain);
   auto tok = tokenizer::BertTokenizer::FromVocabFile(model_dir + "/vocab.txt", lower);
-  auto feats = glue::ConvertExamplesToFeatures(examples, processor->GetLabels(), static_cast<int>(max_seq_length), tok);
-  const int64_t n = static_cast<int64_t>(feats.size()), s = max_seq_length;
-  Features f;
-  f.input_ids = torch::empty({n, s}, torch::kLong);
-  f.segment_ids = torch::empty({n, s}, torch::kLong);
-  f.input_mask = torch::empty({n, s}, torch::kLong);
-  f.labels = torch::empty({n}, torch::kLong);
-  for (int64_t i = 0; i < n; ++i) {
-    std::memcpy(f.input_ids[i].data_ptr<int64_t>(), feats[i].input_ids.data(), s * sizeof(int64_t));
-    std::memcpy(f.segment_ids[i].data_ptr<int64_t>(), feats[i].segment_ids.data(), s * sizeof(int64_t));
-    std::memcpy(f.input_mask[i].data_ptr<int64_t>(), feats[i].input_mask.data(), s * sizeof(int64_t));
-    f.labels[i] = feats[i].label_id;
-  }
-  return f;
+  return data::ToTensors(
+      glue::ConvertExamplesToFeatures(examples, processor->GetLabels(), static_cast<int>(max_seq_length), tok));
 }
 
 // A dropout-free model with the parameters the Python run started from.
@@ -188,11 +172,12 @@ ParityReport CompareWithHfDump(const std::string& dump_dir, const std::string& m
   auto& checks = report.checks;
 
   // 1. The tokenizer: distlm's features of the first batch against BertTokenizerFast's.
-  Features f = Featurize(model_dir, S, lower);
-  checks.push_back(CompareRows("input_ids", Rows(f.input_ids, 0, B), Need(dump, "input_ids", dump_path)));
-  checks.push_back(CompareRows("token_type_ids", Rows(f.segment_ids, 0, B), Need(dump, "token_type_ids", dump_path)));
-  checks.push_back(CompareRows("attention_mask", Rows(f.input_mask, 0, B), Need(dump, "attention_mask", dump_path)));
-  checks.push_back(CompareRows("labels", Rows(f.labels, 0, B).unsqueeze(1), Need(dump, "labels", dump_path).unsqueeze(1)));
+  const data::FeatureTensors f = Featurize(model_dir, S, lower);
+  const data::Batch first = BatchAt(f, 0, B);
+  checks.push_back(CompareRows("input_ids", first.input_ids, Need(dump, "input_ids", dump_path)));
+  checks.push_back(CompareRows("token_type_ids", first.segment_ids, Need(dump, "token_type_ids", dump_path)));
+  checks.push_back(CompareRows("attention_mask", first.input_mask, Need(dump, "attention_mask", dump_path)));
+  checks.push_back(CompareRows("labels", first.labels.unsqueeze(1), Need(dump, "labels", dump_path).unsqueeze(1)));
 
   // 2. Forward and backward of the first batch (the dump's own features, so a tokenizer
   // difference above does not hide a model difference here).
@@ -239,7 +224,8 @@ ParityReport CompareWithHfDump(const std::string& dump_dir, const std::string& m
     opt.set_lr(schedule.current_lr());
     std::vector<double> losses, norms, lrs;
     for (int64_t k = 0; k < steps; ++k) {
-      auto out = model(Rows(f.input_ids, k, B), Rows(f.segment_ids, k, B), Rows(f.input_mask, k, B), Rows(f.labels, k, B));
+      const data::Batch b = BatchAt(f, k, B);
+      auto out = model(b.input_ids, b.segment_ids, b.input_mask, b.labels);
       out.loss.backward();
       norms.push_back(train::ClipGradNorm(params, max_norm));
       lrs.push_back(opt.lr());

@@ -3,7 +3,6 @@
 // checked tensor by tensor by CompareWithHfDump. Prints each OK / NOT OK line.
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -11,16 +10,17 @@
 #include <gtest/gtest.h>
 
 #include "common/bert/hf_parity.h"
+#include "common/testing/subprocess.h"
 
 namespace distlm::bert {
 namespace {
 
 std::vector<std::string> DumpDirs() {
   std::vector<std::string> dirs;
-  const char* root = std::getenv("DISTLM_PEERS_DIR");
-  if (root == nullptr || *root == '\0') return dirs;
+  const auto root = distlm::testing::PeersDir();
+  if (!root) return dirs;
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(std::string(root) + "/dumps", ec)) {
+  for (const auto& entry : std::filesystem::directory_iterator(*root + "/dumps", ec)) {
     if (std::filesystem::exists(entry.path() / "meta.json") && std::filesystem::exists(entry.path() / "dump.safetensors")) {
       dirs.push_back(entry.path().string());
     }

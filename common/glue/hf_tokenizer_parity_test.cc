@@ -14,7 +14,6 @@
 // pair (so the word pieces are the same everywhere).
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -121,12 +120,12 @@ class HfTokenizerParityTest : public ::testing::TestWithParam<std::pair<bool, in
 
 TEST_P(HfTokenizerParityTest, EveryRtePair) {
   SKIP_WITHOUT_REFERENCE(reference);
-  const char* peers = std::getenv("DISTLM_PEERS_DIR");
-  if (peers == nullptr || !std::ifstream(std::string(peers) + "/tokenizer/rte_uncased_max128.jsonl").good()) {
+  const auto peers = distlm::testing::PeersDir();
+  if (!peers || !std::ifstream(*peers + "/tokenizer/rte_uncased_max128.jsonl").good()) {
     GTEST_SKIP() << "SKIPPED: no BertTokenizerFast output (set DISTLM_PEERS_DIR to the folder "
                     "tools/peers/make_dumps.sh wrote); tokenizer parity against transformers did not run";
   }
-  CheckAll(reference, peers, GetParam().first, GetParam().second);
+  CheckAll(reference, *peers, GetParam().first, GetParam().second);
 }
 
 INSTANTIATE_TEST_SUITE_P(CaseAndLength, HfTokenizerParityTest,

@@ -163,6 +163,12 @@ std::optional<std::string> SharedReferenceDir() {
   return std::nullopt;
 }
 
+std::optional<std::string> PeersDir() {
+  const char* d = std::getenv("DISTLM_PEERS_DIR");
+  if (d == nullptr || *d == '\0') return std::nullopt;
+  return std::string(d);
+}
+
 std::string MakeTempDir(const std::string& prefix) {
   std::string tmpl = TempRoot() + "/" + prefix + "XXXXXX";
   std::vector<char> buf(tmpl.begin(), tmpl.end());

@@ -34,6 +34,10 @@ int FreePort();
 // absent. Tests that need it call SKIP_WITHOUT_REFERENCE().
 std::optional<std::string> SharedReferenceDir();
 
+// $DISTLM_PEERS_DIR: what tools/peers/make_dumps.sh wrote (transformers dumps, BertTokenizerFast
+// features); nullopt when unset. The tests that read it skip, saying so, without it.
+std::optional<std::string> PeersDir();
+
 // Path of a runfile (workspace-relative, e.g. "common/testdata/vocab.txt").
 std::string Runfile(const std::string& workspace_relative);
 

@@ -105,7 +105,7 @@ void BertAdamW::Step() {
     torch::Tensor& v = state_.exp_avg_sq[i];
     const float decay = (options_.weight_decay > 0.0 && decay_[i]) ? static_cast<float>(options_.lr * options_.weight_decay) : 0.0f;
     if (options_.torch_semantics) {
-      StepTorch(p, g, m, v, decay);
+      StepTorch(p, g, m, v, decay > 0);
       continue;
     }
     const bool fused = RunFused(p, g, m, v, [&](float* pp, const float* gp, float* mp, float* vp, int64_t begin, int64_t end) {
@@ -123,21 +123,21 @@ void BertAdamW::Step() {
 }
 
 void BertAdamW::StepTorch(torch::Tensor& p, const torch::Tensor& g, torch::Tensor& m, torch::Tensor& v,
-                          float decay) {
+                          bool decays) {
   const double b1 = options_.beta1, b2 = options_.beta2;
   // torch computes these in Python floats (double); correct_bias=false is not a torch option.
   const double bc1 = 1.0 - std::pow(b1, static_cast<double>(step_));
   const double bc2_sqrt = std::sqrt(1.0 - std::pow(b2, static_cast<double>(step_)));
   const double step_size = options_.lr / bc1;
   // torch multiplies by (1 - lr * weight_decay), formed in double.
-  const float keep = decay > 0 ? static_cast<float>(1.0 - options_.lr * options_.weight_decay) : 1.0f;
+  const float keep = decays ? static_cast<float>(1.0 - options_.lr * options_.weight_decay) : 1.0f;
   const bool fused = RunFused(p, g, m, v, [&](float* pp, const float* gp, float* mp, float* vp, int64_t begin, int64_t end) {
     TorchAdamWRange(pp, gp, mp, vp, begin, end, static_cast<float>(1.0 - b1), static_cast<float>(b2),
                     static_cast<float>(1.0 - b2), static_cast<float>(options_.eps), static_cast<float>(step_size),
                     static_cast<float>(bc2_sqrt), keep);
   });
   if (fused) return;
-  if (decay > 0) p.mul_(1.0 - options_.lr * options_.weight_decay);
+  if (decays) p.mul_(1.0 - options_.lr * options_.weight_decay);
   m.lerp_(g, 1.0 - b1);
   v.mul_(b2).addcmul_(g, g, 1.0 - b2);
   auto denom = (v.sqrt() / bc2_sqrt).add_(options_.eps);

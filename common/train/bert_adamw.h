@@ -72,8 +72,8 @@ class BertAdamW {
   const std::vector<std::pair<std::string, torch::Tensor>>& params() const { return params_; }
 
  private:
-  // One parameter's torch.optim.AdamW update (torch_semantics).
-  void StepTorch(torch::Tensor& p, const torch::Tensor& g, torch::Tensor& m, torch::Tensor& v, float decay);
+  // One parameter's torch.optim.AdamW update (torch_semantics); decays: it gets weight decay.
+  void StepTorch(torch::Tensor& p, const torch::Tensor& g, torch::Tensor& m, torch::Tensor& v, bool decays);
 
   std::vector<std::pair<std::string, torch::Tensor>> params_;
   std::vector<bool> decay_;
