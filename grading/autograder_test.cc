@@ -233,7 +233,7 @@ TEST(AutograderTest, AnEmptyOrUnreadableSubmissionIsGradedNotFatal) {
   GradeReport empty = Grader().Grade({testing::MakeTempDir("empty"), {}});
   EXPECT_EQ(empty.score(), 0);
   EXPECT_EQ(empty.max_score(), 30);
-  EXPECT_NE(Find(empty, "task3: builds").output.find("missing from the submission: task3/ddp_wrap.cc"), std::string::npos);
+  EXPECT_NE(Find(empty, "task3: builds").output.find("missing from the submission: task3/bucketed_ddp.cc"), std::string::npos);
   EXPECT_NE(Find(empty, "task3" + kParity).output.find("not run: the build step did not succeed"), std::string::npos);
   bool optional_note = false;
   for (const auto& n : empty.notes) optional_note = optional_note || n == "part1/ is optional and was not submitted: not graded";

@@ -20,7 +20,9 @@
 #include "common/train/bert_adamw.h"
 #include "common/train/distributed.h"
 #include "common/train/trainer.h"
+#include "common/zero/reference/shard_collectives.h"
 #include "common/zero/zero_stage.h"
+#include "part1_single/train_step.h"
 
 ABSL_FLAG(std::string, mutation, "none",
           "none (a correct all_reduce average); the mistakes: no_sync, sum_without_average, "
@@ -171,6 +173,7 @@ int Main(int argc, char** argv) {
         "mutant", [mutation](c10d::ProcessGroup& pg, distlm::zero::ShardedAdamW& opt, double max_norm) {
           return ZeroStep(mutation, pg, opt, max_norm);
         });
+    distlm::part1::UseTrainStep(zero);
     return distlm::train::RunGlueMain(argc, argv, zero, [] { return distlm::train::InitDistributedFromFlags(); });
   }
   StageHooks hooks;
@@ -223,6 +226,7 @@ int Main(int argc, char** argv) {
   if (!known) {
     return distlm::RunMain([&]() -> int { throw distlm::UserError("--mutation=" + mutation + " is not one of " + names); });
   }
+  distlm::part1::UseTrainStep(hooks);  // keeps sync_after_step's own optimizer step
   return distlm::train::RunGlueMain(argc, argv, hooks, [] { return distlm::train::InitDistributedFromFlags(); });
 }
 

@@ -30,8 +30,9 @@ inline const std::vector<StageSpec>& Stages() {
       {"task2a", "task2a", {"grad_sync.cc"}, 4, 8, 2, {"gather", "scatter"},
        {"allreduce", "reduce", "allgather", "reduce_scatter"}, false, "SyncGradients (gather + scatter)"},
       {"task2b", "task2b", {"grad_sync.cc"}, 4, 8, 2, {"allreduce"}, {}, false, "SyncGradients (all_reduce)"},
-      // DistributedDataParallel does the communication; the student only wraps the model.
-      {"task3", "task3", {"ddp_wrap.cc"}, 4, 10, 0, {}, {}, false, "WrapModel (DistributedDataParallel)"},
+      // The student's own DDP: graded on the bucketed version (3b), which trains the runs.
+      {"task3", "task3", {"bucketed_ddp.cc", "per_parameter_ddp.cc"}, 4, 8, 2, {"allreduce"}, {}, false,
+       "your DistributedDataParallel (per-parameter, buckets, no_sync)"},
       // The advanced part: graded when submitted. Over Gloo the reduce-scatter is an all_reduce
       // plus a slice (zero::ReduceScatterSum), so only the all-gather is a collective of its own.
       {"task5", "task5", {"sharded_step.cc"}, 4, 8, 2, {"allgather"}, {}, true,

@@ -152,7 +152,7 @@ TEST(LoadSubmissionTest, MissingAndExtraFilesAreReportedNotTaken) {
   EXPECT_TRUE(s.stages.at("task2a").missing.empty());
   EXPECT_EQ(s.stages.at("task2b").missing, std::vector<std::string>{"grad_sync.cc"});
   EXPECT_TRUE(s.stages.at("task2b").folder_present);
-  EXPECT_EQ(s.stages.at("task3").missing, std::vector<std::string>{"ddp_wrap.cc"});
+  EXPECT_EQ(s.stages.at("task3").missing, (std::vector<std::string>{"bucketed_ddp.cc", "per_parameter_ddp.cc"}));
   EXPECT_FALSE(s.stages.at("part1").folder_present);
   const std::string ignored = Joined(s.ignored);
   EXPECT_TRUE(AnyContains(s.ignored, "task2a/notes.txt: not a student file")) << ignored;
@@ -189,7 +189,7 @@ TEST(LoadSubmissionTest, AZippedFolderIsLookedInto) {
   ASSERT_EQ(s.stages.at("task2a").files.count("grad_sync.cc"), 1u) << Joined(s.ignored);
   EXPECT_EQ(ReadFileOrEmpty(s.stages.at("task2a").files.at("grad_sync.cc")), "// 2a from a zip\n");
   EXPECT_EQ(ReadFileOrEmpty(s.stages.at("task2b").files.at("grad_sync.cc")), "// 2b from a zip\n");
-  EXPECT_EQ(s.stages.at("task3").missing, std::vector<std::string>{"ddp_wrap.cc"});
+  EXPECT_EQ(s.stages.at("task3").missing, (std::vector<std::string>{"bucketed_ddp.cc", "per_parameter_ddp.cc"}));
 }
 
 TEST(LoadSubmissionTest, AHostileZipIsReadSafely) {
@@ -200,7 +200,7 @@ TEST(LoadSubmissionTest, AHostileZipIsReadSafely) {
                  {"/tmp/absolute.cc", "// absolute\n"},
                  {"task2a/grad_sync.cc", "// the real one\n"},
                  {"task2b/grad_sync.cc", "/etc/passwd", 0120777},
-                 {"task3/ddp_wrap.cc", std::string(kMaxStudentFileBytes + 10, 'x')}});
+                 {"task3/bucketed_ddp.cc", std::string(kMaxStudentFileBytes + 10, 'x')}});
   const std::string work = root + "/work";
   fs::create_directories(work);
   Submission s = LoadSubmission(zip, work);
@@ -211,9 +211,9 @@ TEST(LoadSubmissionTest, AHostileZipIsReadSafely) {
   EXPECT_TRUE(AnyContains(s.ignored, "task2a/../../outside.cc: unsafe path")) << ignored;
   EXPECT_TRUE(AnyContains(s.ignored, "/tmp/absolute.cc: unsafe path")) << ignored;
   EXPECT_TRUE(AnyContains(s.ignored, "task2b/grad_sync.cc: a symbolic link, not accepted")) << ignored;
-  EXPECT_TRUE(AnyContains(s.ignored, "task3/ddp_wrap.cc: 1048586 bytes, more than the 1048576")) << ignored;
+  EXPECT_TRUE(AnyContains(s.ignored, "task3/bucketed_ddp.cc: 1048586 bytes, more than the 1048576")) << ignored;
   EXPECT_EQ(s.stages.at("task2b").missing, std::vector<std::string>{"grad_sync.cc"});
-  EXPECT_EQ(s.stages.at("task3").missing, std::vector<std::string>{"ddp_wrap.cc"});
+  EXPECT_EQ(s.stages.at("task3").missing, (std::vector<std::string>{"bucketed_ddp.cc", "per_parameter_ddp.cc"}));
   // Nothing was written outside the work folder's accepted/ tree.
   std::vector<std::string> written;
   for (const auto& e : fs::recursive_directory_iterator(root)) {

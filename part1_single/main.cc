@@ -7,9 +7,7 @@
 int main(int argc, char** argv) {
   distlm::train::StageHooks hooks;
   hooks.stage = "part1_single";
-  hooks.backward = distlm::part1::Backward;
-  hooks.optimizer_step = distlm::part1::OptimizerStep;
-  hooks.end_of_epoch = distlm::part1::EndOfEpoch;
+  distlm::part1::UseTrainStep(hooks);
   // Accepts --master_ip/--world_size/... like every stage, but only world size 1.
   return distlm::train::RunGlueMain(argc, argv, hooks,
                                     [] { return distlm::train::SingleProcessFromFlags("part1_single"); });

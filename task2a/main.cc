@@ -1,8 +1,13 @@
-// Task 2a: data-parallel training, gradients averaged through rank 0 with gather + scatter.
-// Built twice: with reference/ and with student/ (see BUILD).
+// Task 2a: data-parallel training with the student's gradient synchronisation, on part 1's
+// training step. Built twice: reference/ with part 1's reference, student/ with the student's
+// part 1 (see BUILD).
 #include "common/train/distributed.h"
+#include "part1_single/train_step.h"
 #include "task2a/grad_sync.h"
 
 int main(int argc, char** argv) {
-  return distlm::train::RunGradientSyncStage(argc, argv, "task2a", distlm::task2a::SyncGradients);
+  distlm::train::StageHooks hooks;
+  hooks.stage = "task2a";
+  distlm::part1::UseTrainStep(hooks);
+  return distlm::train::RunGradientSyncStage(argc, argv, hooks, distlm::task2a::SyncGradients);
 }

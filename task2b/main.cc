@@ -1,8 +1,13 @@
-// Task 2b: data-parallel training, gradients averaged with all_reduce.
-// Built twice: with reference/ and with student/ (see BUILD).
+// Task 2b: data-parallel training with the student's gradient synchronisation, on part 1's
+// training step. Built twice: reference/ with part 1's reference, student/ with the student's
+// part 1 (see BUILD).
 #include "common/train/distributed.h"
+#include "part1_single/train_step.h"
 #include "task2b/grad_sync.h"
 
 int main(int argc, char** argv) {
-  return distlm::train::RunGradientSyncStage(argc, argv, "task2b", distlm::task2b::SyncGradients);
+  distlm::train::StageHooks hooks;
+  hooks.stage = "task2b";
+  distlm::part1::UseTrainStep(hooks);
+  return distlm::train::RunGradientSyncStage(argc, argv, hooks, distlm::task2b::SyncGradients);
 }

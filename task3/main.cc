@@ -1,6 +1,10 @@
-// Task 3: data-parallel training with the model wrapped in DistributedDataParallel.
-// Built twice: with reference/ and with student/ (see BUILD).
-#include "common/train/ddp_stage.h"
-#include "task3/ddp_wrap.h"
+// Task 3: data-parallel training with the student's own DistributedDataParallel (task3/ddp.h),
+// on part 1's training step. Built twice: with reference/ and with student/ (see BUILD).
+#include "part1_single/train_step.h"
+#include "task3/ddp_stage.h"
 
-int main(int argc, char** argv) { return distlm::train::RunDdpStage(argc, argv, "task3", distlm::task3::WrapModel); }
+int main(int argc, char** argv) {
+  distlm::train::StageHooks hooks = distlm::task3::DdpStageHooks("task3");
+  distlm::part1::UseTrainStep(hooks);
+  return distlm::task3::RunDdpStage(argc, argv, hooks);
+}

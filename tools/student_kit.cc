@@ -210,9 +210,16 @@ std::string Key(const std::string& package, const std::string& name) { return pa
 
 }  // namespace
 
+// Whole packages the kit leaves out besides grading/: the finished DistributedDataParallel is
+// task 3's answer.
+const char* const kReferenceOnlyPackages[] = {"common/ddp"};
+
 bool IsPrivatePath(const std::string& path) {
   auto parts = SplitPath(path);
   if (!parts.empty() && parts[0] == "grading") return true;
+  for (const char* package : kReferenceOnlyPackages) {
+    if (path.rfind(std::string(package) + "/", 0) == 0) return true;
+  }
   // A folder called reference (the last part is the file itself).
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
     if (parts[i] == "reference") return true;
@@ -356,14 +363,16 @@ KitReport MakeStudentKit(const KitOptions& options) {
     }
     if (IsPrivatePath(f)) {
       private_files.insert(f);
-      report.left_out.push_back(f + (SplitPath(f)[0] == "grading" ? ": the grader" : ": a reference solution"));
+      report.left_out.push_back(f + (SplitPath(f)[0] == "grading" ? ": the grader" : ": a reference solution (or reference-only code)"));
       // Every folder from the private one down is gone from the kit.
       auto parts = SplitPath(f);
       std::string dir;
       bool inside = false;
       for (size_t i = 0; i + 1 < parts.size(); ++i) {
         dir = Join(dir, parts[i]);
-        inside = inside || parts[i] == "reference" || (i == 0 && parts[i] == "grading");
+        bool reference_only = false;
+        for (const char* package : kReferenceOnlyPackages) reference_only = reference_only || dir == package;
+        inside = inside || parts[i] == "reference" || (i == 0 && parts[i] == "grading") || reference_only;
         if (inside) private_dirs.insert(dir);
       }
       continue;

@@ -5,7 +5,9 @@
 
 #include <stdlib.h>
 
+#include <cctype>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -29,6 +31,49 @@ std::set<std::string> FilesUnder(const std::string& root) {
     if (e.is_regular_file()) out.insert(e.path().lexically_relative(root).generic_string());
   }
   return out;
+}
+
+
+// The lines of C++ that carry a solution's meaning: comments, blanks and whitespace dropped,
+// namespace qualifiers (train::, distlm::) dropped, and lines that say nothing on their own
+// (braces, includes, namespaces, anything under 12 characters) skipped.
+std::vector<std::string> CodeLines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (auto c = line.find("//"); c != std::string::npos) line.erase(c);
+    std::string n;
+    for (char ch : line) {
+      if (!std::isspace(static_cast<unsigned char>(ch))) n += ch;
+    }
+    for (size_t q; (q = n.find("::")) != std::string::npos;) {
+      size_t b = q;
+      while (b > 0 && (std::isalnum(static_cast<unsigned char>(n[b - 1])) || n[b - 1] == '_')) --b;
+      n.erase(b, q + 2 - b);
+    }
+    if (n.size() < 12 || n.rfind("#include", 0) == 0 || n.rfind("namespace", 0) == 0) continue;
+    out.push_back(n);
+  }
+  return out;
+}
+
+// Two consecutive code lines of every file under a folder named reference: a kit file holding
+// any such pair carries a piece of a solution, verbatim or re-indented.
+std::map<std::string, std::string> ReferenceLinePairs(const std::string& root) {
+  std::map<std::string, std::string> pairs;  // "line1\nline2" -> reference file
+  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator(); ++it) {
+    const std::string name = it->path().filename().string();
+    if (it->is_directory() && (name == ".git" || name.rfind("bazel-", 0) == 0)) {
+      it.disable_recursion_pending();
+      continue;
+    }
+    const std::string rel = it->path().lexically_relative(root).generic_string();
+    if (!it->is_regular_file() || rel.find("/reference/") == std::string::npos) continue;
+    if (rel.rfind("grading/", 0) == 0) continue;
+    const auto lines = CodeLines(ReadFileOrEmpty(it->path().string()));
+    for (size_t i = 0; i + 1 < lines.size(); ++i) pairs.emplace(lines[i] + "\n" + lines[i + 1], rel);
+  }
+  return pairs;
 }
 
 TEST(SplitBuildFileTest, StatementsNamesStringsAndRoundTrip) {
@@ -65,6 +110,8 @@ TEST(IsPrivatePathTest, ReferenceFoldersAndTheGrader) {
   EXPECT_TRUE(IsPrivatePath("task2a/reference/grad_sync.cc"));
   EXPECT_TRUE(IsPrivatePath("a/b/reference/c/d.cc"));
   EXPECT_TRUE(IsPrivatePath("grading/BUILD"));
+  EXPECT_TRUE(IsPrivatePath("common/ddp/distributed_data_parallel.cc"));
+  EXPECT_FALSE(IsPrivatePath("common/ddpx/a.cc"));
   EXPECT_FALSE(IsPrivatePath("task2a/student/grad_sync.cc"));
   EXPECT_FALSE(IsPrivatePath("docs/reference"));  // a file, not a folder
   EXPECT_FALSE(IsPrivatePath("common/glue/reference_parity_test.cc"));
@@ -235,6 +282,21 @@ TEST_P(RealKitTest, NoReferenceSourceAndEveryStubIsThere) {
       }
     }
     EXPECT_TRUE(student) << stage << "/BUILD has no :student binary:\n" << build;
+  }
+  // No piece of a solution anywhere else in the kit (a student's own stub shares only
+  // signatures with its reference, and is left to the tests that run it).
+  const auto pairs = ReferenceLinePairs(root);
+  EXPECT_GT(pairs.size(), 20u);
+  for (const auto& f : kit) {
+    if (f.find("/student/") != std::string::npos) continue;
+    const auto lines = CodeLines(ReadFileOrEmpty(out + "/" + f));
+    for (size_t i = 0; i + 1 < lines.size(); ++i) {
+      auto hit = pairs.find(lines[i] + "\n" + lines[i + 1]);
+      if (hit != pairs.end()) {
+        ADD_FAILURE() << f << " carries two lines of " << hit->second << ": \n  " << lines[i] << "\n  " << lines[i + 1];
+        break;
+      }
+    }
   }
   std::printf("kit: %zu files, %zu left out, %zu rules removed, %zu reference files checked against it\n",
               r.copied.size(), r.left_out.size(), r.removed_rules.size(), reference_files);

@@ -67,9 +67,12 @@ CommStats CountingProcessGroup::TakeStats() {
   return out;
 }
 
-void CountingProcessGroup::Record(const std::string& op, const std::vector<at::Tensor>& tensors) {
+std::shared_ptr<std::atomic<int64_t>> CountingProcessGroup::Record(const std::string& op,
+                                                                   const std::vector<at::Tensor>& tensors) {
   CollectiveRecord r;
   r.op = op;
+  r.launched = std::chrono::steady_clock::now();
+  auto completed = r.completed_ns;
   for (const auto& t : tensors) {
     r.shapes.emplace_back(t.sizes().begin(), t.sizes().end());
     r.bytes += static_cast<int64_t>(t.nbytes());
@@ -77,6 +80,7 @@ void CountingProcessGroup::Record(const std::string& op, const std::vector<at::T
   }
   std::lock_guard<std::mutex> lock(mu_);
   stats_.records.push_back(std::move(r));
+  return completed;
 }
 
 c10::intrusive_ptr<c10d::Work> CountingProcessGroup::broadcast(std::vector<at::Tensor>& tensors,
@@ -87,8 +91,17 @@ c10::intrusive_ptr<c10d::Work> CountingProcessGroup::broadcast(std::vector<at::T
 
 c10::intrusive_ptr<c10d::Work> CountingProcessGroup::allreduce(std::vector<at::Tensor>& tensors,
                                                                const c10d::AllreduceOptions& opts) {
-  Record("allreduce", tensors);
-  return inner_->allreduce(tensors, opts);
+  auto completed = Record("allreduce", tensors);
+  auto work = inner_->allreduce(tensors, opts);
+  // The completion time, for task 3's overlap figures: recorded on the backend's thread.
+  try {
+    work->getFuture()->addCallback([completed](c10::ivalue::Future&) {
+      completed->store(std::chrono::steady_clock::now().time_since_epoch().count());
+    });
+  } catch (const std::exception&) {
+    // A backend without futures: the completion stays unknown (0).
+  }
+  return work;
 }
 
 c10::intrusive_ptr<c10d::Work> CountingProcessGroup::allreduce_coalesced(

@@ -8,6 +8,9 @@
 // task4_bench for the expected network bytes of each).
 #pragma once
 
+#include <atomic>
+#include <chrono>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -22,6 +25,11 @@ struct CollectiveRecord {
   std::vector<std::vector<int64_t>> shapes;
   std::string dtype;                 // e.g. "float32" (of the first tensor)
   int64_t bytes = 0;                 // payload bytes, all tensors
+  // When the caller launched it, and (all_reduce only) when the backend finished it: nanoseconds
+  // on steady_clock, 0 until then or when the backend offers no future. Shared because the
+  // completion is stored from the backend's thread after the record was taken.
+  std::chrono::steady_clock::time_point launched;
+  std::shared_ptr<std::atomic<int64_t>> completed_ns = std::make_shared<std::atomic<int64_t>>(0);
 };
 
 struct CommStats {
@@ -73,7 +81,8 @@ class CountingProcessGroup : public GroupImpl {
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
  private:
-  void Record(const std::string& op, const std::vector<at::Tensor>& tensors);
+  // Returns the record's completion slot.
+  std::shared_ptr<std::atomic<int64_t>> Record(const std::string& op, const std::vector<at::Tensor>& tensors);
 
   c10::intrusive_ptr<c10d::ProcessGroup> inner_;
   std::mutex mu_;

@@ -76,9 +76,8 @@ DistInfo SingleProcessFromFlags(const std::string& stage) {
   return DistInfo{};
 }
 
-int RunGradientSyncStage(int argc, char** argv, const std::string& stage, GradientSyncFn sync) {
-  StageHooks hooks;
-  hooks.stage = stage;
+int RunGradientSyncStage(int argc, char** argv, StageHooks hooks, GradientSyncFn sync) {
+  const std::string stage = hooks.stage;
   auto comm_dtype = std::make_shared<at::ScalarType>(at::kFloat);
   auto last = std::make_shared<nlohmann::json>();
   hooks.before_training = [comm_dtype](Trainer& t) { RecordCommDtype(t, *comm_dtype); };

@@ -49,6 +49,7 @@ DistInfo SingleProcessFromFlags(const std::string& stage);
 // Logs per update comm_time_ms, compute_time_ms and the communicated tensors (count, shapes,
 // dtype, bytes). --comm_dtype applies to all_reduce only, so task2a (gather + scatter)
 // refuses anything but fp32.
-int RunGradientSyncStage(int argc, char** argv, const std::string& stage, GradientSyncFn sync);
+// `hooks` names the stage and carries part 1's pieces (part1::UseTrainStep).
+int RunGradientSyncStage(int argc, char** argv, StageHooks hooks, GradientSyncFn sync);
 
 }  // namespace distlm::train

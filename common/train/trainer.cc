@@ -92,16 +92,6 @@ void Trainer::MaybeInjectFault(int64_t update) const {
 Trainer::Trainer(TrainOptions options, StageHooks hooks, DistInfo dist)
     : options_(std::move(options)), hooks_(std::move(hooks)), dist_(std::move(dist)) {}
 
-void Trainer::StandardBackward(const torch::Tensor& loss) { loss.backward(); }
-
-double Trainer::StandardOptimizerStep(UpdateContext& u) {
-  double norm = ClipGradNorm(u.parameters, u.max_grad_norm);
-  u.optimizer.Step();
-  u.optimizer.set_lr(u.schedule.Step());
-  u.optimizer.ZeroGrad();
-  return norm;
-}
-
 void Trainer::PrepareOutputDir() {
   if (options_.output_dir.empty()) {
     options_.output_dir = UserWorkingDirectory() + "/distlm_output/" + hooks_.stage + "/" + Timestamp();
@@ -426,8 +416,13 @@ void Trainer::Train() {
   std::optional<TrainingState> resumed = TryResume(schedule);
 
   if (hooks_.before_training) hooks_.before_training(*this);
-  auto backward = hooks_.backward ? hooks_.backward : StandardBackward;
-  auto optimizer_step = hooks_.optimizer_step ? hooks_.optimizer_step : StandardOptimizerStep;
+  // Part 1's pieces (every stage trains with them; tasks 2a-5 build on part 1).
+  if (!hooks_.backward || !hooks_.optimizer_step || !hooks_.end_of_epoch) {
+    throw std::logic_error(hooks_.stage + ": the stage did not give the Trainer a backward, optimizer step and "
+                           "end of epoch (part1::UseTrainStep)");
+  }
+  auto backward = hooks_.backward;
+  auto optimizer_step = hooks_.optimizer_step;
 
   const bool tty = isatty(STDOUT_FILENO);
   if (is_main_rank()) {
@@ -524,11 +519,7 @@ void Trainer::Train() {
     }
     last_epoch_time_s_ = MsSince(epoch_start) / 1000.0;
     last_epoch_samples_per_s_ = epoch_samples / std::max(last_epoch_time_s_, 1e-9);
-    if (hooks_.end_of_epoch) {
-      hooks_.end_of_epoch(*this, epoch + 1);
-    } else if (options_.do_eval) {
-      Evaluate(epoch + 1);
-    }
+    hooks_.end_of_epoch(*this, epoch + 1);
     TrainingState at;
     at.update = update;
     at.epoch = epoch + 1;

@@ -1,8 +1,8 @@
 // The training loop every stage shares.
 //
-// The Trainer owns the loop: epochs over a DistributedSampler, forward, loss, backward,
-// gradient synchronisation, clipping, AdamW, the schedule, logging and evaluation. A stage
-// plugs in through StageHooks; whatever it leaves empty runs the standard code.
+// The Trainer owns the loop: epochs over a DistributedSampler, forward, loss, the calls to part
+// 1's backward / optimizer step / end of epoch (every stage sets them: part1::UseTrainStep),
+// gradient synchronisation, logging and evaluation. A stage plugs in through StageHooks.
 //
 // One step, as data: features -> this rank's batch -> BERT forward -> loss -> backward ->
 // sync_gradients (tasks 2a/2b) -> clip -> AdamW -> schedule -> one JSON line in
@@ -64,11 +64,13 @@ struct DistInfo {
 
 struct StageHooks {
   std::string stage = "part1_single";  // names outputs and messages
-  // Part 1: the backward pass of the (already accumulation-scaled) loss.
+  // Part 1's three pieces, required (every stage builds on part 1):
+  // The backward pass of the (already accumulation-scaled) loss.
   std::function<void(const torch::Tensor& loss)> backward;
-  // Part 1: clip, optimizer step, schedule step, zero gradients; returns the norm before clipping.
+  // Clip, optimizer step, schedule step, zero gradients; returns the norm before clipping (task 5
+  // replaces it with its sharded update).
   std::function<double(UpdateContext&)> optimizer_step;
-  // Part 1: the end of an epoch (1-based); the standard one calls trainer.Evaluate(epoch).
+  // The end of an epoch (1-based): evaluation when --do_eval.
   std::function<void(Trainer&, int64_t epoch)> end_of_epoch;
   // Tasks 2a/2b: make every rank's .grad the average over ranks; after backward, before clipping.
   std::function<void(Trainer&)> sync_gradients;
@@ -117,10 +119,6 @@ class Trainer {
   bool is_main_rank() const { return dist_.rank == 0; }
   // Where model, batches and optimizer state live (--device; set by Setup).
   const torch::Device& device() const { return device_; }
-
-  // The standard implementations (what part 1's reference does).
-  static void StandardBackward(const torch::Tensor& loss);
-  static double StandardOptimizerStep(UpdateContext& u);
 
  private:
   void Train();

@@ -8,10 +8,9 @@
 //   - grad_shard(): S floats, the averaged gradient of the shard (the reduce-scatter's output);
 //   - AdamW's exp_avg and exp_avg_sq for the shard's real elements (not the padding): 1/N of
 //     what BertAdamW holds for the whole model. This is the memory ZeRO saves.
-// One update (task5/sharded_step.h is the student's version of it):
-//   ReduceScatterSum(flat_grad -> grad_shard), grad_shard /= N,
-//   ClipGradShard (the global norm: squared shard norms all-reduced), StepShard,
-//   AllGather(param_shard -> flat_params).
+// One update (task5/sharded_step.h is the student's part): reduce-scatter flat_grad into
+// grad_shard and divide by N, ClipGradShard (the global norm: squared shard norms
+// all-reduced), StepShard, all-gather param_shard into flat_params.
 // StepShard runs train::BertAdamW itself over the shard's pieces of each parameter (named as
 // the parameter, so weight decay skips biases and LayerNorm weights exactly as for the whole
 // model): the same arithmetic, eps before the bias correction included, in one place.
@@ -108,12 +107,5 @@ class ShardedAdamW {
 bool HasReduceScatter(const c10d::ProcessGroup& pg);
 // One line for the log when a fallback is used, else "".
 std::string FallbackNote(const c10d::ProcessGroup& pg);
-
-// output (S elements) = block pg.getRank() of the element-wise sum over ranks of input (N * S
-// elements). Without reduce_scatter: all_reduce of input in place, then the block is copied,
-// so input is overwritten (with the sum) and twice the bytes cross the network.
-void ReduceScatterSum(c10d::ProcessGroup& pg, torch::Tensor& input, torch::Tensor& output);
-// output (N * S elements) = every rank's input (S elements), in rank order.
-void AllGather(c10d::ProcessGroup& pg, torch::Tensor& input, torch::Tensor& output);
 
 }  // namespace distlm::zero

@@ -106,10 +106,11 @@ train::StageHooks ZeroStageHooks(const std::string& stage, ShardedStepFn step) {
   return hooks;
 }
 
-int RunZeroStage(int argc, char** argv, const std::string& stage, ShardedStepFn step) {
+int RunZeroStage(int argc, char** argv, train::StageHooks hooks) {
+  const std::string stage = hooks.stage;
   // float32 on the wire: the grader's parity is exact sums, and the shards are float32 anyway.
   // The binary links --comm_dtype with the other stages' flags; refuse it rather than ignore it.
-  return train::RunGlueMain(argc, argv, ZeroStageHooks(stage, std::move(step)), [stage] {
+  return train::RunGlueMain(argc, argv, hooks, [stage] {
     const at::ScalarType comm_dtype = train::CommDtypeFromFlags();
     if (comm_dtype != at::kFloat) {
       throw UserError("--comm_dtype=" + dist::CommDtypeName(comm_dtype) + " is not supported by " + stage +

@@ -35,7 +35,8 @@ using ShardedStepFn = std::function<double(c10d::ProcessGroup& pg, ShardedAdamW&
 // The hooks of a ZeRO stage named `stage` (public for the grader's mutants).
 train::StageHooks ZeroStageHooks(const std::string& stage, ShardedStepFn step);
 
-// main() of task 5. Flags as tasks 2a/2b.
-int RunZeroStage(int argc, char** argv, const std::string& stage, ShardedStepFn step);
+// main() of task 5, with ZeroStageHooks plus part 1's backward and end of epoch. Flags as tasks
+// 2a/2b.
+int RunZeroStage(int argc, char** argv, train::StageHooks hooks);
 
 }  // namespace distlm::zero

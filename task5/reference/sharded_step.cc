@@ -2,10 +2,13 @@
 //
 // Three collectives per update where DDP has one all-reduce: a reduce-scatter of the gradient
 // (each rank receives the sum of its block only), a tiny all-reduce of the squared norm for
-// clipping, and an all-gather of the updated parameters. Reduce-scatter plus all-gather move
-// the same bytes as one ring all-reduce, which is itself a reduce-scatter followed by an
-// all-gather: ZeRO-2 costs no extra traffic, it only puts the optimizer step in the middle.
+// clipping (inside ClipGradShard), and an all-gather of the updated parameters. Reduce-scatter
+// plus all-gather move the same bytes as one ring all-reduce, which is itself a reduce-scatter
+// followed by an all-gather: ZeRO-2 costs no extra traffic, it only puts the optimizer step in
+// the middle. (Over Gloo in LibTorch 1.13 the reduce-scatter is an all-reduce plus a slice.)
 #include "task5/sharded_step.h"
+
+#include "common/zero/reference/shard_collectives.h"
 
 namespace distlm::task5 {
 

@@ -1,0 +1,53 @@
+// For the students' local tests of gradient synchronisation (tasks 2a, 2b, 3): a small network
+// whose data is a function of the rank, so every rank can compute by itself what each rank's
+// gradient is and their average, and a comparison that says what a wrong .grad looks like.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/testing/rank_test.h"
+
+namespace distlm::testing {
+
+inline constexpr int64_t kNetIn = 16, kNetOut = 4;
+
+// Four Linear layers (l0, l1, l2, head; 1,420 parameters in 8 tensors) and, when asked, a
+// layer `never` the loss does not use.
+struct SmallNetImpl : torch::nn::Module {
+  explicit SmallNetImpl(bool with_unused);
+  torch::Tensor forward(torch::Tensor x);
+  torch::nn::Linear l0{nullptr}, l1{nullptr}, l2{nullptr}, head{nullptr}, never{nullptr};
+};
+TORCH_MODULE(SmallNet);
+
+// Rank r's initial weights (they differ between ranks).
+SmallNet MakeSmallNet(int rank, bool with_unused = false);
+
+// The loss of rank r's micro-batch `micro` (a function of both).
+torch::Tensor SmallNetLoss(SmallNet& net, int rank, int micro);
+
+using Grads = std::map<std::string, torch::Tensor>;  // parameter name -> gradient
+
+// Rank r's gradient on `weights` over micro-batches 0..k-1, each loss divided by k (leaves
+// weights' .grad empty).
+Grads LocalGrads(SmallNet& weights, int rank, int k);
+// The average over `world` ranks of LocalGrads.
+Grads AverageGrads(SmallNet& weights, int world, int k);
+
+// Fail()s, naming the parameter, unless every .grad of `net` equals `want` (1e-5 relative);
+// says when it looks like the sum, the mean divided twice, this rank's own gradient or zeros.
+void CheckAverage(const RankEnv& env, SmallNet& net, const Grads& want, const Grads& local, const std::string& when);
+
+// Tasks 2a/2b: two updates of SmallNet with `sync` after each backward, on the ranks of env:
+// every .grad must be the average (CheckAverage), each update must call every op of
+// `required` and none of `forbidden` (e.g. {"gather", "scatter"} and {"allreduce"}).
+using GradSyncFn = std::function<void(c10d::ProcessGroup&, const std::vector<torch::Tensor>&)>;
+void CheckGradientSync(RankEnv& env, const GradSyncFn& sync, const std::vector<std::string>& required,
+                       const std::vector<std::string>& forbidden);
+
+}  // namespace distlm::testing

@@ -1,0 +1,37 @@
+// Task 3's stage: the Trainer driving the student's DataParallel (task3/ddp.h). Given code, not
+// the student's.
+//
+// Before training, --ddp picks the version (buckets: 3b, the default; per_parameter: 3a) and
+// builds it over the model's parameters and the process group. Before each backward it is told
+// whether this backward ends the update (no_sync otherwise); after the update's last backward
+// FinishGradientSync is timed. Per update the log line carries, besides 2a/2b's fields:
+//   comm_time_ms      time the step was blocked in FinishGradientSync (so compute_time_ms keeps
+//                     its 2a/2b meaning)
+//   comm_busy_ms      time some all-reduce was in flight (launch to completion)
+//   comm_hidden_ms    the part of comm_busy_ms before backward ended (overlapped with it)
+//   comm_exposed_ms   the part after
+//   backward_overlap_ms  the last backward, from its start to its end
+//   buckets           all-reduces launched in the update (3a: one per parameter)
+//   buckets_started_before_backward_end
+//   no_sync_calls     collectives launched during the update's no_sync backward passes (must be 0)
+// The process group records each all-reduce's launch and completion time
+// (dist::CountingProcessGroup); the student's code does none of the measuring. Rank 0 writes
+// the all-reduces of the first update to <output_dir>/ddp_buckets.json and prints them.
+// --comm_dtype=fp16|bf16 casts the all-reduces launched from the synchronised backward to that
+// dtype and back (PyTorch's fp16_compress_hook), without the student's code changing.
+#pragma once
+
+#include <string>
+
+#include "common/train/trainer.h"
+
+namespace distlm::task3 {
+
+// The Trainer's hooks for a task 3 run named `stage`.
+train::StageHooks DdpStageHooks(const std::string& stage);
+
+// main() of task 3, with DdpStageHooks plus part 1's pieces. Flags as tasks 2a/2b, plus --ddp,
+// --bucket_cap_mb and --comm_dtype.
+int RunDdpStage(int argc, char** argv, train::StageHooks hooks);
+
+}  // namespace distlm::task3

@@ -1,0 +1,52 @@
+// Task 3b: your code goes here. Read docs/handout/part3.md, section 'Task 3b', and the
+// contract in task3/ddp.h (which parameters share a bucket, and in which order buckets go).
+// Check your work with: bazel test //task3:student_test
+#include <utility>
+
+#include "common/autograd/grad_ready_hook.h"
+#include "common/runtime/errors.h"
+#include "task3/ddp.h"
+
+namespace distlm::task3 {
+namespace {
+
+class BucketedDdp : public DataParallel {
+ public:
+  BucketedDdp(std::vector<NamedParameter> params, c10::intrusive_ptr<c10d::ProcessGroup> pg, int64_t cap_bytes)
+      : params_(std::move(params)), pg_(std::move(pg)) {
+    // TODO(student): rank 0's weights on every rank; the buckets (task3/ddp.h says which
+    // parameters go together) and a flat buffer for each; a hook on every parameter.
+    StudentTodo("task3b BucketedDdp (constructor)", "docs/handout/part3.md, section 'Task 3b'");
+  }
+
+  void set_require_grad_sync(bool sync) override {
+    // TODO(student): 3c, as in 3a.
+    StudentTodo("task3c BucketedDdp::set_require_grad_sync", "docs/handout/part3.md, section 'Task 3c'");
+  }
+
+  void FinishGradientSync() override {
+    // TODO(student): wait for every bucket, average, copy back into each .grad; name every
+    // parameter whose gradient never arrived (distlm::UserError).
+    StudentTodo("task3b BucketedDdp::FinishGradientSync", "docs/handout/part3.md, section 'Task 3b'");
+  }
+
+ private:
+  void OnGradReady(size_t i) {
+    // TODO(student): runs inside backward. Put parameter i's gradient into its bucket; start the
+    // all-reduce of every bucket that is now complete and whose turn it is.
+    StudentTodo("task3b BucketedDdp::OnGradReady", "docs/handout/part3.md, section 'Task 3b'");
+  }
+
+  std::vector<NamedParameter> params_;
+  c10::intrusive_ptr<c10d::ProcessGroup> pg_;
+  // TODO(student): your buckets and whatever else the hooks and FinishGradientSync share.
+};
+
+}  // namespace
+
+std::unique_ptr<DataParallel> MakeBucketedDdp(std::vector<NamedParameter> params,
+                                              c10::intrusive_ptr<c10d::ProcessGroup> pg, int64_t bucket_cap_bytes) {
+  return std::make_unique<BucketedDdp>(std::move(params), std::move(pg), bucket_cap_bytes);
+}
+
+}  // namespace distlm::task3

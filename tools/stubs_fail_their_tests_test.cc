@@ -1,0 +1,47 @@
+// The kit's stubs cannot pass: each stage's local test (//STAGE:student_test, built on the
+// stubs) fails naming the stub, and each stage's :student binary, asked to train one update,
+// stops with the stub's TODO(student) line. Together with //STAGE:reference_student_test
+// (the same tests passing on the reference), this shows the local tests tell a right answer
+// from an unwritten one, and that nothing else in the kit trains in the stubs' place.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/testing/subprocess.h"
+
+namespace distlm::tools {
+namespace {
+
+using ::distlm::testing::Command;
+using ::distlm::testing::ProcessResult;
+using ::distlm::testing::Runfile;
+
+class StageStubTest : public ::testing::TestWithParam<std::string> {};
+
+INSTANTIATE_TEST_SUITE_P(Stages, StageStubTest,
+                         ::testing::Values("part1_single", "task2a", "task2b", "task3", "task5"));
+
+TEST_P(StageStubTest, LocalTestFailsWithTheStubsMessage) {
+  Command c;
+  c.argv = {Runfile(GetParam() + "/student_test")};
+  c.env = {{"GTEST_COLOR", "no"}};
+  ProcessResult r = testing::Run(c, 120);
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_NE(r.exit_code, 0) << GetParam() << ":student_test passed on the stubs:\n" << r.output;
+  EXPECT_NE(r.output.find("TODO(student)"), std::string::npos)
+      << GetParam() << ":student_test failed without naming the stub:\n"
+      << r.output;
+}
+
+TEST_P(StageStubTest, StudentBinaryCannotTrainOneUpdate) {
+  const std::string out = testing::MakeTempDir("stub_run");
+  Command c;
+  c.argv = {Runfile(GetParam() + "/student"), "--max_steps=1", "--world_size=1", "--output_dir=" + out + "/run",
+            "--num_threads=1"};
+  ProcessResult r = testing::Run(c, 120);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("TODO(student)"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace distlm::tools
