@@ -19,6 +19,7 @@ struct StageSpec {
   std::vector<std::string> forbidden_ops;  // and none of these
   bool optional = false;           // graded only when the submission has the folder
   std::string what;                // what the student writes, for messages
+  std::vector<std::string> run_flags;  // added to the grader's run flags for this stage
 };
 
 // In the order tests are reported.
@@ -32,7 +33,9 @@ inline const std::vector<StageSpec>& Stages() {
       {"task2b", "task2b", {"grad_sync.cc"}, 4, 8, 2, {"allreduce"}, {}, false, "SyncGradients (all_reduce)"},
       // The student's own DDP: graded on the bucketed version (3b), which trains the runs.
       {"task3", "task3", {"bucketed_ddp.cc", "per_parameter_ddp.cc"}, 4, 8, 2, {"allreduce"}, {}, false,
-       "your DistributedDataParallel (per-parameter, buckets, no_sync)"},
+       "your DistributedDataParallel (per-parameter, buckets, no_sync)",
+       // Several buckets on the tiny model, so the run overlaps communication with backward.
+       {"--ddp=buckets", "--bucket_cap_mb=0.5"}},
       // The advanced part: graded when submitted. Over Gloo the reduce-scatter is an all_reduce
       // plus a slice (zero::ReduceScatterSum), so only the all-gather is a collective of its own.
       {"task5", "task5", {"sharded_step.cc"}, 4, 8, 2, {"allgather"}, {}, true,

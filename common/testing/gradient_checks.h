@@ -16,7 +16,7 @@ namespace distlm::testing {
 
 inline constexpr int64_t kNetIn = 16, kNetOut = 4;
 
-// Four Linear layers (l0, l1, l2, head; 1,420 parameters in 8 tensors) and, when asked, a
+// Four Linear layers (l0, l1, l2, head; 1,360 parameters in 8 tensors) and, when asked, a
 // layer `never` the loss does not use.
 struct SmallNetImpl : torch::nn::Module {
   explicit SmallNetImpl(bool with_unused);

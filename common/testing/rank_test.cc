@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <thread>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -50,10 +52,30 @@ std::string Tally(dist::CountingProcessGroup& tally) {
   return out.empty() ? "none" : out;
 }
 
+// The rendezvous store, once the group is up: ranks wait for each other there before leaving.
+c10::intrusive_ptr<c10d::Store>& Store() {
+  static auto* store = new c10::intrusive_ptr<c10d::Store>();
+  return *store;
+}
+
 // One report line to the parent, then out without running destructors: a Gloo group whose peers
-// are stuck in a collective can block its own teardown.
+// are stuck in a collective can block its own teardown. First, up to 5 s for the other ranks to
+// get this far: rank 0 serves the store, and leaving early would strand a slower rank still
+// connecting to it (it would then wait for its timeout).
 [[noreturn]] void Report(int rank, const std::string& kind, const std::string& message, const std::string& tally,
                          int code) {
+  if (Store()) {
+    try {
+      const int world = EnvInt("DISTLM_RANK_TEST_WORLD");
+      Store()->add("rank_test_done", 1);
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (Store()->add("rank_test_done", 0) < world && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    } catch (const std::exception&) {
+      // The store is gone (rank 0 left): nothing to wait for.
+    }
+  }
   std::string one = message;
   for (char& c : one) {
     if (c == '\n') c = ' ';
@@ -82,6 +104,7 @@ int WorkerMain(const std::string& name) {
   } catch (const std::exception& e) {
     Report(rank, "ERROR", "could not start the process group: " + OneLine(e), "none", 2);
   }
+  Store() = ctx->store;
   auto tally = c10::make_intrusive<dist::CountingProcessGroup>(ctx->pg);
   auto counting = c10::make_intrusive<dist::CountingProcessGroup>(dist::AsGroup(tally, "gloo"));
   RankEnv env{rank, world, dist::AsGroup(counting, "gloo"), counting.get()};
