@@ -69,6 +69,8 @@ std::map<std::string, std::string> ReferenceLinePairs(const std::string& root) {
     }
     const std::string rel = it->path().lexically_relative(root).generic_string();
     if (!it->is_regular_file() || rel.find("/reference/") == std::string::npos) continue;
+    // Solutions only: a reference folder's own tests share their fixtures with the kit's.
+    if (rel.size() > 8 && rel.compare(rel.size() - 8, 8, "_test.cc") == 0) continue;
     if (rel.rfind("grading/", 0) == 0) continue;
     const auto lines = CodeLines(ReadFileOrEmpty(it->path().string()));
     for (size_t i = 0; i + 1 < lines.size(); ++i) pairs.emplace(lines[i] + "\n" + lines[i + 1], rel);

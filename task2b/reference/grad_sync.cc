@@ -14,9 +14,7 @@ void SyncGradients(c10d::ProcessGroup& pg, const std::vector<torch::Tensor>& par
   tensors.reserve(parameters.size());
   for (const auto& p : parameters) {
     tensors.push_back({p.grad()});
-    c10d::AllreduceOptions opts;
-    opts.reduceOp = c10d::ReduceOp::SUM;
-    works.push_back(pg.allreduce(tensors.back(), opts));
+    works.push_back(pg.allreduce(tensors.back()));  // SUM, c10d's default
   }
   for (size_t i = 0; i < works.size(); ++i) {
     works[i]->wait();
