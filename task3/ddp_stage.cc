@@ -71,10 +71,9 @@ void BeforeBackward(StageState& s, train::Trainer& t, bool will_sync) {
   if (!s.in_update) {
     Counting(t).TakeStats();  // drop what came before (loss averaging, evaluation, the broadcast)
     s.in_update = true;
-    s.no_sync_calls = 0;
   }
   if (will_sync) {
-    s.no_sync_calls += Counting(t).TakeStats().calls();
+    s.no_sync_calls = Counting(t).TakeStats().calls();
     s.sync_start = Clock::now();
   }
   s.ddp->set_require_grad_sync(will_sync);
@@ -121,13 +120,7 @@ void WriteLayout(StageState& s, train::Trainer& t, const dist::CommStats& stats)
   std::string line;
   for (const auto& r : stats.records) {
     if (r.op != "allreduce") continue;
-    int64_t numel = 0;
-    for (const auto& shape : r.shapes) {
-      int64_t n = 1;
-      for (int64_t d : shape) n *= d;
-      numel += n;
-    }
-    layout.push_back({{"bucket", layout.size()}, {"numel", numel}, {"bytes", r.bytes}, {"dtype", r.dtype}});
+    layout.push_back({{"bucket", layout.size()}, {"numel", r.numel()}, {"bytes", r.bytes}, {"dtype", r.dtype}});
     if (layout.size() <= 8) line += (layout.size() > 1 ? ", " : "") + std::to_string(r.bytes);
   }
   if (layout.size() > 8) line += ", ...";

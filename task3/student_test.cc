@@ -43,10 +43,6 @@ std::vector<NamedParameter> Named(Net& net) {
   return out;
 }
 
-void ZeroGrads(Net& net) {
-  for (auto& p : net->parameters()) p.mutable_grad() = torch::Tensor();
-}
-
 // The bucket sizes (elements) task3/ddp.h prescribes, in launch order.
 std::vector<int64_t> ExpectedBuckets(Net& net, int64_t cap_bytes) {
   std::vector<int64_t> numels;
@@ -109,13 +105,7 @@ void Averages(RankEnv& env, const std::string& version) {
     for (size_t i = 0; i < stats.records.size(); ++i) {
       const auto& r = stats.records[i];
       if (r.op != "allreduce") Fail("a " + r.op + " during backward/FinishGradientSync; DDP uses all-reduce only");
-      int64_t n = 0;
-      for (const auto& s : r.shapes) {
-        int64_t e = 1;
-        for (int64_t d : s) e *= d;
-        n += e;
-      }
-      sizes.push_back(n);
+      sizes.push_back(r.numel());
       if (late < 0 && r.launched > backward_end) late = static_cast<int64_t>(i);
     }
     std::vector<int64_t> expected;
@@ -145,12 +135,7 @@ void Averages(RankEnv& env, const std::string& version) {
              "from the hook that completes it, not in FinishGradientSync");
       }
     }
-    // The same SGD step on both models: they stay equal.
-    torch::NoGradGuard no_grad;
-    for (auto& p : net->parameters()) p.sub_(0.1 * p.grad());
-    auto refp = ref->named_parameters();
-    for (const auto& [name, g] : want) refp[name].sub_(0.1 * g);
-    ZeroGrads(net);
+    testing::StepBoth(net, ref, want);
   }
 }
 

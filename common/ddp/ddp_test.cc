@@ -443,13 +443,6 @@ int WorkerMain() {
 // ---------------------------------------------------------------------------------------------
 // The tests.
 
-std::string SelfPath() {
-  char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  self[n > 0 ? n : 0] = '\0';
-  return self;
-}
-
 std::string Mpirun() {
   for (const char* p : {"/usr/bin/mpirun", "/usr/local/bin/mpirun"}) {
     if (access(p, X_OK) == 0) return p;
@@ -465,7 +458,7 @@ std::vector<testing::ProcessResult> RunRanks(const std::string& mode, const std:
     env["DISTLM_DDP_TEST_PORT"] = std::to_string(testing::FreePort());
     env["DISTLM_DDP_TEST_WORLD"] = std::to_string(world);
     for (int r = 0; r < world; ++r) {
-      testing::Command c{{SelfPath()}, env};
+      testing::Command c{{testing::SelfPath()}, env};
       c.env["DISTLM_DDP_TEST_RANK"] = std::to_string(r);
       cmds.push_back(c);
     }
@@ -490,7 +483,7 @@ std::vector<testing::ProcessResult> RunRanks(const std::string& mode, const std:
                         "DISTLM_DDP_TEST_MODE",
                         "-x",
                         "DISTLM_DDP_TEST_BACKEND",
-                        SelfPath()},
+                        testing::SelfPath()},
                        env};
     c.env["OMPI_ALLOW_RUN_AS_ROOT"] = "1";
     c.env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1";

@@ -2,7 +2,6 @@
 
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
-#include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
@@ -58,20 +57,6 @@ std::string NameList(const std::vector<std::string>& names) {
   if (names.size() > kMaxNamesInError) out += " and " + std::to_string(names.size() - kMaxNamesInError) + " more";
   return out;
 }
-
-// The AccumulateGrad post-hook: runs once .grad holds this backward's contribution.
-class AccumulatedHook : public torch::autograd::FunctionPostHook {
- public:
-  explicit AccumulatedHook(std::function<void()> fn) : fn_(std::move(fn)) {}
-  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
-                                            const torch::autograd::variable_list& /*inputs*/) override {
-    fn_();
-    return outputs;
-  }
-
- private:
-  std::function<void()> fn_;
-};
 
 // Every rank must hold the same tensors (count, shapes, dtypes), or the broadcast below would
 // pair up wrong pieces or hang. One all-reduce of [x, -x] with MAX gives every rank both the
@@ -140,8 +125,6 @@ struct DistributedDataParallel::Param {
   at::Tensor tensor;
   size_t bucket = 0;
   int64_t offset = 0;  // in the bucket's flat buffer, in elements
-  std::shared_ptr<torch::autograd::Node> accumulator;
-  uintptr_t hook_key = 0;
 };
 
 struct DistributedDataParallel::Bucket {
@@ -275,28 +258,21 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   }
 
   used_since_sync_.assign(params_.size(), 0);
-  // Every accumulator first, so that nothing below throws once a hook (which points at this
-  // object) is installed.
-  for (Param& p : params_) {
-    p.accumulator = torch::autograd::impl::grad_accumulator(p.tensor);
-    if (!p.accumulator) {
-      throw UserError("DistributedDataParallel: parameter " + p.name +
+  // hooks_ is the last member: if a hook cannot be installed, the ones already installed (which
+  // point at this object) are removed first while the constructor unwinds.
+  hooks_.reserve(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!params_[i].tensor.is_leaf()) {
+      throw UserError("DistributedDataParallel: parameter " + params_[i].name +
                       " is not a leaf tensor; cannot hook its gradient");
     }
-  }
-  for (size_t i = 0; i < params_.size(); ++i) {
-    params_[i].hook_key = params_[i].accumulator->add_post_hook(
-        std::make_unique<AccumulatedHook>([this, i] { OnGradientAccumulated(i); }));
+    hooks_.emplace_back(params_[i].tensor, [this, i] { OnGradientAccumulated(i); });
   }
 }
 
-DistributedDataParallel::~DistributedDataParallel() {
-  for (Param& p : params_) {
-    if (p.accumulator) p.accumulator->del_post_hook(p.hook_key);
-  }
-  // An all-reduce still in flight (after a failed backward) holds its own reference to its
-  // bucket's buffer, so nothing here needs to wait for it.
-}
+// The hooks go first (hooks_ is the last member). An all-reduce still in flight (after a failed
+// backward) holds its own reference to its bucket's buffer, so nothing here needs to wait for it.
+DistributedDataParallel::~DistributedDataParallel() = default;
 
 std::string DistributedDataParallel::DescribeBuckets() const {
   std::string out;

@@ -46,6 +46,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <vector>
 
+#include "common/autograd/grad_ready_hook.h"
 #include "common/ddp/bucket_assignment.h"
 
 namespace distlm::ddp {
@@ -179,6 +180,8 @@ class DistributedDataParallel {
   // find_unused_parameters: parameters whose gradient was computed since the last sync
   // (no_sync passes included, as in PyTorch).
   std::vector<uint8_t> used_since_sync_;
+  // One per parameter (common/autograd): last, so they are removed before anything they use.
+  std::vector<autograd::GradReadyHook> hooks_;
 };
 
 }  // namespace distlm::ddp

@@ -23,6 +23,16 @@ std::string DtypeName(at::ScalarType t) {
 
 }  // namespace
 
+int64_t CollectiveRecord::numel() const {
+  int64_t n = 0;
+  for (const auto& shape : shapes) {
+    int64_t e = 1;
+    for (int64_t d : shape) e *= d;
+    n += e;
+  }
+  return n;
+}
+
 int64_t CommStats::tensors() const {
   int64_t n = 0;
   for (const auto& r : records) n += static_cast<int64_t>(r.shapes.size());

@@ -25,8 +25,9 @@ struct CollectiveRecord {
   std::vector<std::vector<int64_t>> shapes;
   std::string dtype;                 // e.g. "float32" (of the first tensor)
   int64_t bytes = 0;                 // payload bytes, all tensors
-  // When the caller launched it, and (all_reduce only) when the backend finished it: nanoseconds
-  // on steady_clock, 0 until then or when the backend offers no future. Shared because the
+  int64_t numel() const;             // payload elements, all tensors
+  // When the caller launched it, and (all_reduce only) when the backend finished it: ticks of
+  // steady_clock since its epoch, 0 until then or when the backend offers no future. Shared because the
   // completion is stored from the backend's thread after the record was taken.
   std::chrono::steady_clock::time_point launched;
   std::shared_ptr<std::atomic<int64_t>> completed_ns = std::make_shared<std::atomic<int64_t>>(0);

@@ -37,7 +37,7 @@ Ranks Start(const std::string& mode, const std::vector<std::vector<std::string>>
   std::vector<Command> cmds;
   for (size_t i = 0; i < args.size(); ++i) {
     Command c;
-    c.argv = {testing::SelfPath()};
+    c.argv = {::distlm::testing::SelfPath()};
     c.argv.insert(c.argv.end(), args[i].begin(), args[i].end());
     c.env = i < envs.size() ? envs[i] : std::map<std::string, std::string>{};
     c.env["DISTLM_DIST_TEST_MODE"] = mode;

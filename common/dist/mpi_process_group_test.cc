@@ -48,7 +48,7 @@ MpiRun Mpirun(int np, const std::string& mode, const std::vector<std::string>& a
             "-np",           std::to_string(np), "--mca",    "btl",
             "self,tcp",      "--mca",            "btl_tcp_if_include", "lo",
             "--mca",         "oob_tcp_if_include", "lo",    "-x",
-            "DISTLM_DIST_TEST_MODE", testing::SelfPath(), "--backend=mpi"};
+            "DISTLM_DIST_TEST_MODE", ::distlm::testing::SelfPath(), "--backend=mpi"};
   c.argv.insert(c.argv.end(), args.begin(), args.end());
   c.env = env;
   c.env["DISTLM_DIST_TEST_MODE"] = mode;

@@ -264,13 +264,6 @@ std::vector<std::string> CheckCollectives(DistContext& ctx, bool mpi_only) {
 
 bool IsWorker() { return std::getenv("DISTLM_DIST_TEST_MODE") != nullptr; }
 
-std::string SelfPath() {
-  char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  self[n > 0 ? n : 0] = '\0';
-  return self;
-}
-
 int WorkerMain(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   return RunMain([] {

@@ -30,7 +30,4 @@ bool IsWorker();
 // The worker's main: parses the dist flags from argv and runs the mode.
 int WorkerMain(int argc, char** argv);
 
-// This binary's path, for re-executing it.
-std::string SelfPath();
-
 }  // namespace distlm::dist::testing

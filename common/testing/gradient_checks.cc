@@ -12,11 +12,21 @@ double RelDiff(const torch::Tensor& a, const torch::Tensor& b) {
   return (a - b).abs().max().item<double>() / std::max(b.abs().max().item<double>(), 1e-12);
 }
 
+}  // namespace
+
 void ClearGrads(SmallNet& net) {
   for (auto& p : net->parameters()) p.mutable_grad() = torch::Tensor();
 }
 
-}  // namespace
+void StepBoth(SmallNet& net, SmallNet& ref, const Grads& want) {
+  torch::NoGradGuard no_grad;
+  auto ref_params = ref->named_parameters();
+  for (const auto& p : net->named_parameters()) {
+    p.value().sub_(0.1 * p.value().grad());
+    ref_params[p.key()].sub_(0.1 * want.at(p.key()));
+  }
+  ClearGrads(net);
+}
 
 SmallNetImpl::SmallNetImpl(bool with_unused) {
   l0 = register_module("l0", torch::nn::Linear(kNetIn, 24));
@@ -93,7 +103,6 @@ void CheckGradientSync(RankEnv& env, const GradSyncFn& sync, const std::vector<s
   for (int update = 1; update <= 2; ++update) {
     const std::string when = "after update " + std::to_string(update);
     Grads want = AverageGrads(ref, env.world, 1), local = LocalGrads(ref, env.rank, 1);
-    ClearGrads(net);
     SmallNetLoss(net, env.rank, 0).backward();
     env.counting->TakeStats();
     sync(*env.pg, net->parameters());
@@ -109,13 +118,7 @@ void CheckGradientSync(RankEnv& env, const GradSyncFn& sync, const std::vector<s
              " time(s); this task must do without it");
       }
     }
-    // The same SGD step on both copies keeps them equal.
-    torch::NoGradGuard no_grad;
-    auto ref_params = ref->named_parameters();
-    for (const auto& p : net->named_parameters()) {
-      p.value().sub_(0.1 * p.value().grad());
-      ref_params[p.key()].sub_(0.1 * want.at(p.key()));
-    }
+    StepBoth(net, ref, want);
   }
 }
 

@@ -33,6 +33,13 @@ torch::Tensor SmallNetLoss(SmallNet& net, int rank, int micro);
 
 using Grads = std::map<std::string, torch::Tensor>;  // parameter name -> gradient
 
+// Drops every .grad (as the Trainer's zero_grad does).
+void ClearGrads(SmallNet& net);
+
+// The same SGD step (lr 0.1) on `net` from its own .grad and on `ref` from `want`: when .grad
+// was the average, the two stay equal for the next update's expectations. Clears net's .grad.
+void StepBoth(SmallNet& net, SmallNet& ref, const Grads& want);
+
 // Rank r's gradient on `weights` over micro-batches 0..k-1, each loss divided by k (leaves
 // weights' .grad empty).
 Grads LocalGrads(SmallNet& weights, int rank, int k);

@@ -1,7 +1,5 @@
 #include "common/testing/rank_test.h"
 
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -34,13 +32,6 @@ struct CheckFailed : std::runtime_error {
 int EnvInt(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr ? -1 : std::atoi(v);
-}
-
-std::string SelfPath() {
-  char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  self[n > 0 ? n : 0] = '\0';
-  return self;
 }
 
 // "allreduce=41 broadcast=6": what passed through the harness's own counting layer.

@@ -119,6 +119,13 @@ std::vector<ProcessResult> RunAll(const std::vector<Command>& commands, double t
 
 ProcessResult Run(const Command& command, double timeout_s) { return RunAll({command}, timeout_s)[0]; }
 
+std::string SelfPath() {
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  self[n > 0 ? n : 0] = '\0';
+  return self;
+}
+
 int FreePort() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) throw std::runtime_error("socket() failed");

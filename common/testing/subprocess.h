@@ -30,6 +30,9 @@ ProcessResult Run(const Command& command, double timeout_s);
 // A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released).
 int FreePort();
 
+// This binary's path (/proc/self/exe), for tests that re-execute themselves as workers.
+std::string SelfPath();
+
 // ../shared/reference beside the checkout, or $DISTLM_SHARED_DIR/reference; nullopt when it is
 // absent. Tests that need it call SKIP_WITHOUT_REFERENCE().
 std::optional<std::string> SharedReferenceDir();
