@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "common/runtime/runfiles.h"
+#include "grading/ddp_checks.h"
 #include "grading/sandbox.h"
 #include "grading/submission.h"
 #include "tools/student_kit.h"
@@ -20,14 +21,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int kTotalBatch = 8;
-constexpr size_t kSteps = 5;
-// A correct synchronisation differs from one process only in the order of float32 sums
-// (~1e-7 relative over 5 updates); a wrong one by >1e-3 from the second update on.
-constexpr double kParityTol = 1e-5;
-// A known mistake is recognised when a trace is this close to the grader's own run of it
-// (the same mistake made with other collectives sums in another order).
-constexpr double kMistakeTol = 1e-4;
 constexpr size_t kMaxTestOutput = 6000;
 
 // Launcher and MPI variables the grader may have inherited; a run starts clean of them.
@@ -38,22 +31,6 @@ const std::vector<std::string> kDistEnv = {"RANK",        "WORLD_SIZE", "LOCAL_R
 // A binary built in the kit finds its data beside itself, not among the grader's runfiles.
 const std::vector<std::string> kRunfilesEnv = {"RUNFILES_DIR", "RUNFILES_MANIFEST_FILE", "TEST_SRCDIR",
                                                "JAVA_RUNFILES"};
-
-std::string Fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), format, v);
-  return buf;
-}
-
-double RelDiff(double got, double want) { return std::abs(got - want) / std::max(std::abs(want), 1e-12); }
-
-bool Close(const std::vector<double>& a, const std::vector<double>& b, size_t n, double tol) {
-  if (a.size() < n || b.size() < n) return false;
-  for (size_t i = 0; i < n; ++i) {
-    if (!(RelDiff(a[i], b[i]) <= tol)) return false;
-  }
-  return true;
-}
 
 std::vector<std::string> Lines(const std::string& text) {
   std::vector<std::string> lines;
@@ -105,65 +82,6 @@ std::vector<std::string> ErrorLines(const std::string& output, size_t max) {
     if (seen.insert(body).second && out.size() < max) out.push_back(who + (body.size() > 400 ? body.substr(0, 400) + " [...]" : body));
   }
   return out;
-}
-
-Trace TraceOf(const StageRun& run) {
-  Trace t;
-  t.losses = run.losses();
-  t.grad_norms = run.grad_norms();
-  for (const auto& line : run.log) {
-    t.lrs.push_back(line.value("lr", NAN));
-    auto it = line.find("comm_calls");
-    t.comm_calls.push_back(it != line.end() && it->is_number_integer() ? it->get<int64_t>() : -1);
-  }
-  return t;
-}
-
-// Expected and logged numbers side by side, with relative differences.
-std::string TraceTable(const Trace& want, const Trace& got) {
-  std::string s = "    update  loss: expected   yours         rel.diff   grad norm: expected  yours       rel.diff\n";
-  for (size_t i = 0; i < kSteps && i < want.losses.size(); ++i) {
-    s += "    " + std::to_string(i + 1) + "             " + Fmt("%.9f", want.losses[i]) + "  ";
-    if (i < got.losses.size()) {
-      s += Fmt("%.9f", got.losses[i]) + "  " + Fmt("%.1e", RelDiff(got.losses[i], want.losses[i])) + "    " +
-           Fmt("%12.7f", want.grad_norms[i]) + "     " + Fmt("%10.7f", got.grad_norms[i]) + "  " +
-           Fmt("%.1e", RelDiff(got.grad_norms[i], want.grad_norms[i]));
-    } else {
-      s += "(not logged)";
-    }
-    s += "\n";
-  }
-  return s;
-}
-
-// The first update whose value differs from the single-node one beyond the tolerance, or
-// kSteps when all match.
-size_t FirstDifference(const std::vector<double>& want, const std::vector<double>& got) {
-  for (size_t i = 0; i < kSteps; ++i) {
-    if (i >= got.size() || i >= want.size() || !(RelDiff(got[i], want[i]) <= kParityTol)) return i;
-  }
-  return kSteps;
-}
-
-// "" when the losses and the gradient norms (rank 0's, before clipping) all match; else where
-// they first part. After a correct synchronisation rank 0 holds the single-node gradient, so
-// its norm matches too; a gradient off by a constant factor can leave the losses nearly
-// unchanged (clipping and Adam normalise it away) while its norm shows the factor at once.
-std::string ParityDiff(const Trace& want, const Trace& got) {
-  const size_t loss_at = FirstDifference(want.losses, got.losses);
-  const size_t norm_at = FirstDifference(want.grad_norms, got.grad_norms);
-  if (loss_at == kSteps && norm_at == kSteps) return "";
-  if (got.losses.size() < kSteps) {
-    return "expected " + std::to_string(kSteps) + " logged updates, found " + std::to_string(got.losses.size());
-  }
-  if (loss_at <= norm_at) return CompareLosses(want.losses, got.losses, kSteps, kParityTol);
-  std::string s = "the gradient norm before clipping of update " + std::to_string(norm_at + 1) + " is " +
-                  Fmt("%.9g", got.grad_norms[norm_at]) + " where the single-node run has " +
-                  Fmt("%.9g", want.grad_norms[norm_at]) + " (relative difference " +
-                  Fmt("%.3g", RelDiff(got.grad_norms[norm_at], want.grad_norms[norm_at])) + ")";
-  s += loss_at == kSteps ? std::string("; the losses all match")
-                         : "; the losses differ from update " + std::to_string(loss_at + 1) + " on";
-  return s;
 }
 
 std::string JoinOps(const std::vector<std::string>& ops, const std::string& last_sep) {
@@ -246,7 +164,9 @@ struct Autograder::Impl {
 
   // The grader's runs of the known mistakes, made once, when a failing trace needs a name.
   const std::vector<KnownMistake>& Mistakes(const std::string& work) {
-    return RunMistakes(work, {"no_sync", "sum_without_average", "some_params_only", "rank0_keeps_own", "same_data"},
+    return RunMistakes(work,
+                       {"no_sync", "sum_without_average", "some_params_only", "rank0_keeps_own", "root_only_average",
+                        "same_data"},
                        &mistakes_tried, &mistakes);
   }
   const std::vector<KnownMistake>& ZeroMistakes(const std::string& work) {
@@ -596,8 +516,11 @@ struct Autograder::Impl {
                "(not into a copy or a temporary), and synchronise before the optimizer step, not after it.";
       }
       if (km.mutation == "sum_without_average") {
+        const std::string where = st.id == "task2a"   ? " on rank 0, before the scatter"
+                                  : st.id == "task3" ? " in FinishGradientSync, once its all-reduces are done"
+                                                     : "";
         return "your gradients look summed but not divided by the world size: divide the sum by " +
-               Fmt("%.0f", n) + " (pg.getSize()). As it is, the gradient is " + Fmt("%.0f", n) +
+               Fmt("%.0f", n) + " (pg.getSize())" + where + ". As it is, the gradient is " + Fmt("%.0f", n) +
                " times too large (its norm before clipping was " + Fmt("%.4f", got.grad_norms[0]) + ", the single-node "
                "one " + Fmt("%.4f", want.grad_norms[0]) + ").";
       }
@@ -605,6 +528,11 @@ struct Autograder::Impl {
         return "only some of the parameters are synchronised: your losses match a run in which the first half of "
                "the parameters are averaged and the rest keep each rank's own gradient. Average the .grad of every "
                "tensor in `parameters`.";
+      }
+      if (km.mutation == "root_only_average") {
+        return "only rank 0 ends with the average: the other ranks keep their own gradients (your losses match "
+               "exactly that mistake, with rank 0's gradient norm right). After rank 0 has averaged what it "
+               "gathered, scatter the average back so that every rank writes it into its .grad.";
       }
       if (km.mutation == "rank0_keeps_own") {
         return "rank 0 keeps its own gradient: the other ranks receive the average, but rank 0 does not write it "
@@ -660,11 +588,25 @@ struct Autograder::Impl {
     TestResult t_comm{st.id + ": uses " + JoinOps(st.required_ops, " and "), 0, static_cast<double>(st.comm_points),
                       false, ""};
     const bool has_comm_test = st.comm_points > 0;
+    std::vector<TestResult> extra;  // task 3's own tests (ddp_checks.h)
     auto finish = [&] {
       for (TestResult* t : {&t_build, &t_run, &t_parity, &t_comm}) {
         if (t == &t_comm && !has_comm_test) continue;
         t->output = Cap(t->output);
         report->tests.push_back(*t);
+      }
+      for (TestResult& t : extra) {
+        t.output = Cap(t.output);
+        report->tests.push_back(t);
+      }
+    };
+    auto not_run = [&](const std::string& why) {
+      t_run.output = t_parity.output = t_comm.output = why;
+      if (st.ddp_checks) {
+        for (TestResult t : DdpTestNames()) {
+          t.output = why;
+          extra.push_back(t);
+        }
       }
     };
 
@@ -672,19 +614,27 @@ struct Autograder::Impl {
     for (const auto& [name, path] : sub.files) files += (files.empty() ? "" : ", ") + st.id + "/" + name;
     t_build.output = (files.empty() ? "" : "your files: " + files + "\n") + build.message + "\n";
     if (!build.ok) {
-      const std::string why = "not run: the build step did not succeed (see '" + t_build.name + "')\n";
-      t_run.output = t_parity.output = t_comm.output = why;
+      not_run("not run: the build step did not succeed (see '" + t_build.name + "')\n");
       finish();
       return;
     }
 
     const int ranks = st.ranks > 1 ? config.ranks : 1;
-    Progress("running " + st.id + " on " + (ranks > 1 ? std::to_string(ranks) + " ranks" : "one process"));
-    std::vector<std::string> flags = RunFlags(ranks);
-    flags.insert(flags.end(), build.flags.begin(), build.flags.end());
-    flags.insert(flags.end(), st.run_flags.begin(), st.run_flags.end());
-    StageRun r = RunStage(build.binary, ranks, ranks > 1 ? Launcher::kLaunch : Launcher::kSingle, flags,
-                          RunOptions(MakeDirIn(work, "run_" + st.id), build.from_kit));
+    int runs = 0;
+    // The submission's binary on n ranks with the grader's flags, then `extra` (later flags win).
+    auto run = [&](int n, const std::vector<std::string>& extra_flags, double timeout_s) {
+      std::string said;
+      for (const auto& f : extra_flags) said += " " + f;
+      Progress("running " + st.id + " on " + (n > 1 ? std::to_string(n) + " ranks" : "one process") + said);
+      std::vector<std::string> flags = RunFlags(n);
+      flags.insert(flags.end(), build.flags.begin(), build.flags.end());
+      flags.insert(flags.end(), st.run_flags.begin(), st.run_flags.end());
+      flags.insert(flags.end(), extra_flags.begin(), extra_flags.end());
+      StageRunOptions o = RunOptions(MakeDirIn(work, "run_" + st.id + "_" + std::to_string(runs++)), build.from_kit);
+      if (timeout_s > 0) o.limits.timeout_s = std::min(timeout_s, o.limits.timeout_s);
+      return RunStage(build.binary, n, n > 1 ? Launcher::kLaunch : Launcher::kSingle, flags, o);
+    };
+    StageRun r = run(ranks, {}, 0);
     const bool completed =
         r.exit_code == 0 && !r.timed_out && r.log.size() >= kSteps && r.bad_log_lines.empty();
     std::string confinement = Fmt("%.1f", r.seconds) + " s; limits: " + Fmt("%.0f", config.run_timeout_s) + " s, " +
@@ -693,8 +643,9 @@ struct Autograder::Impl {
     if (!r.isolation_note.empty()) confinement += " (" + r.isolation_note + ")";
     if (!completed) {
       t_run.output = RunFailure(r, st) + "(" + confinement + ")\n";
-      const std::string why = "not checked: the run did not complete (see '" + t_run.name + "')\n";
-      t_parity.output = t_comm.output = why;
+      const std::string run_output = t_run.output;
+      not_run("not checked: the run did not complete (see '" + t_run.name + "')\n");
+      t_run.output = run_output;
       finish();
       return;
     }
@@ -705,10 +656,7 @@ struct Autograder::Impl {
     const Trace got = TraceOf(r);
     std::string diff = ParityDiff(want, got);
     if (diff.empty()) {
-      double worst = 0;
-      for (size_t i = 0; i < kSteps; ++i) {
-        worst = std::max({worst, RelDiff(got.losses[i], want.losses[i]), RelDiff(got.grad_norms[i], want.grad_norms[i])});
-      }
+      const double worst = WorstDifference(want, got);
       t_parity.passed = true;
       t_parity.score = t_parity.max_score;
       t_parity.output = "the " + std::to_string(kSteps) + " losses and gradient norms match the grader's single-node run (batch " +
@@ -718,6 +666,16 @@ struct Autograder::Impl {
       t_parity.output = Diagnose(got, want, st, work) + "\n\n" + diff + ".\n" + TraceTable(want, got);
     }
 
+    if (st.ddp_checks) {
+      DdpCheckContext c;
+      c.ranks = ranks;
+      c.bucket_cap_mb = st.bucket_cap_mb;
+      c.expected = &want;
+      c.run = run;
+      c.diagnose = [&](const Trace& trace) { return Diagnose(trace, want, st, work); };
+      c.run_failure = [&](const StageRun& failed) { return RunFailure(failed, st); };
+      extra = DdpTests(r, c);
+    }
     if (has_comm_test) {
       std::string problem;
       for (size_t i = 0; i < r.log.size() && problem.empty(); ++i) {

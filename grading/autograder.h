@@ -21,6 +21,7 @@
 
 #include "grading/stages.h"
 #include "grading/stage_runner.h"
+#include "grading/trace.h"
 
 namespace distlm::grading {
 
@@ -81,12 +82,6 @@ struct GraderConfig {
 struct GradeRequest {
   std::string submission;                    // a directory or a .zip
   std::map<std::string, Prebuilt> prebuilt;  // stage id -> binary: no kit, no build for it
-};
-
-// A run's numbers, as the grader compares them.
-struct Trace {
-  std::vector<double> losses, grad_norms, lrs;
-  std::vector<int64_t> comm_calls;  // per update; -1 when the log has no communication record
 };
 
 class Autograder {

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -74,9 +75,9 @@ TEST(AutograderTest, ReferenceSolutionsScoreFullMarks) {
   GradeReport r = Grader().Grade(req);
   std::printf("%s\n", r.Summary().c_str());
   EXPECT_EQ(r.score(), r.max_score());
-  EXPECT_EQ(r.max_score(), 40);  // 30, and 10 for the optional task 5
+  EXPECT_EQ(r.max_score(), 95);  // 75, and 20 for the optional task 5
   for (const auto& t : r.tests) EXPECT_TRUE(t.passed) << t.name << ":\n" << t.output;
-  EXPECT_EQ(r.tests.size(), 3u + 4u + 4u + 4u + 4u);  // part1, task2a, task2b, task3, task5
+  EXPECT_EQ(r.tests.size(), 3u + 4u + 4u + 9u + 4u);  // part1, task2a, task2b, task3 (3 + 6 DDP tests), task5
 }
 
 TEST(AutograderTest, UntouchedStubsScoreZeroAndSaySo) {
@@ -105,6 +106,8 @@ TEST(AutograderTest, UntouchedStubsScoreZeroAndSaySo) {
     EXPECT_NE(run.output.find("see docs/handout/"), std::string::npos) << run.output;
     EXPECT_NE(Find(r, id + kParity).output.find("not checked: the run did not complete"), std::string::npos);
   }
+  EXPECT_NE(Find(r, "task3: a parameter without a gradient is named in an error").output.find("not checked"),
+            std::string::npos);
 }
 
 struct Mutation {
@@ -161,7 +164,7 @@ INSTANTIATE_TEST_SUITE_P(
         Mutation{"same_data", 0, 2, {"very first loss", "every rank reads the whole data set in the same order"}}),
     [](const ::testing::TestParamInfo<Mutation>& info) { return info.param.name; });
 
-// Task 5's mistakes, graded as a task 5 submission (8 points for parity, 2 for the all-gather).
+// Task 5's mistakes, graded as a task 5 submission (16 points for parity, 4 for the all-gather).
 class ZeroMutationTest : public ::testing::TestWithParam<Mutation> {
  protected:
   static void TearDownTestSuite() {
@@ -188,18 +191,99 @@ TEST_P(ZeroMutationTest, LosesItsPointsWithAMessageThatNamesTheMistake) {
   for (const auto& s : m.says) EXPECT_NE(parity.output.find(s), std::string::npos) << "want '" << s << "' in:\n" << parity.output;
   EXPECT_EQ(r.score(), m.parity + m.comm);
   std::string first_line = parity.output.substr(0, parity.output.find('\n'));
-  ZeroScores().push_back(m.name + ": task5 " + std::to_string(static_cast<int>(r.score())) + "/10 -- " +
+  ZeroScores().push_back(m.name + ": task5 " + std::to_string(static_cast<int>(r.score())) + "/20 -- " +
                          first_line.substr(0, 160));
-  std::printf("%s: %g/10\n%s\n", m.name.c_str(), r.score(), parity.output.c_str());
+  std::printf("%s: %g/20\n%s\n", m.name.c_str(), r.score(), parity.output.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Mutations, ZeroMutationTest,
-    ::testing::Values(Mutation{"zero_none", 8, 2, {"match the grader's single-node run"}},
+    ::testing::Values(Mutation{"zero_none", 16, 4, {"match the grader's single-node run"}},
                       Mutation{"zero_no_allgather", 0, 0, {"never share their updated shards", "zero::AllGather"}},
-                      Mutation{"zero_wrong_shard", 0, 2, {"another rank's block of the gradient", "[r*S, (r+1)*S)"}},
-                      Mutation{"zero_local_norm", 0, 2, {"clip by the norm of this rank's shard only"}}),
+                      Mutation{"zero_wrong_shard", 0, 4, {"another rank's block of the gradient", "[r*S, (r+1)*S)"}},
+                      Mutation{"zero_local_norm", 0, 4, {"clip by the norm of this rank's shard only"}}),
     [](const ::testing::TestParamInfo<Mutation>& info) { return info.param.name; });
+
+// Task 2a's own mistakes (gather and scatter), graded as a task 2a submission (12 + 3 points).
+class GatherScatterMutationTest : public ::testing::TestWithParam<Mutation> {};
+
+TEST_P(GatherScatterMutationTest, LosesItsPointsWithItsOwnMessage) {
+  const Mutation& m = GetParam();
+  GradeRequest req;
+  req.submission = SubmissionFrom("reference", {"task2a"});
+  req.prebuilt["task2a"] = {testing::Runfile("grading/mutant_stage"), {"--mutation=" + m.name}};
+  GradeReport r = Grader().Grade(req);
+  const TestResult& parity = Find(r, "task2a" + kParity);
+  const TestResult& comm = Find(r, "task2a: uses gather and scatter");
+  EXPECT_EQ(parity.score, m.parity) << parity.output;
+  EXPECT_EQ(comm.score, m.comm) << comm.output;
+  for (const auto& s : m.says) EXPECT_NE(parity.output.find(s), std::string::npos) << "want '" << s << "' in:\n" << parity.output;
+  EXPECT_EQ(r.score(), m.parity + m.comm);
+  std::printf("%s: task2a %g/15\n%s\n%s\n", m.name.c_str(), r.score(), parity.output.c_str(), comm.output.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Mutations, GatherScatterMutationTest,
+    ::testing::Values(Mutation{"root_only_average", 0, 0, {"only rank 0 ends with the average", "scatter the average back"}},
+                      Mutation{"scatter_sum", 0, 3, {"summed but not divided", "on rank 0, before the scatter"}}),
+    [](const ::testing::TestParamInfo<Mutation>& info) { return info.param.name; });
+
+// Task 3's mistakes, each in a DDP that is otherwise right (grading/mutant_ddp_stage), graded as
+// a task 3 submission (40 points): each loses exactly the tests it should, each with its message.
+struct DdpMutation {
+  std::string name;
+  double score;                                // of 40
+  std::map<std::string, std::string> failing;  // test name -> what its output says
+};
+
+class DdpMutationTest : public ::testing::TestWithParam<DdpMutation> {};
+
+TEST_P(DdpMutationTest, LosesItsTestsWithTheirMessages) {
+  const DdpMutation& m = GetParam();
+  GradeRequest req;
+  req.submission = SubmissionFrom("reference", {"task3"});
+  req.prebuilt["task3"] = {testing::Runfile("grading/mutant_ddp_stage"), {"--ddp_mutation=" + m.name}};
+  GradeReport r = Grader().Grade(req);
+  double task3 = 0;
+  for (const auto& t : r.tests) {
+    if (t.name.rfind("task3:", 0) != 0) continue;
+    task3 += t.score;
+    auto f = m.failing.find(t.name);
+    if (f == m.failing.end()) {
+      EXPECT_TRUE(t.passed) << t.name << ":\n" << t.output;
+    } else {
+      EXPECT_FALSE(t.passed) << t.name;
+      EXPECT_NE(t.output.find(f->second), std::string::npos) << "want '" << f->second << "' in " << t.name << ":\n"
+                                                             << t.output;
+    }
+  }
+  for (const auto& [name, says] : m.failing) Find(r, name);
+  EXPECT_EQ(task3, m.score) << r.Summary();
+  std::printf("%s: task3 %g/40\n%s\n", m.name.c_str(), task3, r.Summary().c_str());
+}
+
+const std::string kLayout = "task3: buckets in reverse order, closed at the cap (3b)";
+const std::string kOverlap = "task3: bucket all-reduces start while backward runs (3b)";
+const std::string kPerParameter = "task3: per-parameter DDP matches the single-node run (3a)";
+const std::string kPerParameterShape = "task3: per-parameter DDP sends one all-reduce per parameter during backward (3a)";
+const std::string kNoSync = "task3: no_sync: gradient accumulation sends each gradient once per update (3c)";
+const std::string kUnused = "task3: a parameter without a gradient is named in an error";
+
+INSTANTIATE_TEST_SUITE_P(
+    Mutations, DdpMutationTest,
+    ::testing::Values(
+        DdpMutation{"launch_at_finish", 32,
+                    {{kOverlap, "the all-reduce of bucket 0 started after backward ended"},
+                     {kPerParameterShape, "the all-reduce of parameter 0 started after backward ended"}}},
+        DdpMutation{"forward_order", 36, {{kLayout, "filled from the FIRST parameter"}}},
+        DdpMutation{"no_division", 12,
+                    {{"task3" + kParity, "divide the sum by 4 (pg.getSize()) in FinishGradientSync"},
+                     {kPerParameter, "summed but not divided"},
+                     {kPerParameterShape, "not checked"},
+                     {kNoSync, "summed but not divided"}}},
+        DdpMutation{"ignore_no_sync", 32, {{kNoSync, "during the backward of update 1 that only accumulates"}}},
+        DdpMutation{"silent_unused", 38, {{kUnused, "trained on without complaint"}}}),
+    [](const ::testing::TestParamInfo<DdpMutation>& info) { return info.param.name; });
 
 struct Failure {
   std::string mutation;
@@ -234,11 +318,14 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(AutograderTest, AnEmptyOrUnreadableSubmissionIsGradedNotFatal) {
   GradeReport empty = Grader().Grade({testing::MakeTempDir("empty"), {}});
   EXPECT_EQ(empty.score(), 0);
-  EXPECT_EQ(empty.max_score(), 30);
+  EXPECT_EQ(empty.max_score(), 75);
   EXPECT_NE(Find(empty, "task3: builds").output.find("missing from the submission: task3/bucketed_ddp.cc"), std::string::npos);
   EXPECT_NE(Find(empty, "task3" + kParity).output.find("not run: the build step did not succeed"), std::string::npos);
+  EXPECT_NE(Find(empty, kNoSync).output.find("not run: the build step did not succeed"), std::string::npos);
+  EXPECT_NE(Find(empty, "part1: builds").output.find("missing from the submission: part1/train_step.cc"),
+            std::string::npos);
   bool optional_note = false;
-  for (const auto& n : empty.notes) optional_note = optional_note || n == "part1/ is optional and was not submitted: not graded";
+  for (const auto& n : empty.notes) optional_note = optional_note || n == "task5/ is optional and was not submitted: not graded";
   EXPECT_TRUE(optional_note) << empty.Summary();
 
   GradeReport gone = Grader().Grade({"/nonexistent/submission.zip", {}});
@@ -257,7 +344,7 @@ TEST(AutogradeCommandTest, WritesGradescopeResultsAndASummary) {
             "--prebuilt=task2b=" + Binary("task2b", "student"), "--recognise_mistakes=false"};
   auto p = testing::Run(c, 120);
   ASSERT_EQ(p.exit_code, 0) << p.output;
-  EXPECT_NE(p.output.find("distlm autograder: 0 / 30 points"), std::string::npos) << p.output;
+  EXPECT_NE(p.output.find("distlm autograder: 0 / 75 points"), std::string::npos) << p.output;
   EXPECT_NE(p.output.find("ignored: task2b/notes.txt: not a student file"), std::string::npos) << p.output;
   nlohmann::json j = nlohmann::json::parse(ReadFileOrEmpty(dir + "/results.json"));
   EXPECT_EQ(j["score"], 0.0);
@@ -267,7 +354,7 @@ TEST(AutogradeCommandTest, WritesGradescopeResultsAndASummary) {
     for (const char* key : {"name", "score", "max_score", "output"}) EXPECT_TRUE(t.contains(key)) << t.dump();
     max_total += t["max_score"].get<double>();
   }
-  EXPECT_EQ(max_total, 30);
+  EXPECT_EQ(max_total, 75);
   EXPECT_NE(j["output"].get<std::string>().find("task2b/notes.txt"), std::string::npos);
 
   testing::Command bad;

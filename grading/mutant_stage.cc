@@ -26,7 +26,8 @@
 
 ABSL_FLAG(std::string, mutation, "none",
           "none (a correct all_reduce average); the mistakes: no_sync, sum_without_average, "
-          "some_params_only, rank0_keeps_own, sync_after_step, same_data; the failures: "
+          "some_params_only, rank0_keeps_own, sync_after_step, same_data; task 2a's (gather and "
+          "scatter): root_only_average, scatter_sum; the failures: "
           "deadlock, hang, crash, memory_hog; task 5 (ZeRO): zero_none (correct), zero_no_allgather, "
           "zero_wrong_shard, zero_local_norm");
 
@@ -46,9 +47,42 @@ void Average(c10d::ProcessGroup& pg, const torch::Tensor& grad) {
   grad.div_(pg.getSize());
 }
 
+// Task 2a's shape, one parameter at a time: the sum of every rank's `grad` on rank 0 (undefined
+// on the others).
+torch::Tensor SumOnRoot(c10d::ProcessGroup& pg, const torch::Tensor& grad) {
+  std::vector<std::vector<torch::Tensor>> into(pg.getRank() == 0 ? 1 : 0);
+  for (auto& v : into) {
+    for (int r = 0; r < pg.getSize(); ++r) v.push_back(torch::empty_like(grad));
+  }
+  std::vector<torch::Tensor> mine = {grad};
+  pg.gather(into, mine, c10d::GatherOptions{})->wait();
+  return into.empty() ? torch::Tensor() : torch::stack(into[0]).sum(0);
+}
+
+// Rank 0's `value` into every rank's `grad`.
+void FromRoot(c10d::ProcessGroup& pg, const torch::Tensor& value, const torch::Tensor& grad) {
+  std::vector<std::vector<torch::Tensor>> from;
+  if (pg.getRank() == 0) from.emplace_back(pg.getSize(), value);
+  std::vector<torch::Tensor> into = {grad};
+  pg.scatter(into, from, c10d::ScatterOptions{})->wait();
+}
+
 // Every mutation that lives inside the gradient-synchronisation hook.
 void Sync(const std::string& m, c10d::ProcessGroup& pg, const std::vector<torch::Tensor>& params) {
   if (m == "no_sync") return;
+  if (m == "root_only_average") {
+    // Task 2a without its scatter: rank 0 averages, the others keep their own gradients.
+    for (const auto& p : params) {
+      torch::Tensor sum = SumOnRoot(pg, p.grad());
+      if (sum.defined()) p.grad().copy_(sum.div_(pg.getSize()));
+    }
+    return;
+  }
+  if (m == "scatter_sum") {
+    // Task 2a's gather and scatter around a sum that is never divided.
+    for (const auto& p : params) FromRoot(pg, SumOnRoot(pg, p.grad()), p.grad());
+    return;
+  }
   if (m == "sum_without_average") {
     for (const auto& p : params) AllreduceSum(pg, p.grad());
     return;
@@ -213,10 +247,11 @@ int Main(int argc, char** argv) {
       return norm;
     };
   }
-  static const char* const kKnown[] = {"none",          "no_sync",         "sum_without_average",
-                                       "some_params_only", "rank0_keeps_own", "sync_after_step",
-                                       "same_data",     "deadlock",        "hang",
-                                       "crash",         "memory_hog"};
+  static const char* const kKnown[] = {"none",          "no_sync",           "sum_without_average",
+                                       "some_params_only", "rank0_keeps_own",   "sync_after_step",
+                                       "same_data",     "root_only_average", "scatter_sum",
+                                       "deadlock",      "hang",              "crash",
+                                       "memory_hog"};
   bool known = false;
   std::string names;
   for (const char* k : kKnown) {

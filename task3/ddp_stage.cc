@@ -17,6 +17,10 @@
 ABSL_FLAG(std::string, ddp, "buckets",
           "task3: which of your DistributedDataParallel versions trains: buckets (3b) or per_parameter (3a)");
 ABSL_FLAG(double, bucket_cap_mb, 25, "task3: the bucket size cap of --ddp=buckets, in MiB (PyTorch's bucket_cap_mb)");
+ABSL_FLAG(bool, ddp_unused_parameter, false,
+          "task3: also hand your DDP a parameter that takes no part in the loss (named "
+          "'unused_by_the_loss.weight'); your FinishGradientSync must then fail naming it. For the "
+          "local tests and the grader: a run with it exits with that error");
 
 namespace distlm::task3 {
 namespace {
@@ -37,11 +41,27 @@ struct StageState {
 
 dist::CountingProcessGroup& Counting(train::Trainer& t) { return train::CountingGroup(t.dist()); }
 
+// What the DDP is handed, in order (rank 0): the grader derives the bucket layout it expects
+// from it, and a student can check their own buckets by hand.
+void WriteParameters(train::Trainer& t, const std::vector<NamedParameter>& params) {
+  if (!t.is_main_rank()) return;
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& p : params) {
+    list.push_back({{"name", p.name}, {"numel", p.tensor.numel()}});
+  }
+  WriteFileAtomically(t.output_dir() + "/ddp_parameters.json", list.dump(1) + "\n");
+}
+
 void BeforeTraining(StageState& s, train::Trainer& t) {
   const std::string kind = absl::GetFlag(FLAGS_ddp);
   const double mb = absl::GetFlag(FLAGS_bucket_cap_mb);
   std::vector<NamedParameter> params;
   for (const auto& p : t.model()->named_parameters()) params.push_back({p.key(), p.value()});
+  if (absl::GetFlag(FLAGS_ddp_unused_parameter)) {
+    // Registered last, as a head added after the model would be: its gradient would come first.
+    params.push_back({kUnusedParameterName, torch::zeros({16}, torch::requires_grad())});
+  }
+  WriteParameters(t, params);
   std::string what;
   if (kind == "buckets") {
     if (!(mb > 0) || mb > 1e6) {

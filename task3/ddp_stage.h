@@ -16,7 +16,10 @@
 //   no_sync_calls     collectives launched during the update's no_sync backward passes (must be 0)
 // The process group records each all-reduce's launch and completion time
 // (dist::CountingProcessGroup); the student's code does none of the measuring. Rank 0 writes
-// the all-reduces of the first update to <output_dir>/ddp_buckets.json and prints them.
+// the all-reduces of the first update to <output_dir>/ddp_buckets.json and prints them, and
+// the parameters it handed the DDP, in order, to <output_dir>/ddp_parameters.json
+// ([{name, numel}]). --ddp_unused_parameter adds one that no loss uses
+// (kUnusedParameterName), to see FinishGradientSync name it.
 // --comm_dtype=fp16|bf16 casts the all-reduces launched from the synchronised backward to that
 // dtype and back (PyTorch's fp16_compress_hook), without the student's code changing.
 #pragma once
@@ -26,6 +29,8 @@
 #include "common/train/trainer.h"
 
 namespace distlm::task3 {
+
+inline constexpr char kUnusedParameterName[] = "unused_by_the_loss.weight";
 
 // The Trainer's hooks for a task 3 run named `stage`.
 train::StageHooks DdpStageHooks(const std::string& stage);

@@ -1,0 +1,278 @@
+#include "grading/ddp_checks.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace distlm::grading {
+namespace {
+
+// The unused parameter's name (task3/ddp_stage.h's kUnusedParameterName; the grader does not
+// link task 3).
+constexpr char kUnusedName[] = "unused_by_the_loss.weight";
+constexpr int kLayoutPoints = 4, kOverlapPoints = 6, kPerParameterParityPoints = 6, kPerParameterShapePoints = 2,
+              kNoSyncPoints = 8, kUnusedPoints = 2;
+
+TestResult Test(const std::string& name, int points) { return {name, 0, static_cast<double>(points), false, ""}; }
+
+void Pass(TestResult& t, const std::string& output) {
+  t.passed = true;
+  t.score = t.max_score;
+  t.output = output;
+}
+
+nlohmann::json ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return nullptr;
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return j.is_discarded() ? nlohmann::json(nullptr) : j;
+}
+
+// The numel of each entry of a JSON array of objects; empty when the file is not that.
+std::vector<int64_t> Numels(const nlohmann::json& list) {
+  std::vector<int64_t> out;
+  if (!list.is_array()) return out;
+  for (const auto& e : list) {
+    if (!e.is_object() || !e.contains("numel") || !e["numel"].is_number_integer()) return {};
+    out.push_back(e["numel"].get<int64_t>());
+  }
+  return out;
+}
+
+int64_t Field(const nlohmann::json& line, const char* name) {
+  auto it = line.find(name);
+  return it != line.end() && it->is_number_integer() ? it->get<int64_t>() : -1;
+}
+
+std::string List(const std::vector<int64_t>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size() && i < 12; ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  if (v.size() > 12) s += ", ...";
+  return "[" + s + "]";
+}
+
+// Each update launched at least all but one of its all-reduces before backward ended; "" or
+// the first update that did not, in words.
+std::string LateLaunches(const StageRun& r, const std::string& what) {
+  for (size_t u = 0; u < r.log.size(); ++u) {
+    const int64_t n = Field(r.log[u], "buckets"), early = Field(r.log[u], "buckets_started_before_backward_end");
+    if (n <= 0) return "update " + std::to_string(u + 1) + " launched no all-reduce";
+    if (early < n - 1) {
+      return "in update " + std::to_string(u + 1) + ", only " + std::to_string(std::max<int64_t>(early, 0)) + " of your " +
+             std::to_string(n) + " " + what + " all-reduces started before backward ended: the all-reduce of " + what +
+             " " + std::to_string(std::max<int64_t>(early, 0)) +
+             " started after backward ended. Launch each all-reduce from the hook that completes it (as soon as "
+             "its gradients are in), not in FinishGradientSync: communication that starts after backward "
+             "cannot overlap with it";
+    }
+  }
+  return "";
+}
+
+void Layout(const StageRun& r, const DdpCheckContext& c, TestResult& t) {
+  const std::vector<int64_t> params = Numels(ReadJson(r.output_dir + "/ddp_parameters.json"));
+  const std::vector<int64_t> got = Numels(ReadJson(r.output_dir + "/ddp_buckets.json"));
+  if (params.empty()) {
+    t.output = "the run wrote no readable ddp_parameters.json (task3/ddp_stage.cc writes it; was it changed?)\n";
+    return;
+  }
+  if (got.empty()) {
+    t.output = "the run wrote no readable ddp_buckets.json: your DDP launched no all-reduce in update 1\n";
+    return;
+  }
+  const int64_t cap = static_cast<int64_t>(c.bucket_cap_mb * (1 << 20));
+  const std::vector<int64_t> want = ExpectedBuckets(params, cap, /*last_first=*/true);
+  const std::string rule = "buckets filled from the last parameter to the first, each closed once it holds at least " +
+                           Fmt("%g", c.bucket_cap_mb) + " MiB";
+  if (got == want) {
+    for (size_t u = 0; u < r.log.size(); ++u) {
+      if (Field(r.log[u], "buckets") != static_cast<int64_t>(want.size())) {
+        t.output = "update " + std::to_string(u + 1) + " launched " + std::to_string(Field(r.log[u], "buckets")) +
+                   " all-reduces where the " + std::to_string(want.size()) +
+                   " buckets need one each: every update must all-reduce each bucket exactly once\n";
+        return;
+      }
+    }
+    Pass(t, std::to_string(want.size()) + " buckets of " + List(want) + " elements, " + rule + "\n");
+    return;
+  }
+  if (got == ExpectedBuckets(params, cap, /*last_first=*/false)) {
+    t.output = "your buckets are filled from the FIRST parameter (the embeddings) on: " + List(got) +
+               " elements. Backward produces the last parameters' gradients first, so bucket 0 must start from "
+               "the last parameter, or no bucket can be sent before backward is nearly done. Expected " +
+               std::to_string(want.size()) + " buckets of " + List(want) + " elements (" + rule + ")\n";
+    return;
+  }
+  size_t k = 0;
+  while (k < got.size() && k < want.size() && got[k] == want[k]) ++k;
+  t.output = "your all-reduces of update 1, in launch order, hold " + List(got) + " elements; " + rule + " gives " +
+             List(want) + ". The first difference is bucket " + std::to_string(k) +
+             (k < got.size() && k < want.size()
+                  ? " (" + std::to_string(got[k]) + " elements instead of " + std::to_string(want[k]) + ")"
+                  : "") +
+             ". One all-reduce per bucket, launched in bucket order\n";
+}
+
+void Overlap(const StageRun& r, TestResult& t) {
+  const std::string late = LateLaunches(r, "bucket");
+  if (!late.empty()) {
+    t.output = late + "\n";
+    return;
+  }
+  double busy = 0, hidden = 0;
+  for (const auto& line : r.log) {
+    busy += line.value("comm_busy_ms", 0.0);
+    hidden += line.value("comm_hidden_ms", 0.0);
+  }
+  Pass(t, "every update launched its bucket all-reduces while backward ran (" + Fmt("%.0f", hidden) + " of " +
+              Fmt("%.0f", busy) + " ms of communication overlapped with backward over the run)\n");
+}
+
+// Runs `extra` and checks parity; false (with the message in t) when the run or the parity fails.
+bool RunsAndMatches(const DdpCheckContext& c, int ranks, const std::vector<std::string>& extra, TestResult& t,
+                    StageRun* out) {
+  *out = c.run(ranks, extra, 0);
+  std::string flags;
+  for (const auto& f : extra) flags += " " + f;
+  const bool completed = out->exit_code == 0 && !out->timed_out && out->log.size() >= kSteps && out->bad_log_lines.empty();
+  if (!completed) {
+    t.output = "the run with" + flags + " on " + std::to_string(ranks) + " ranks did not complete: " + c.run_failure(*out);
+    return false;
+  }
+  const Trace got = TraceOf(*out);
+  const std::string diff = ParityDiff(*c.expected, got);
+  if (!diff.empty()) {
+    t.output = "with" + flags + ": " + c.diagnose(got) + "\n\n" + diff + ".\n" + TraceTable(*c.expected, got);
+    return false;
+  }
+  return true;
+}
+
+void PerParameter(const DdpCheckContext& c, TestResult& parity, TestResult& shape) {
+  StageRun r;
+  if (!RunsAndMatches(c, c.ranks, {"--ddp=per_parameter"}, parity, &r)) {
+    shape.output = "not checked: see '" + parity.name + "'\n";
+    return;
+  }
+  Pass(parity, "--ddp=per_parameter: the " + std::to_string(kSteps) +
+                   " losses and gradient norms match the single-node run (worst " +
+                   Fmt("%.1e", WorstDifference(*c.expected, TraceOf(r))) + ")\n");
+  const size_t n = Numels(ReadJson(r.output_dir + "/ddp_parameters.json")).size();
+  for (size_t u = 0; u < r.log.size(); ++u) {
+    const int64_t calls = Field(r.log[u], "buckets");
+    if (calls != static_cast<int64_t>(n)) {
+      shape.output = "update " + std::to_string(u + 1) + " of --ddp=per_parameter launched " + std::to_string(calls) +
+                     " all-reduces for " + std::to_string(n) + " parameters: 3a launches one per parameter, from "
+                     "that parameter's hook\n";
+      return;
+    }
+  }
+  const std::string late = LateLaunches(r, "parameter");
+  if (!late.empty()) {
+    shape.output = "--ddp=per_parameter: " + late + "\n";
+    return;
+  }
+  Pass(shape, "one all-reduce per parameter (" + std::to_string(n) + "), launched during backward\n");
+}
+
+void NoSync(const StageRun& main_run, const DdpCheckContext& c, TestResult& t) {
+  // Two micro-batches per update, the same total batch (fewer ranks if 8 cannot be split).
+  int ranks = c.ranks;
+  while (ranks > 1 && kTotalBatch % (2 * ranks) != 0) ranks /= 2;
+  StageRun r;
+  if (!RunsAndMatches(c, ranks,
+                      {"--gradient_accumulation_steps=2",
+                       "--per_gpu_train_batch_size=" + std::to_string(kTotalBatch / ranks / 2)},
+                      t, &r)) {
+    return;
+  }
+  const int64_t once = Field(main_run.log[0], "comm_bytes");
+  for (size_t u = 0; u < r.log.size(); ++u) {
+    const int64_t during = Field(r.log[u], "no_sync_calls"), bytes = Field(r.log[u], "comm_bytes");
+    if (during != 0) {
+      t.output = "with --gradient_accumulation_steps=2, your DDP launched " + std::to_string(during) +
+                 " collective(s) during the backward of update " + std::to_string(u + 1) +
+                 " that only accumulates (set_require_grad_sync(false)): while sync is off, the hooks must send "
+                 "nothing; the next synchronised backward sends the accumulated .grad\n";
+      return;
+    }
+    if (bytes != once) {
+      t.output = "with --gradient_accumulation_steps=2, update " + std::to_string(u + 1) + " all-reduced " +
+                 std::to_string(bytes) + " bytes where one pass over the gradients is " + std::to_string(once) +
+                 ": each gradient must be sent once per update\n";
+      return;
+    }
+  }
+  Pass(t, "--gradient_accumulation_steps=2 on " + std::to_string(ranks) +
+              " ranks: the losses and gradient norms match the single-node run (worst " +
+              Fmt("%.1e", WorstDifference(*c.expected, TraceOf(r))) +
+              "), nothing sent while accumulating, each gradient sent once per update\n");
+}
+
+void Unused(const DdpCheckContext& c, TestResult& t) {
+  const StageRun r = c.run(2, {"--ddp_unused_parameter", "--max_steps=1"}, 60);
+  const std::string how = "with --ddp_unused_parameter (the DDP is also given '" + std::string(kUnusedName) +
+                          "', which no loss uses) on 2 ranks: ";
+  if (r.timed_out) {
+    t.output = how + "the run hung. FinishGradientSync must not wait for a gradient that never comes: check which "
+                     "parameters received no gradient and throw distlm::UserError naming them\n";
+    return;
+  }
+  if (r.exit_code == 0) {
+    t.output = how + "your DDP trained on without complaint. A parameter whose gradient never arrives is never "
+                     "all-reduced, so the ranks drift apart silently: FinishGradientSync must throw "
+                     "distlm::UserError naming it\n";
+    return;
+  }
+  std::istringstream lines(r.output);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("error: ") != std::string::npos && line.find(kUnusedName) != std::string::npos) {
+      Pass(t, how + "the run failed as it should, saying:\n    " + line.substr(0, 300) + "\n");
+      return;
+    }
+  }
+  t.output = how + "the run failed, but no error line names '" + kUnusedName +
+             "'. Throw distlm::UserError with the names of the parameters that received no gradient.\n" +
+             c.run_failure(r);
+}
+
+}  // namespace
+
+std::vector<int64_t> ExpectedBuckets(const std::vector<int64_t>& numels, int64_t cap_bytes, bool last_first) {
+  std::vector<int64_t> buckets;
+  int64_t bytes = cap_bytes;  // "full": the first parameter opens a bucket
+  for (size_t k = 0; k < numels.size(); ++k) {
+    const int64_t n = numels[last_first ? numels.size() - 1 - k : k];
+    if (bytes >= cap_bytes) {
+      buckets.push_back(0);
+      bytes = 0;
+    }
+    buckets.back() += n;
+    bytes += n * 4;
+  }
+  return buckets;
+}
+
+std::vector<TestResult> DdpTestNames() {
+  return {Test("task3: buckets in reverse order, closed at the cap (3b)", kLayoutPoints),
+          Test("task3: bucket all-reduces start while backward runs (3b)", kOverlapPoints),
+          Test("task3: per-parameter DDP matches the single-node run (3a)", kPerParameterParityPoints),
+          Test("task3: per-parameter DDP sends one all-reduce per parameter during backward (3a)",
+               kPerParameterShapePoints),
+          Test("task3: no_sync: gradient accumulation sends each gradient once per update (3c)", kNoSyncPoints),
+          Test("task3: a parameter without a gradient is named in an error", kUnusedPoints)};
+}
+
+std::vector<TestResult> DdpTests(const StageRun& main_run, const DdpCheckContext& c) {
+  std::vector<TestResult> t = DdpTestNames();
+  Layout(main_run, c, t[0]);
+  Overlap(main_run, t[1]);
+  PerParameter(c, t[2], t[3]);
+  NoSync(main_run, c, t[4]);
+  Unused(c, t[5]);
+  return t;
+}
+
+}  // namespace distlm::grading

@@ -1,0 +1,45 @@
+// Task 3's tests beyond the parity of its main run: the student's own DDP judged on what it is
+// for (grading/README.md, "Task 3"). From the main run (--ddp=buckets at the stage's cap):
+//   the bucket layout   reverse parameter order, closed at the cap (from ddp_parameters.json
+//                       and ddp_buckets.json, which task3/ddp_stage.cc writes);
+//   the overlap         every bucket's all-reduce but the last launched before backward ended.
+// From runs of their own:
+//   3a                  --ddp=per_parameter: parity, and one all-reduce per parameter;
+//   no_sync (3c)        --gradient_accumulation_steps=2: parity, nothing sent during the
+//                       accumulating backward, each gradient sent once per update;
+//   unused parameter    --ddp_unused_parameter on 2 ranks: must fail naming it.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "grading/autograder.h"
+#include "grading/stage_runner.h"
+#include "grading/trace.h"
+
+namespace distlm::grading {
+
+struct DdpCheckContext {
+  int ranks = 4;                 // of the main run
+  double bucket_cap_mb = 25;     // of the main run
+  const Trace* expected = nullptr;  // the grader's single-node trace
+  // Runs the submission's binary on `ranks` ranks with the grader's flags plus `extra` (which
+  // override them), within timeout_s.
+  std::function<StageRun(int ranks, const std::vector<std::string>& extra, double timeout_s)> run;
+  // Why a completed trace differs from the single-node one (known mistakes, then heuristics).
+  std::function<std::string(const Trace& got)> diagnose;
+  // What went wrong in a run that did not complete.
+  std::function<std::string(const StageRun& run)> run_failure;
+};
+
+// The tests, in report order, with points. `main_run` completed its kSteps updates.
+std::vector<TestResult> DdpTests(const StageRun& main_run, const DdpCheckContext& context);
+// The same tests, not run (names and points; for a task 3 that did not build or run).
+std::vector<TestResult> DdpTestNames();
+
+// The bucket sizes (elements) that task 3b's rule gives: parameters walked from the last to
+// the first (or the first to the last), a bucket closed once it holds at least cap_bytes.
+std::vector<int64_t> ExpectedBuckets(const std::vector<int64_t>& numels, int64_t cap_bytes, bool last_first);
+
+}  // namespace distlm::grading

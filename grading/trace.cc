@@ -1,0 +1,95 @@
+#include "grading/trace.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace distlm::grading {
+namespace {
+
+// The first update whose value differs from the single-node one beyond the tolerance, or
+// kSteps when all match.
+size_t FirstDifference(const std::vector<double>& want, const std::vector<double>& got) {
+  for (size_t i = 0; i < kSteps; ++i) {
+    if (i >= got.size() || i >= want.size() || !(RelDiff(got[i], want[i]) <= kParityTol)) return i;
+  }
+  return kSteps;
+}
+
+}  // namespace
+
+std::string Fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), format, v);
+  return buf;
+}
+
+double RelDiff(double got, double want) { return std::abs(got - want) / std::max(std::abs(want), 1e-12); }
+
+bool Close(const std::vector<double>& a, const std::vector<double>& b, size_t n, double tol) {
+  if (a.size() < n || b.size() < n) return false;
+  for (size_t i = 0; i < n; ++i) {
+    if (!(RelDiff(a[i], b[i]) <= tol)) return false;
+  }
+  return true;
+}
+
+Trace TraceOf(const StageRun& run) {
+  Trace t;
+  t.losses = run.losses();
+  t.grad_norms = run.grad_norms();
+  for (const auto& line : run.log) {
+    t.lrs.push_back(line.value("lr", NAN));
+    auto it = line.find("comm_calls");
+    t.comm_calls.push_back(it != line.end() && it->is_number_integer() ? it->get<int64_t>() : -1);
+  }
+  return t;
+}
+
+// Expected and logged numbers side by side, with relative differences.
+std::string TraceTable(const Trace& want, const Trace& got) {
+  std::string s = "    update  loss: expected   yours         rel.diff   grad norm: expected  yours       rel.diff\n";
+  for (size_t i = 0; i < kSteps && i < want.losses.size(); ++i) {
+    s += "    " + std::to_string(i + 1) + "             " + Fmt("%.9f", want.losses[i]) + "  ";
+    if (i < got.losses.size()) {
+      s += Fmt("%.9f", got.losses[i]) + "  " + Fmt("%.1e", RelDiff(got.losses[i], want.losses[i])) + "    " +
+           Fmt("%12.7f", want.grad_norms[i]) + "     " + Fmt("%10.7f", got.grad_norms[i]) + "  " +
+           Fmt("%.1e", RelDiff(got.grad_norms[i], want.grad_norms[i]));
+    } else {
+      s += "(not logged)";
+    }
+    s += "\n";
+  }
+  return s;
+}
+
+// "" when the losses and the gradient norms (rank 0's, before clipping) all match; else where
+// they first part. After a correct synchronisation rank 0 holds the single-node gradient, so
+// its norm matches too; a gradient off by a constant factor can leave the losses nearly
+// unchanged (clipping and Adam normalise it away) while its norm shows the factor at once.
+std::string ParityDiff(const Trace& want, const Trace& got) {
+  const size_t loss_at = FirstDifference(want.losses, got.losses);
+  const size_t norm_at = FirstDifference(want.grad_norms, got.grad_norms);
+  if (loss_at == kSteps && norm_at == kSteps) return "";
+  if (got.losses.size() < kSteps) {
+    return "expected " + std::to_string(kSteps) + " logged updates, found " + std::to_string(got.losses.size());
+  }
+  if (loss_at <= norm_at) return CompareLosses(want.losses, got.losses, kSteps, kParityTol);
+  std::string s = "the gradient norm before clipping of update " + std::to_string(norm_at + 1) + " is " +
+                  Fmt("%.9g", got.grad_norms[norm_at]) + " where the single-node run has " +
+                  Fmt("%.9g", want.grad_norms[norm_at]) + " (relative difference " +
+                  Fmt("%.3g", RelDiff(got.grad_norms[norm_at], want.grad_norms[norm_at])) + ")";
+  s += loss_at == kSteps ? std::string("; the losses all match")
+                         : "; the losses differ from update " + std::to_string(loss_at + 1) + " on";
+  return s;
+}
+
+double WorstDifference(const Trace& want, const Trace& got) {
+  double worst = 0;
+  for (size_t i = 0; i < kSteps && i < got.losses.size() && i < got.grad_norms.size(); ++i) {
+    worst = std::max({worst, RelDiff(got.losses[i], want.losses[i]), RelDiff(got.grad_norms[i], want.grad_norms[i])});
+  }
+  return worst;
+}
+
+}  // namespace distlm::grading

@@ -1,0 +1,45 @@
+// A graded run's numbers (losses, rank 0's gradient norms, learning rates, what it sent) and
+// how the grader compares them with its own single-node run.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "grading/stage_runner.h"
+
+namespace distlm::grading {
+
+// Every graded run trains this many updates on a total batch of kTotalBatch.
+inline constexpr size_t kSteps = 5;
+inline constexpr int kTotalBatch = 8;
+// A correct synchronisation differs from one process only in the order of float32 sums
+// (~1e-7 relative over 5 updates); a wrong one by >1e-3 from the second update on.
+inline constexpr double kParityTol = 1e-5;
+// A known mistake is recognised when a trace is this close to the grader's own run of it
+// (the same mistake made with other collectives sums in another order).
+inline constexpr double kMistakeTol = 1e-4;
+
+struct Trace {
+  std::vector<double> losses, grad_norms, lrs;
+  std::vector<int64_t> comm_calls;  // per update; -1 when the log has no communication record
+};
+
+Trace TraceOf(const StageRun& run);
+
+// printf of one number, for messages.
+std::string Fmt(const char* format, double v);
+double RelDiff(double got, double want);
+// The first n entries of a and b each within tol (relative).
+bool Close(const std::vector<double>& a, const std::vector<double>& b, size_t n, double tol);
+
+// "" when the losses and the gradient norms (rank 0's, before clipping) all match; else where
+// they first part.
+std::string ParityDiff(const Trace& want, const Trace& got);
+// The largest relative difference over the losses and gradient norms (for a passing message).
+double WorstDifference(const Trace& want, const Trace& got);
+// Expected and logged numbers side by side, with relative differences.
+std::string TraceTable(const Trace& want, const Trace& got);
+
+}  // namespace distlm::grading
