@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/testing/subprocess.h"
-#include "grading/stages.h"
+#include "common/stages/stages.h"
 
 namespace distlm::grading {
 namespace {
@@ -35,7 +35,7 @@ std::string Checkout() {
 }
 
 std::string Ref(const std::string& id) {
-  const StageSpec* st = FindStage(id);
+  const stages::Stage* st = stages::Find(id);
   return ReadFileOrEmpty(Checkout() + "/" + st->package + "/reference/" + st->files[0]);
 }
 
@@ -65,7 +65,7 @@ const nlohmann::json& Named(const nlohmann::json& results, const std::string& na
 TEST(AutogradeBuildTest, TheReferenceZipBuiltOnACleanKitScoresFullMarks) {
   ASSERT_FALSE(Checkout().empty());
   const std::string dir = testing::MakeTempDir("refsub");
-  for (const auto& st : Stages()) {
+  for (const auto& st : stages::All()) {
     for (const auto& f : st.files) WriteFileMakingDirs(dir + "/tree/" + st.id + "/" + f, ReadFileOrEmpty(Checkout() + "/" + st.package + "/reference/" + f));
   }
   testing::Command zip;
@@ -73,13 +73,13 @@ TEST(AutogradeBuildTest, TheReferenceZipBuiltOnACleanKitScoresFullMarks) {
   ASSERT_EQ(testing::Run(zip, 60).exit_code, 0);
   std::string out;
   nlohmann::json r = Grade(dir + "/submission.zip", &out);
-  // Every stage was submitted, optional ones included: full marks are every stage's points
-  // (30 for tasks 2a-3, 10 more for task 5).
+  // Every stage was submitted, optional ones included: full marks are every test's points
+  // (75, and 20 for task 5).
   double full = 0;
-  for (const auto& st : Stages()) full += st.parity_points + st.comm_points;
-  EXPECT_EQ(full, 40.0) << "the stage table's points changed; update the README and this test";
+  for (const auto& t : r["tests"]) full += t["max_score"].get<double>();
+  EXPECT_EQ(full, 95.0) << "the points changed; update docs/instructor.md, grading/README.md and this test";
   EXPECT_EQ(r["score"], full) << out;
-  for (const auto& st : Stages()) {
+  for (const auto& st : stages::All()) {
     EXPECT_NE(Named(r, st.id + ": builds")["output"].get<std::string>().find("on a clean student kit"), std::string::npos);
   }
 }
@@ -93,7 +93,7 @@ TEST(AutogradeBuildTest, ACompileErrorASumWithoutAverageAndAStub) {
   ASSERT_NE(sum.find(divide), std::string::npos) << "the task2b reference changed; update this mutation";
   sum.replace(sum.find(divide), divide.size(), "div_(1)");
   WriteFileMakingDirs(dir + "/task2b/grad_sync.cc", sum);
-  const StageSpec* t3 = FindStage("task3");
+  const stages::Stage* t3 = stages::Find("task3");
   WriteFileMakingDirs(dir + "/task3/" + t3->files[0], ReadFileOrEmpty(Checkout() + "/task3/student/" + t3->files[0]));
   std::string out;
   nlohmann::json r = Grade(dir, &out);

@@ -101,8 +101,8 @@ int Main(int argc, char** argv) {
   request.submission = submission;
   auto stage_and_value = [](const std::string& flag, const std::string& item) {
     auto eq = item.find('=');
-    if (eq == std::string::npos || distlm::grading::FindStage(item.substr(0, eq)) == nullptr) {
-      throw UserError("--" + flag + ": '" + item + "' is not STAGE=VALUE with a stage of grading/stages.h");
+    if (eq == std::string::npos || distlm::stages::Find(item.substr(0, eq)) == nullptr) {
+      throw UserError("--" + flag + ": '" + item + "' is not STAGE=VALUE with a stage of common/stages/stages.h");
     }
     return std::make_pair(item.substr(0, eq), item.substr(eq + 1));
   };

@@ -209,12 +209,12 @@ struct Autograder::Impl {
 
   // --- building ---------------------------------------------------------------------------
 
-  std::map<std::string, BuildOutcome> Build(const std::vector<const StageSpec*>& stages, const Submission& sub,
+  std::map<std::string, BuildOutcome> Build(const std::vector<const stages::Stage*>& graded, const Submission& sub,
                                             const GradeRequest& req, const std::string& work,
                                             std::vector<std::string>* notes) {
     std::map<std::string, BuildOutcome> out;
-    std::vector<const StageSpec*> to_build;
-    for (const StageSpec* st : stages) {
+    std::vector<const stages::Stage*> to_build;
+    for (const stages::Stage* st : graded) {
       const SubmittedStage& s = sub.stages.at(st->id);
       BuildOutcome& b = out[st->id];
       if (!s.missing.empty()) {
@@ -253,7 +253,7 @@ struct Autograder::Impl {
     } catch (const std::exception& e) {
       throw GraderError(std::string("cannot prepare the student kit: ") + e.what());
     }
-    for (const StageSpec* st : to_build) {
+    for (const stages::Stage* st : to_build) {
       for (const auto& [name, path] : sub.stages.at(st->id).files) {
         const std::string dst = kit + "/" + st->package + "/student/" + name;
         std::error_code ec;
@@ -294,13 +294,13 @@ struct Autograder::Impl {
     std::vector<std::string> args = {"build", "--keep_going", "--color=no", "--curses=no",
                                      "--show_progress_rate_limit=60"};
     std::string targets;
-    for (const StageSpec* st : to_build) {
+    for (const stages::Stage* st : to_build) {
       args.push_back("//" + st->package + ":student");
       targets += (targets.empty() ? "" : " ") + args.back();
     }
     Progress("building " + targets + " in the kit with the submitted files");
     SandboxResult r = bazel(args, config.build_timeout_s);
-    for (const StageSpec* st : to_build) {
+    for (const stages::Stage* st : to_build) {
       BuildOutcome& b = out[st->id];
       b.from_kit = true;
       const std::string target = "//" + st->package + ":student";
@@ -341,7 +341,7 @@ struct Autograder::Impl {
     return false;
   }
 
-  static std::string CompileErrors(const std::string& output, const std::string& kit, const StageSpec& st) {
+  static std::string CompileErrors(const std::string& output, const std::string& kit, const stages::Stage& st) {
     // Bazel reports each failed action as "ERROR: <pkg>/BUILD:<line>:<col>: Compiling ... failed:
     // (Exit 1): gcc failed: error executing command <the whole command line>", then the
     // compiler's or linker's own lines. Keep the blocks of this task's package.
@@ -372,7 +372,7 @@ struct Autograder::Impl {
 
   // --- judging a run ----------------------------------------------------------------------
 
-  std::string RunFailure(const StageRun& r, const StageSpec& st) const {
+  std::string RunFailure(const StageRun& r, const stages::Stage& st) const {
     std::ostringstream m;
     const std::string todo_marker = "TODO(student)";
     std::vector<std::string> errors = ErrorLines(r.output, 6);
@@ -448,8 +448,8 @@ struct Autograder::Impl {
 
   // Why a completed run's losses differ from the single-node ones: known mistakes first,
   // then what the numbers themselves say.
-  std::string Diagnose(const Trace& got, const Trace& want, const StageSpec& st, const std::string& work) {
-    const double n = st.ranks > 1 ? config.ranks : 1;
+  std::string Diagnose(const Trace& got, const Trace& want, const stages::Stage& st, const std::string& work) {
+    const double n = st.grading.ranks > 1 ? config.ranks : 1;
     for (size_t i = 0; i < kSteps && i < got.losses.size(); ++i) {
       if (!std::isfinite(got.losses[i])) {
         return "your loss is not a number (NaN or inf) from update " + std::to_string(i + 1) +
@@ -578,16 +578,16 @@ struct Autograder::Impl {
     return msg;
   }
 
-  void GradeStage(const StageSpec& st, const SubmittedStage& sub, const BuildOutcome& build, const std::string& work,
+  void GradeStage(const stages::Stage& st, const SubmittedStage& sub, const BuildOutcome& build, const std::string& work,
                   GradeReport* report) {
-    const std::string ranks_text = st.ranks > 1 ? std::to_string(config.ranks) + " ranks" : "one process";
+    const std::string ranks_text = st.grading.ranks > 1 ? std::to_string(config.ranks) + " ranks" : "one process";
     TestResult t_build{st.id + ": builds", 0, 0, build.ok, ""};
     TestResult t_run{st.id + ": runs " + std::to_string(kSteps) + " updates on " + ranks_text, 0, 0, false, ""};
-    TestResult t_parity{st.id + ": losses and gradient norms match the single-node run", 0, static_cast<double>(st.parity_points), false,
+    TestResult t_parity{st.id + ": losses and gradient norms match the single-node run", 0, static_cast<double>(st.grading.parity_points), false,
                         ""};
-    TestResult t_comm{st.id + ": uses " + JoinOps(st.required_ops, " and "), 0, static_cast<double>(st.comm_points),
+    TestResult t_comm{st.id + ": uses " + JoinOps(st.grading.required_ops, " and "), 0, static_cast<double>(st.grading.comm_points),
                       false, ""};
-    const bool has_comm_test = st.comm_points > 0;
+    const bool has_comm_test = st.grading.comm_points > 0;
     std::vector<TestResult> extra;  // task 3's own tests (ddp_checks.h)
     auto finish = [&] {
       for (TestResult* t : {&t_build, &t_run, &t_parity, &t_comm}) {
@@ -602,7 +602,7 @@ struct Autograder::Impl {
     };
     auto not_run = [&](const std::string& why) {
       t_run.output = t_parity.output = t_comm.output = why;
-      if (st.ddp_checks) {
+      if (st.grading.ddp_checks) {
         for (TestResult t : DdpTestNames()) {
           t.output = why;
           extra.push_back(t);
@@ -619,7 +619,7 @@ struct Autograder::Impl {
       return;
     }
 
-    const int ranks = st.ranks > 1 ? config.ranks : 1;
+    const int ranks = st.grading.ranks > 1 ? config.ranks : 1;
     int runs = 0;
     // The submission's binary on n ranks with the grader's flags, then `extra` (later flags win).
     auto run = [&](int n, const std::vector<std::string>& extra_flags, double timeout_s) {
@@ -628,7 +628,7 @@ struct Autograder::Impl {
       Progress("running " + st.id + " on " + (n > 1 ? std::to_string(n) + " ranks" : "one process") + said);
       std::vector<std::string> flags = RunFlags(n);
       flags.insert(flags.end(), build.flags.begin(), build.flags.end());
-      flags.insert(flags.end(), st.run_flags.begin(), st.run_flags.end());
+      flags.insert(flags.end(), st.grading.run_flags.begin(), st.grading.run_flags.end());
       flags.insert(flags.end(), extra_flags.begin(), extra_flags.end());
       StageRunOptions o = RunOptions(MakeDirIn(work, "run_" + st.id + "_" + std::to_string(runs++)), build.from_kit);
       if (timeout_s > 0) o.limits.timeout_s = std::min(timeout_s, o.limits.timeout_s);
@@ -666,10 +666,10 @@ struct Autograder::Impl {
       t_parity.output = Diagnose(got, want, st, work) + "\n\n" + diff + ".\n" + TraceTable(want, got);
     }
 
-    if (st.ddp_checks) {
+    if (st.grading.ddp_checks) {
       DdpCheckContext c;
       c.ranks = ranks;
-      c.bucket_cap_mb = st.bucket_cap_mb;
+      c.bucket_cap_mb = st.grading.bucket_cap_mb;
       c.expected = &want;
       c.run = run;
       c.diagnose = [&](const Trace& trace) { return Diagnose(trace, want, st, work); };
@@ -689,20 +689,20 @@ struct Autograder::Impl {
           called += (called.empty() ? "" : ", ") + it.key() + " x" + it.value().dump();
         }
         if (called.empty()) called = "no collective at all";
-        for (const auto& op : st.required_ops) {
+        for (const auto& op : st.grading.required_ops) {
           if (!ops->contains(op)) problem = "update " + std::to_string(i + 1) + " called " + called;
         }
-        for (const auto& op : st.forbidden_ops) {
+        for (const auto& op : st.grading.forbidden_ops) {
           if (ops->contains(op)) problem = "update " + std::to_string(i + 1) + " called " + called;
         }
       }
       if (problem.empty()) {
         t_comm.passed = true;
         t_comm.score = t_comm.max_score;
-        t_comm.output = "every update called " + JoinOps(st.required_ops, " and ") + "\n";
+        t_comm.output = "every update called " + JoinOps(st.grading.required_ops, " and ") + "\n";
       } else {
-        t_comm.output = problem + "; " + st.id + " must call " + JoinOps(st.required_ops, " and ") +
-                        (st.forbidden_ops.empty() ? "" : " (and not " + JoinOps(st.forbidden_ops, " or ") + ")") +
+        t_comm.output = problem + "; " + st.id + " must call " + JoinOps(st.grading.required_ops, " and ") +
+                        (st.grading.forbidden_ops.empty() ? "" : " (and not " + JoinOps(st.grading.forbidden_ops, " or ") + ")") +
                         " to synchronise the gradients\n";
       }
     }
@@ -750,9 +750,9 @@ GradeReport Autograder::Grade(const GradeRequest& req) {
   Submission sub = LoadSubmission(req.submission, work);
   report.notes.insert(report.notes.end(), sub.notes.begin(), sub.notes.end());
   for (const auto& i : sub.ignored) report.notes.push_back("ignored: " + i);
-  std::vector<const StageSpec*> graded;
-  for (const auto& st : Stages()) {
-    if (!st.optional || sub.stages.at(st.id).folder_present) {
+  std::vector<const stages::Stage*> graded;
+  for (const auto& st : stages::All()) {
+    if (!st.grading.optional || sub.stages.at(st.id).folder_present) {
       graded.push_back(&st);
     } else {
       report.notes.push_back(st.id + "/ is optional and was not submitted: not graded");
@@ -760,11 +760,11 @@ GradeReport Autograder::Grade(const GradeRequest& req) {
   }
   std::map<std::string, BuildOutcome> builds;
   if (!sub.fatal.empty()) {
-    for (const StageSpec* st : graded) builds[st->id].message = "the submission could not be read: " + sub.fatal;
+    for (const stages::Stage* st : graded) builds[st->id].message = "the submission could not be read: " + sub.fatal;
   } else {
     builds = im.Build(graded, sub, req, work, &report.notes);
   }
-  for (const StageSpec* st : graded) im.GradeStage(*st, sub.stages.at(st->id), builds[st->id], work, &report);
+  for (const stages::Stage* st : graded) im.GradeStage(*st, sub.stages.at(st->id), builds[st->id], work, &report);
   if (!im.mistakes_note.empty()) report.notes.push_back(im.mistakes_note);
   return report;
 }

@@ -2,7 +2,7 @@
 // task on N local ranks under time and memory limits, compares the losses with a trace the
 // grader makes itself (part 1's reference, one process, the same total batch), and reports
 // per test, in Gradescope's format and as text. grading/README.md has the points and the
-// messages; grading/stages.h the tasks.
+// messages; common/stages/stages.h the tasks.
 //
 // Nothing a submission does makes Grade() throw: missing or extra files, compile errors,
 // crashes, hangs and wrong numbers are test results. It throws GraderError only when the
@@ -19,7 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "grading/stages.h"
+#include "common/stages/stages.h"
 #include "grading/stage_runner.h"
 #include "grading/trace.h"
 

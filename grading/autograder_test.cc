@@ -28,14 +28,14 @@ using ::distlm::testing::WriteFileMakingDirs;
 std::string SubmissionFrom(const std::string& side, const std::vector<std::string>& ids) {
   std::string dir = testing::MakeTempDir("submission");
   for (const auto& id : ids) {
-    const StageSpec* st = FindStage(id);
+    const stages::Stage* st = stages::Find(id);
     for (const auto& f : st->files) WriteFileMakingDirs(dir + "/" + id + "/" + f, ReadFileOrEmpty(testing::Runfile(st->package + "/" + side + "/" + f)));
   }
   return dir;
 }
 
 std::string Binary(const std::string& id, const std::string& side) {
-  return testing::Runfile(FindStage(id)->package + "/" + side);
+  return testing::Runfile(stages::Find(id)->package + "/" + side);
 }
 
 GraderConfig Config(double run_timeout_s, bool recognise) {
@@ -67,7 +67,7 @@ const std::string kParity = ": losses and gradient norms match the single-node r
 TEST(AutograderTest, ReferenceSolutionsScoreFullMarks) {
   GradeRequest req;
   std::vector<std::string> ids;
-  for (const auto& st : Stages()) {
+  for (const auto& st : stages::All()) {
     ids.push_back(st.id);
     req.prebuilt[st.id] = {Binary(st.id, "reference"), {}};
   }
@@ -83,7 +83,7 @@ TEST(AutograderTest, ReferenceSolutionsScoreFullMarks) {
 TEST(AutograderTest, UntouchedStubsScoreZeroAndSaySo) {
   GradeRequest req;
   std::vector<std::string> ids;
-  for (const auto& st : Stages()) {
+  for (const auto& st : stages::All()) {
     ids.push_back(st.id);
     req.prebuilt[st.id] = {Binary(st.id, "student"), {}};
   }
@@ -99,8 +99,8 @@ TEST(AutograderTest, UntouchedStubsScoreZeroAndSaySo) {
                                                    {"task3", "your task3b BucketedDdp (constructor) still calls StudentTodo"},
                                                    {"task5", "your part1 Backward still calls StudentTodo"}};
   for (const auto& [id, message] : todo) {
-    const StageSpec* st = FindStage(id);
-    const TestResult& run = Find(r, id + ": runs 5 updates on " + (st->ranks > 1 ? "4 ranks" : "one process"));
+    const stages::Stage* st = stages::Find(id);
+    const TestResult& run = Find(r, id + ": runs 5 updates on " + (st->grading.ranks > 1 ? "4 ranks" : "one process"));
     EXPECT_FALSE(run.passed);
     EXPECT_NE(run.output.find(message), std::string::npos) << run.output;
     EXPECT_NE(run.output.find("see docs/handout/"), std::string::npos) << run.output;

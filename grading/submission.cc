@@ -205,7 +205,7 @@ std::string EscapeZipPattern(const std::string& name) {
 
 std::string AllowedList() {
   std::string s;
-  for (const auto& st : Stages()) {
+  for (const auto& st : stages::All()) {
     for (const auto& f : st.files) s += (s.empty() ? "" : ", ") + st.id + "/" + f;
   }
   return s;
@@ -215,7 +215,7 @@ std::string AllowedList() {
 
 Submission LoadSubmission(const std::string& path, const std::string& work_dir) {
   Submission sub;
-  for (const auto& st : Stages()) {
+  for (const auto& st : stages::All()) {
     SubmittedStage s;
     s.spec = &st;
     s.missing = st.files;
@@ -249,7 +249,7 @@ Submission LoadSubmission(const std::string& path, const std::string& work_dir) 
     if (e.kind == Kind::kUnsafe || SystemClutter(e.path)) continue;
     auto parts = Split(e.path);
     if (parts.empty()) continue;
-    if (FindStage(parts[0]) != nullptr) stage_at_top = true;
+    if (stages::Find(parts[0]) != nullptr) stage_at_top = true;
     if (parts.size() > 1 || e.kind == Kind::kDir) top_dirs.insert(parts[0]);
   }
   std::string prefix;
@@ -279,7 +279,7 @@ Submission LoadSubmission(const std::string& path, const std::string& work_dir) 
       rel = rel.substr(prefix.size());
     }
     auto parts = Split(rel);
-    const StageSpec* st = parts.empty() ? nullptr : FindStage(parts[0]);
+    const stages::Stage* st = parts.empty() ? nullptr : stages::Find(parts[0]);
     if (st != nullptr) sub.stages[st->id].folder_present = true;
     const bool allowed = st != nullptr && parts.size() == 2 &&
                          std::find(st->files.begin(), st->files.end(), parts[1]) != st->files.end();

@@ -1,6 +1,6 @@
 // Reading a submission: a directory or a .zip in the handout's deliverable layout
 // (task2a/grad_sync.cc, task2b/grad_sync.cc, ...; part1/ optional). Only the student files of
-// grading/stages.h are taken, each copied into the grader's work folder; everything else is
+// common/stages/stages.h are taken, each copied into the grader's work folder; everything else is
 // reported and left alone. Nothing in a submission can make this throw: an unreadable one
 // gives `fatal`.
 #pragma once
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "grading/stages.h"
+#include "common/stages/stages.h"
 
 namespace distlm::grading {
 
@@ -17,14 +17,14 @@ namespace distlm::grading {
 inline constexpr size_t kMaxStudentFileBytes = 1 << 20;
 
 struct SubmittedStage {
-  const StageSpec* spec = nullptr;
+  const stages::Stage* spec = nullptr;
   bool folder_present = false;                // the submission has <id>/ (or one of its files)
   std::map<std::string, std::string> files;   // student file name -> the grader's copy of it
   std::vector<std::string> missing;           // student file names not found
 };
 
 struct Submission {
-  std::map<std::string, SubmittedStage> stages;  // by stage id, every stage of Stages()
+  std::map<std::string, SubmittedStage> stages;  // by stage id, every stage of stages::All()
   std::vector<std::string> notes;                // how the submission was read
   std::vector<std::string> ignored;              // "path: why" for everything not taken
   std::string fatal;                             // non-empty: nothing could be read, and why

@@ -114,7 +114,7 @@ std::string Joined(const std::vector<std::string>& lines) {
 // The reference folders, copied into the handout's layout (part1/ for part1_single/).
 std::string ReferenceSubmission() {
   std::string dir = testing::MakeTempDir("ref_submission");
-  for (const auto& st : Stages()) {
+  for (const auto& st : stages::All()) {
     for (const auto& f : st.files) {
       WriteFileMakingDirs(dir + "/" + st.id + "/" + f, ReadFileOrEmpty(testing::Runfile(st.package + "/reference/" + f)));
     }
@@ -127,7 +127,7 @@ TEST(LoadSubmissionTest, TheReferenceFoldersAreAValidSubmission) {
   Submission s = LoadSubmission(dir, testing::MakeTempDir("work"));
   ASSERT_EQ(s.fatal, "");
   EXPECT_TRUE(s.ignored.empty()) << Joined(s.ignored);
-  for (const auto& st : Stages()) {
+  for (const auto& st : stages::All()) {
     const SubmittedStage& got = s.stages.at(st.id);
     EXPECT_TRUE(got.folder_present) << st.id;
     EXPECT_TRUE(got.missing.empty()) << st.id;
@@ -250,7 +250,7 @@ std::string Checkout() {
 TEST(StageTableTest, MatchesTheStudentAndReferenceFoldersOfTheTree) {
   const std::string root = Checkout();
   ASSERT_FALSE(root.empty());
-  for (const auto& st : Stages()) {
+  for (const auto& st : stages::All()) {
     for (const std::string side : {"student", "reference"}) {
       std::vector<std::string> names;
       for (const auto& e : fs::directory_iterator(root + "/" + st.package + "/" + side)) {
@@ -259,7 +259,7 @@ TEST(StageTableTest, MatchesTheStudentAndReferenceFoldersOfTheTree) {
       std::sort(names.begin(), names.end());
       std::vector<std::string> want = st.files;
       std::sort(want.begin(), want.end());
-      EXPECT_EQ(names, want) << st.package << "/" << side << "/ and grading/stages.h disagree";
+      EXPECT_EQ(names, want) << st.package << "/" << side << "/ and common/stages/stages.h disagree";
     }
     bool student_rule = false;
     for (const auto& s : tools::SplitBuildFile(ReadFileOrEmpty(root + "/" + st.package + "/BUILD"))) {
@@ -271,8 +271,8 @@ TEST(StageTableTest, MatchesTheStudentAndReferenceFoldersOfTheTree) {
   for (const auto& e : fs::directory_iterator(root)) {
     if (!fs::is_directory(e.path() / "student") || !fs::is_directory(e.path() / "reference")) continue;
     bool known = false;
-    for (const auto& st : Stages()) known = known || st.package == e.path().filename().string();
-    EXPECT_TRUE(known) << e.path().filename() << " has student/ and reference/ but no row in grading/stages.h";
+    for (const auto& st : stages::All()) known = known || st.package == e.path().filename().string();
+    EXPECT_TRUE(known) << e.path().filename() << " has student/ and reference/ but no row in common/stages/stages.h";
   }
 }
 

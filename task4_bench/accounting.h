@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/bert/bert_config.h"
+#include "common/stages/stages.h"
 
 namespace distlm::task4_bench {
 
@@ -37,7 +38,7 @@ int64_t CommDtypeBytes(const std::string& comm_dtype);
 //   kAllreduceAllGather      task 5 on Gloo (LibTorch 1.13 has no reduce_scatter there): a full
 //                            all_reduce of the gradient, then the all-gather: 3(N-1)/N x S
 // Task 5's S is the flat buffer, padded to a multiple of N elements.
-enum class SyncPattern { kRingAllreduce, kGatherScatter, kReduceScatterAllGather, kAllreduceAllGather };
+using SyncPattern = stages::SyncPattern;  // kNone: a stage that communicates nothing
 
 // True for task 5's patterns (their buffer is padded to N equal shards).
 bool IsSharded(SyncPattern pattern);

@@ -61,7 +61,7 @@ ABSL_FLAG(bool, quick, false,
           "a few minutes: 5 updates per scaling run, links loopback and 1gbit, traffic at 2 ranks with 2 and 4 "
           "updates");
 ABSL_FLAG(std::string, ranks, "1,2,4", "world sizes of the scaling runs");
-ABSL_FLAG(std::string, stages, "task2a,task2b,task3,task5", "stages to run (rows of the stage table in report.cc)");
+ABSL_FLAG(std::string, stages, "task2a,task2b,task3,task5", "stages to run (rows of common/stages/stages.h with a traffic pattern)");
 ABSL_FLAG(std::string, links, "",
           "link profiles: loopback and emulated-cluster rates such as 1gbit, 10gbit (default loopback,1gbit,10gbit; "
           "--quick: loopback,1gbit); rates need root");
@@ -86,43 +86,24 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // ------------------------------------------------------------------------------------------
-// The stages. One row per stage; task 5 (sharded data parallelism) becomes one more row.
+// The stages: the rows of common/stages/stages.h that have a traffic pattern.
 
-struct StageSpec {
-  std::string name;         // as in the logs and the tables
-  std::string binary;       // workspace-relative runfile
-  SyncPattern pattern;      // what the expected traffic is computed as
-  bool takes_comm_dtype;    // accepts --comm_dtype=fp16|bf16
-  std::string method;       // one line for the report
-};
-
-const std::vector<StageSpec>& StageTable() {
-  static const std::vector<StageSpec> stages = {
-      {"task2a", "task2a/reference", SyncPattern::kGatherScatter, false,
-       "gather to rank 0 + scatter, all gradients in one flat buffer"},
-      {"task2b", "task2b/reference", SyncPattern::kRingAllreduce, true,
-       "one all_reduce per parameter, all started before any is waited on"},
-      {"task3", "task3/reference", SyncPattern::kRingAllreduce, true,
-       "DistributedDataParallel: bucketed all_reduce overlapped with backward"},
-      // The report's ranks use Gloo, which has no reduce_scatter in LibTorch 1.13.
-      {"task5", "task5/reference", SyncPattern::kAllreduceAllGather, false,
-       "ZeRO stage 2: gradient reduce-scattered (Gloo: all_reduce + slice), AdamW on a 1/N shard, "
-       "parameters all-gathered"},
-  };
-  return stages;
-}
+using StageSpec = stages::Stage;
 
 const StageSpec& FindStage(const std::string& name) {
-  for (const auto& s : StageTable()) {
-    if (s.name == name) return s;
-  }
+  const StageSpec* s = stages::Find(name);
+  if (s != nullptr && s->report.pattern != SyncPattern::kNone) return *s;
   std::vector<std::string> names;
-  for (const auto& s : StageTable()) names.push_back(s.name);
+  for (const auto& st : stages::All()) {
+    if (st.report.pattern != SyncPattern::kNone) names.push_back(st.id);
+  }
   throw UserError("--stages: unknown stage '" + name + "'; known: " + absl::StrJoin(names, ", "));
 }
 
 std::string PatternName(SyncPattern p) {
   switch (p) {
+    case SyncPattern::kNone:
+      return "none";
     case SyncPattern::kRingAllreduce:
       return "ring all_reduce";
     case SyncPattern::kGatherScatter:
@@ -138,7 +119,7 @@ std::string PatternName(SyncPattern p) {
 // Elements a stage communicates for a model of `numel` parameters at world size N: task 5's
 // flat buffer is padded to N equal shards.
 int64_t CommunicatedNumel(const StageSpec& stage, int64_t numel, int world_size) {
-  if (!IsSharded(stage.pattern)) return numel;
+  if (!IsSharded(stage.report.pattern)) return numel;
   return (numel + world_size - 1) / world_size * world_size;
 }
 
@@ -296,7 +277,7 @@ struct RunSpec {
   int updates = 5;
   std::string comm_dtype = "fp32";
   std::string Id() const {
-    return absl::StrFormat("%s_n%d_%s_b%d_u%d_%s", stage->name, ranks, link, batch, updates, comm_dtype);
+    return absl::StrFormat("%s_n%d_%s_b%d_u%d_%s", stage->id, ranks, link, batch, updates, comm_dtype);
   }
 };
 
@@ -323,7 +304,7 @@ RunResult Train(const Env& env, const RunSpec& spec) {
   RunResult res;
   res.dir = env.config.out + "/runs/" + spec.Id();
   MakeDirs(res.dir);
-  const std::string binary = FindRunfile(spec.stage->binary);
+  const std::string binary = FindRunfile(spec.stage->reference_binary());
   std::vector<std::string> stage_flags = {"--per_gpu_train_batch_size=" + std::to_string(spec.batch),
                                           "--max_steps=" + std::to_string(spec.updates),
                                           "--max_seq_length=" + std::to_string(env.config.max_seq_length),
@@ -331,7 +312,7 @@ RunResult Train(const Env& env, const RunSpec& spec) {
                                           "--do_eval=false",
                                           "--output_dir=" + res.dir,
                                           "--overwrite_output_dir"};
-  if (spec.stage->takes_comm_dtype) stage_flags.push_back("--comm_dtype=" + spec.comm_dtype);
+  if (spec.stage->report.takes_comm_dtype) stage_flags.push_back("--comm_dtype=" + spec.comm_dtype);
   if (env.config.threads_per_rank > 0) stage_flags.push_back("--num_threads=" + std::to_string(env.config.threads_per_rank));
   std::vector<std::string> argv;
   if (spec.link == "loopback") {
@@ -514,7 +495,7 @@ TrafficRow MeasureTraffic(const Env& env, const StageSpec* stage, int batch, con
   row.tensors = b.log.comm_tensors;
   row.comm_bytes_logged = b.log.comm_bytes;
   row.comm_calls_logged = b.log.comm_calls;
-  row.expected = ExpectedTrafficPerUpdate(stage->pattern, row.gradient_bytes, c.traffic_ranks);
+  row.expected = ExpectedTrafficPerUpdate(stage->report.pattern, row.gradient_bytes, c.traffic_ranks);
   // On loopback every byte a rank sends is counted once in lo's tx (and once in its rx).
   const double tx_a = static_cast<double>(a.lo_after.tx_bytes - a.lo_before.tx_bytes);
   const double tx_b = static_cast<double>(b.lo_after.tx_bytes - b.lo_before.tx_bytes);
@@ -546,7 +527,7 @@ std::string ScalingCsv(const std::vector<ScalingRow>& rows, int64_t model_numel)
       "comm_bytes_per_update,opt_state_bytes_per_rank,error\n";
   for (const auto& r : rows) {
     const LogSummary& l = r.result.log;
-    out += absl::StrFormat("%s,%s,%d,%d,%d,%d,%.3f,%.3f,%.3f,%.4f,%.4f,%d,%d,\"%s\"\n", r.spec.stage->name,
+    out += absl::StrFormat("%s,%s,%d,%d,%d,%d,%.3f,%.3f,%.3f,%.4f,%.4f,%d,%d,\"%s\"\n", r.spec.stage->id,
                            r.spec.link, r.spec.ranks, r.spec.batch, r.spec.updates, r.result.ok ? 1 : 0, l.step_ms,
                            l.comm_ms, l.samples_per_s, r.efficiency, l.comm_share, l.comm_bytes,
                            OptStateBytes(r, model_numel), r.result.error);
@@ -562,7 +543,7 @@ std::string TrafficCsv(const std::vector<TrafficRow>& rows) {
   for (const auto& r : rows) {
     const double pct = r.expected.per_rank_mean > 0 ? 100 * (r.observed_bytes / r.expected.per_rank_mean - 1) : 0;
     out += absl::StrFormat("%s,%s,%d,%d,%s,%d,%d,%d,%.0f,%d,%.0f,%.0f,%.2f,%.1f,%.0f,%.0f,%.3f,%d,%.0f,%s,\"%s\"\n",
-                           r.stage->name, PatternName(r.stage->pattern), r.ranks, r.batch, r.comm_dtype, r.updates,
+                           r.stage->id, PatternName(r.stage->report.pattern), r.ranks, r.batch, r.comm_dtype, r.updates,
                            r.ok ? 1 : 0, r.tensors, r.gradient_bytes, r.comm_bytes_logged, r.expected.per_rank_mean,
                            r.observed_bytes, pct, r.observed_packets, r.expected.busiest_rank, r.observed_run_bytes,
                            r.step_ms, r.rte_updates_per_epoch,
@@ -596,7 +577,7 @@ std::string Plot(const Config& c, const std::vector<ScalingRow>& scaling, const 
   std::map<std::string, std::string> data;
   for (const auto& r : scaling) {
     if (!r.result.ok) continue;
-    const std::string key = r.spec.stage->name + " " + r.spec.link;
+    const std::string key = r.spec.stage->id + " " + r.spec.link;
     if (!data.count(key) && r.spec.ranks > 1 && r.baseline_from_loopback) {
       // A link's series starts at the one-rank loopback run it is measured against.
       for (const auto& base : scaling) {
@@ -630,7 +611,7 @@ std::string Plot(const Config& c, const std::vector<ScalingRow>& scaling, const 
   std::string tdat;
   for (const auto& r : traffic) {
     if (!r.ok) continue;
-    tdat += absl::StrFormat("\"%s b%d %s\" %.4f %.4f\n", r.stage->name, r.batch, r.comm_dtype,
+    tdat += absl::StrFormat("\"%s b%d %s\" %.4f %.4f\n", r.stage->id, r.batch, r.comm_dtype,
                             r.expected.per_rank_mean / 1e6, r.observed_bytes / 1e6);
   }
   if (!tdat.empty()) {
@@ -698,12 +679,12 @@ std::string Markdown(const Env& env, const std::vector<ScalingRow>& scaling, con
   md += "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   for (const auto& r : scaling) {
     if (!r.result.ok) {
-      md += absl::StrFormat("| %s | %s | %d | failed: %s | | | | |\n", r.spec.stage->name, r.spec.link, r.spec.ranks,
+      md += absl::StrFormat("| %s | %s | %d | failed: %s | | | | |\n", r.spec.stage->id, r.spec.link, r.spec.ranks,
                             r.result.error);
       continue;
     }
     const LogSummary& l = r.result.log;
-    md += absl::StrFormat("| %s | %s | %d | %.1f | %.1f | %.2f%s | %.0f %% | %s |\n", r.spec.stage->name,
+    md += absl::StrFormat("| %s | %s | %d | %.1f | %.1f | %.2f%s | %.0f %% | %s |\n", r.spec.stage->id,
                           r.spec.link, r.spec.ranks, l.step_ms, l.samples_per_s, r.efficiency,
                           r.baseline_from_loopback ? "*" : "", 100 * l.comm_share, Mb(OptStateBytes(r, model_numel)));
   }
@@ -725,11 +706,11 @@ std::string Markdown(const Env& env, const std::vector<ScalingRow>& scaling, con
   md += "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   for (const auto& r : traffic) {
     if (!r.ok) {
-      md += absl::StrFormat("| %s | %d | %s | failed: %s | | | | | | | |\n", r.stage->name, r.batch, r.comm_dtype,
+      md += absl::StrFormat("| %s | %d | %s | failed: %s | | | | | | | |\n", r.stage->id, r.batch, r.comm_dtype,
                             r.error);
       continue;
     }
-    md += absl::StrFormat("| %s | %d | %s | %s | %s | %s | %s | %+.1f %% | %.0f | %s | %s |\n", r.stage->name,
+    md += absl::StrFormat("| %s | %d | %s | %s | %s | %s | %s | %+.1f %% | %.0f | %s | %s |\n", r.stage->id,
                           r.batch, r.comm_dtype, Mb(r.gradient_bytes), Mb(static_cast<double>(r.comm_bytes_logged)),
                           Mb(r.expected.per_rank_mean), Mb(r.observed_bytes),
                           100 * (r.observed_bytes / r.expected.per_rank_mean - 1), r.observed_packets,
@@ -740,7 +721,7 @@ std::string Markdown(const Env& env, const std::vector<ScalingRow>& scaling, con
     if (r.loss_rel_diff_vs_fp32 < 0) continue;
     md += absl::StrFormat("\n%s with `--comm_dtype=%s`: over its %d updates the loss differs from fp32's by at most "
                           "%.2g relative (same data and seed; %s rounds each value by at most 2^-%d).\n",
-                          r.stage->name, r.comm_dtype, static_cast<int>(r.losses.size()), r.loss_rel_diff_vs_fp32,
+                          r.stage->id, r.comm_dtype, static_cast<int>(r.losses.size()), r.loss_rel_diff_vs_fp32,
                           r.comm_dtype == "bf16" ? "bfloat16" : "float16", r.comm_dtype == "bf16" ? 8 : 11);
   }
   md += absl::StrFormat(
@@ -847,7 +828,7 @@ int Main(int argc, char** argv) {
   for (const std::string& dtype : c.traffic_comm_dtypes) {
     if (dtype == "fp32") continue;
     for (const StageSpec* stage : c.stages) {
-      if (stage->takes_comm_dtype) traffic.push_back(MeasureTraffic(env, stage, middle_batch, dtype, TotalNumel(tensors)));
+      if (stage->report.takes_comm_dtype) traffic.push_back(MeasureTraffic(env, stage, middle_batch, dtype, TotalNumel(tensors)));
     }
   }
   CompareLosses(traffic);

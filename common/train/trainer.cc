@@ -1,8 +1,9 @@
 #include "common/train/trainer.h"
 
+#include "common/train/resume.h"
+#include "common/train/run_dir.h"
 #include "common/train/snapshot.h"
 
-#include <dirent.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,9 +12,7 @@
 #include <cstdio>
 #include <csignal>
 #include <cstdlib>
-#include <cstring>
 #include <ctime>
-#include <map>
 #include <optional>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -45,29 +44,20 @@ double MsSince(Clock::time_point start) {
 constexpr char kBuiltinVocab[] = "common/testdata/vocab.txt";
 constexpr char kBuiltinData[] = "common/testdata/rte";
 
-bool DirIsEmpty(const std::string& dir) {
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return true;
-  bool empty = true;
-  while (auto* e = readdir(d)) {
-    std::string name = e->d_name;
-    if (name != "." && name != "..") {
-      empty = false;
-      break;
-    }
-  }
-  closedir(d);
-  return empty;
-}
-
-std::string Timestamp() {
-  std::time_t now = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y%m%d-%H%M%S", std::localtime(&now));
-  return buf;
-}
-
 }  // namespace
+
+EvalResult EvalResult::FromJson(const json& e) {
+  EvalResult r;
+  r.epoch = e.at("epoch").get<int64_t>();
+  r.examples = e.at("examples").get<int64_t>();
+  for (auto [field, key] : {std::pair{&r.loss, "loss"}, {&r.accuracy, "accuracy"}, {&r.f1, "f1"},
+                            {&r.precision, "precision"}, {&r.recall, "recall"}, {&r.mcc, "mcc"},
+                            {&r.samples_per_s, "samples_per_s"}, {&r.epoch_time_s, "epoch_time_s"},
+                            {&r.train_samples_per_s, "train_samples_per_s"}}) {
+    *field = e.at(key).get<double>();
+  }
+  return r;
+}
 
 json EvalResult::ToJson() const {
   return {{"epoch", epoch},           {"examples", examples},   {"loss", loss},
@@ -93,35 +83,15 @@ Trainer::Trainer(TrainOptions options, StageHooks hooks, DistInfo dist)
     : options_(std::move(options)), hooks_(std::move(hooks)), dist_(std::move(dist)) {}
 
 void Trainer::PrepareOutputDir() {
-  if (options_.output_dir.empty()) {
-    options_.output_dir = UserWorkingDirectory() + "/distlm_output/" + hooks_.stage + "/" + Timestamp();
-  }
+  options_.output_dir = ResolveOutputDir(options_.output_dir, hooks_.stage);
   if (!is_main_rank()) return;
-  const std::string& dir = options_.output_dir;
-  if (PathExists(dir) && !DirIsEmpty(dir) && options_.do_train) {
-    if (options_.overwrite_output_dir) {
-      for (const char* f : {"train_log.jsonl", "eval_results.json"}) std::remove((dir + "/" + f).c_str());
-      DIR* d = opendir((dir + "/snapshots").c_str());
-      while (d != nullptr) {
-        auto* e = readdir(d);
-        if (e == nullptr) break;
-        std::string name = e->d_name;
-        if (name != "." && name != "..") std::remove((dir + "/snapshots/" + name).c_str());
-      }
-      if (d != nullptr) closedir(d);
-    } else if (!HasSnapshots(dir)) {
-      throw UserError("--output_dir=" + dir +
-                      " exists and is not empty; pass --overwrite_output_dir to start afresh");
-    }
-    // Otherwise a snapshot is there: Train() resumes from it.
-  }
-  MakeDirs(dir);
+  PrepareRunDir(options_.output_dir, options_.do_train, options_.overwrite_output_dir);
   json args = options_.ToJson();
   args["stage"] = hooks_.stage;
   args["world_size"] = dist_.world_size;
   args["backend"] = dist_.backend;
   args["num_threads"] = at::get_num_threads();
-  WriteFileAtomically(dir + "/training_args.json", args.dump(2) + "\n");
+  WriteTrainingArgs(options_.output_dir, args);
 }
 
 void Trainer::Setup() {
@@ -282,105 +252,34 @@ void Trainer::Snapshot(const TrainingState& state) {
 }
 
 std::optional<TrainingState> Trainer::TryResume(LinearSchedule& schedule) {
-  // Rank 0 reads the snapshot and sends it to the others, so ranks need no shared file system.
   std::optional<LoadedSnapshot> snap;
   if (is_main_rank() && !options_.overwrite_output_dir) snap = LoadLatestSnapshot(options_.output_dir);
-  std::string state_json = snap ? snap->state.ToJson().dump() : "";
-  const bool multi = dist_.pg && dist_.world_size > 1;
-  if (multi) {
-    std::vector<at::Tensor> len = {torch::tensor({static_cast<int64_t>(state_json.size())}, torch::kLong)};
-    dist_.pg->broadcast(len)->wait();
-    const int64_t n = len[0].item<int64_t>();
-    std::vector<at::Tensor> bytes = {torch::zeros({std::max<int64_t>(n, 1)}, torch::kByte)};
-    if (is_main_rank()) std::memcpy(bytes[0].data_ptr(), state_json.data(), n);
-    dist_.pg->broadcast(bytes)->wait();
-    state_json.assign(static_cast<const char*>(bytes[0].data_ptr()), n);
-  }
-  if (state_json.empty()) return std::nullopt;
-  TrainingState state = TrainingState::FromJson(json::parse(state_json));
-
-  const json want = Fingerprint();
-  for (auto& [key, value] : want.items()) {
-    if (state.fingerprint.value(key, json()) != value) {
-      throw UserError("the snapshot in " + options_.output_dir + "/snapshots was taken with " + key + "=" +
-                      state.fingerprint.value(key, json()).dump() + ", this run has " + value.dump() +
-                      "; rerun with the same flags to resume, or --overwrite_output_dir to start afresh");
-    }
-  }
+  c10d::ProcessGroup* pg = dist_.pg.get();
+  std::optional<TrainingState> state = ShareSnapshotState(pg, is_main_rank(), snap ? &*snap : nullptr);
+  if (!state) return std::nullopt;
+  CheckFingerprint(*state, Fingerprint(), options_.output_dir);
   BertAdamW::State gathered;
-  NamedTensors mine = SnapshotTensors(gathered);  // this rank's tensors, in a fixed order
-  std::map<std::string, torch::Tensor> loaded;
-  if (snap) {
-    for (auto& [name, t] : snap->tensors) loaded[name] = t;
-  }
-  torch::NoGradGuard no_grad;
-  for (auto& [name, target] : mine) {
-    torch::Tensor value;
-    if (is_main_rank()) {
-      auto it = loaded.find(name);
-      if (it == loaded.end() || it->second.sizes() != target.sizes() || it->second.scalar_type() != target.scalar_type()) {
-        throw UserError(snap->path + ": tensor '" + name + "' is missing or has another shape or dtype");
-      }
-      value = it->second;
-    } else {
-      value = torch::empty(target.sizes(), target.options().device(torch::kCPU));
-    }
-    if (multi) {
-      std::vector<at::Tensor> t = {value};
-      dist_.pg->broadcast(t)->wait();
-    }
-    if (name == "rng/cpu") {
-      at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle to the global one
-      gen.set_state(value);
-    } else {
-      target.copy_(value);  // parameters and optimizer moments share storage with `mine`
-    }
-  }
-  optimizer_->SetStepCount(state.update);
+  // This rank's tensors, in a fixed order; the parameters and moments share storage with them.
+  RestoreTensors(pg, is_main_rank(), snap ? &*snap : nullptr, SnapshotTensors(gathered));
+  optimizer_->SetStepCount(state->update);
   if (hooks_.load_optimizer_state) {
-    gathered.step = state.update;  // `mine` shares the moments, now loaded
+    gathered.step = state->update;  // the moments SnapshotTensors returned, now loaded
     hooks_.load_optimizer_state(*this, gathered);
   }
-  schedule.set_updates_done(state.update);
+  schedule.set_updates_done(state->update);
   optimizer_->set_lr(schedule.current_lr());
-  losses_ = state.losses;
+  losses_ = state->losses;
   eval_results_.clear();
-  for (const auto& e : state.eval_results) {
-    EvalResult r;
-    r.epoch = e.at("epoch").get<int64_t>();
-    r.examples = e.at("examples").get<int64_t>();
-    r.loss = e.at("loss").get<double>();
-    r.accuracy = e.at("accuracy").get<double>();
-    r.f1 = e.at("f1").get<double>();
-    r.precision = e.at("precision").get<double>();
-    r.recall = e.at("recall").get<double>();
-    r.mcc = e.at("mcc").get<double>();
-    r.samples_per_s = e.at("samples_per_s").get<double>();
-    r.epoch_time_s = e.at("epoch_time_s").get<double>();
-    r.train_samples_per_s = e.at("train_samples_per_s").get<double>();
-    eval_results_.push_back(r);
-  }
+  for (const auto& e : state->eval_results) eval_results_.push_back(EvalResult::FromJson(e));
   if (is_main_rank()) {
     // The log keeps exactly the updates the snapshot has seen; later lines are replayed.
-    std::string log_path = options_.output_dir + "/train_log.jsonl";
-    std::string kept;
-    if (PathExists(log_path)) {
-      std::string all = ReadFile(log_path);
-      size_t pos = 0;
-      for (int64_t i = 0; i < state.update && pos < all.size(); ++i) {
-        size_t nl = all.find('\n', pos);
-        if (nl == std::string::npos) break;  // a torn last line is dropped
-        pos = nl + 1;
-      }
-      kept = all.substr(0, pos);
-    }
-    WriteFileAtomically(log_path, kept);
+    TruncateTrainLog(options_.output_dir, state->update);
     json evals = json::array();
     for (const auto& e : eval_results_) evals.push_back(e.ToJson());
     WriteFileAtomically(options_.output_dir + "/eval_results.json", evals.dump(2) + "\n");
     std::printf("resuming from %s: %lld updates done (epoch %lld, mini-batch %lld of it)\n", snap->path.c_str(),
-                static_cast<long long>(state.update), static_cast<long long>(state.epoch + 1),
-                static_cast<long long>(state.batch_in_epoch));
+                static_cast<long long>(state->update), static_cast<long long>(state->epoch + 1),
+                static_cast<long long>(state->batch_in_epoch));
     std::fflush(stdout);
   }
   return state;

@@ -46,6 +46,7 @@ struct EvalResult {
   double epoch_time_s = 0;         // training time of the epoch
   double train_samples_per_s = 0;  // training throughput of the epoch, all ranks together
   nlohmann::json ToJson() const;
+  static EvalResult FromJson(const nlohmann::json& j);  // what ToJson wrote; throws on a missing field
 };
 
 // The process group a distributed stage trains over; empty for one process.

@@ -1,0 +1,86 @@
+#include "common/train/resume.h"
+
+#include <cstring>
+#include <map>
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "common/runtime/atomic_file.h"
+#include "common/runtime/errors.h"
+
+namespace distlm::train {
+
+std::optional<TrainingState> ShareSnapshotState(c10d::ProcessGroup* pg, bool is_main, const LoadedSnapshot* snap) {
+  std::string state_json = snap != nullptr ? snap->state.ToJson().dump() : "";
+  if (pg != nullptr && pg->getSize() > 1) {
+    std::vector<at::Tensor> len = {torch::tensor({static_cast<int64_t>(state_json.size())}, torch::kLong)};
+    pg->broadcast(len)->wait();
+    const int64_t n = len[0].item<int64_t>();
+    std::vector<at::Tensor> bytes = {torch::zeros({std::max<int64_t>(n, 1)}, torch::kByte)};
+    if (is_main) std::memcpy(bytes[0].data_ptr(), state_json.data(), n);
+    pg->broadcast(bytes)->wait();
+    state_json.assign(static_cast<const char*>(bytes[0].data_ptr()), n);
+  }
+  if (state_json.empty()) return std::nullopt;
+  return TrainingState::FromJson(nlohmann::json::parse(state_json));
+}
+
+void CheckFingerprint(const TrainingState& state, const nlohmann::json& now, const std::string& output_dir) {
+  for (auto& [key, value] : now.items()) {
+    if (state.fingerprint.value(key, nlohmann::json()) != value) {
+      throw UserError("the snapshot in " + output_dir + "/snapshots was taken with " + key + "=" +
+                      state.fingerprint.value(key, nlohmann::json()).dump() + ", this run has " + value.dump() +
+                      "; rerun with the same flags to resume, or --overwrite_output_dir to start afresh");
+    }
+  }
+}
+
+void RestoreTensors(c10d::ProcessGroup* pg, bool is_main, const LoadedSnapshot* snap, const NamedTensors& mine) {
+  std::map<std::string, torch::Tensor> loaded;
+  if (snap != nullptr) {
+    for (auto& [name, t] : snap->tensors) loaded[name] = t;
+  }
+  const bool multi = pg != nullptr && pg->getSize() > 1;
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, target] : mine) {
+    torch::Tensor value;
+    if (is_main) {
+      auto it = loaded.find(name);
+      if (it == loaded.end() || it->second.sizes() != target.sizes() || it->second.scalar_type() != target.scalar_type()) {
+        throw UserError((snap != nullptr ? snap->path : std::string("the snapshot")) + ": tensor '" + name +
+                        "' is missing or has another shape or dtype");
+      }
+      value = it->second;
+    } else {
+      value = torch::empty(target.sizes(), target.options().device(torch::kCPU));
+    }
+    if (multi) {
+      std::vector<at::Tensor> t = {value};
+      pg->broadcast(t)->wait();
+    }
+    if (name == "rng/cpu") {
+      at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle to the global one
+      gen.set_state(value);
+    } else {
+      torch::Tensor(target).copy_(value);  // parameters and optimizer moments share storage with `mine`
+    }
+  }
+}
+
+void TruncateTrainLog(const std::string& output_dir, int64_t updates) {
+  const std::string path = output_dir + "/train_log.jsonl";
+  std::string kept;
+  if (PathExists(path)) {
+    const std::string all = ReadFile(path);
+    size_t pos = 0;
+    for (int64_t i = 0; i < updates && pos < all.size(); ++i) {
+      const size_t nl = all.find('\n', pos);
+      if (nl == std::string::npos) break;  // a torn last line is dropped
+      pos = nl + 1;
+    }
+    kept = all.substr(0, pos);
+  }
+  WriteFileAtomically(path, kept);
+}
+
+}  // namespace distlm::train
