@@ -112,44 +112,55 @@ TEST(AutograderTest, UntouchedStubsScoreZeroAndSaySo) {
 
 struct Mutation {
   std::string name;
-  int parity;   // points task2b keeps for parity (of 8)
-  int comm;     // and for using allreduce (of 2)
+  int parity;   // points the stage keeps for parity
+  int comm;     // and for using its collectives
   std::vector<std::string> says;  // in the parity message
 };
 
-// What each mutation scored, printed after the suite for the notes.
-std::vector<std::string>& Scores() {
-  static std::vector<std::string> s;
-  return s;
+// Grades grading/mutant_stage --mutation=<m.name> as a submission of `stage` alone (the other
+// tasks missing) and checks the points each of its two tests keeps and what the parity test
+// says. Returns the line the suites print at their end.
+std::string GradeMutant(const std::string& stage, const std::string& comm_test, int max, const Mutation& m) {
+  GradeRequest req;
+  req.submission = SubmissionFrom("reference", {stage});
+  req.prebuilt[stage] = {testing::Runfile("grading/mutant_stage"), {"--mutation=" + m.name}};
+  GradeReport r = Grader().Grade(req);
+  const TestResult& parity = Find(r, stage + kParity);
+  const TestResult& comm = Find(r, stage + ": uses " + comm_test);
+  EXPECT_TRUE(Find(r, stage + ": runs 5 updates on 4 ranks").passed) << r.Summary();
+  EXPECT_EQ(parity.score, m.parity) << parity.output;
+  EXPECT_EQ(comm.score, m.comm) << comm.output;
+  for (const auto& s : m.says) EXPECT_NE(parity.output.find(s), std::string::npos) << "want '" << s << "' in:\n" << parity.output;
+  // Only `stage` was submitted: part 1 scores nothing, the other tasks say they are missing.
+  EXPECT_NE(Find(r, "task3: builds").output.find("missing from the submission: task3/bucketed_ddp.cc"), std::string::npos);
+  EXPECT_EQ(r.score(), m.parity + m.comm);
+  std::printf("%s: %s %g/%d\n%s\n%s\n", m.name.c_str(), stage.c_str(), r.score(), max, parity.output.c_str(),
+              comm.output.c_str());
+  return m.name + ": " + stage + " " + std::to_string(static_cast<int>(r.score())) + "/" + std::to_string(max) +
+         " -- " + parity.output.substr(0, std::min<size_t>(parity.output.find('\n'), 160));
 }
 
-class MutationTest : public ::testing::TestWithParam<Mutation> {
+// A suite of mutations graded as one stage; prints what each scored at its end.
+template <const char* kStage>
+class MutationSuite : public ::testing::TestWithParam<Mutation> {
  protected:
+  static std::vector<std::string>& Scores() {
+    static std::vector<std::string> s;
+    return s;
+  }
   static void TearDownTestSuite() {
-    std::printf("\nwhat each mutation of task2b scored:\n");
+    std::printf("\nwhat each mutation of %s scored:\n", kStage);
     for (const auto& s : Scores()) std::printf("  %s\n", s.c_str());
   }
 };
 
+constexpr char kTask2a[] = "task2a", kTask2b[] = "task2b", kTask5[] = "task5";
+using MutationTest = MutationSuite<kTask2b>;            // task 2b: 8 + 2 points
+using GatherScatterMutationTest = MutationSuite<kTask2a>;  // task 2a's own mistakes: 12 + 3
+using ZeroMutationTest = MutationSuite<kTask5>;         // task 5: 16 + 4
+
 TEST_P(MutationTest, LosesItsPointsWithAMessageThatNamesTheMistake) {
-  const Mutation& m = GetParam();
-  GradeRequest req;
-  req.submission = SubmissionFrom("reference", {"task2b"});
-  req.prebuilt["task2b"] = {testing::Runfile("grading/mutant_stage"), {"--mutation=" + m.name}};
-  GradeReport r = Grader().Grade(req);
-  const TestResult& parity = Find(r, "task2b" + kParity);
-  const TestResult& comm = Find(r, "task2b: uses allreduce");
-  EXPECT_TRUE(Find(r, "task2b: runs 5 updates on 4 ranks").passed) << r.Summary();
-  EXPECT_EQ(parity.score, m.parity) << parity.output;
-  EXPECT_EQ(comm.score, m.comm) << comm.output;
-  for (const auto& s : m.says) EXPECT_NE(parity.output.find(s), std::string::npos) << "want '" << s << "' in:\n" << parity.output;
-  // task2a and task3 were not submitted: they say so and score nothing.
-  EXPECT_NE(Find(r, "task2a: builds").output.find("missing from the submission: task2a/grad_sync.cc"), std::string::npos);
-  EXPECT_EQ(r.score(), m.parity + m.comm);
-  std::string first_line = parity.output.substr(0, parity.output.find('\n'));
-  Scores().push_back(m.name + ": task2b " + std::to_string(static_cast<int>(r.score())) + "/10 -- " +
-                     first_line.substr(0, 160));
-  std::printf("%s: %g/10\n%s\n", m.name.c_str(), r.score(), parity.output.c_str());
+  Scores().push_back(GradeMutant("task2b", "allreduce", 10, GetParam()));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -164,36 +175,8 @@ INSTANTIATE_TEST_SUITE_P(
         Mutation{"same_data", 0, 2, {"very first loss", "every rank reads the whole data set in the same order"}}),
     [](const ::testing::TestParamInfo<Mutation>& info) { return info.param.name; });
 
-// Task 5's mistakes, graded as a task 5 submission (16 points for parity, 4 for the all-gather).
-class ZeroMutationTest : public ::testing::TestWithParam<Mutation> {
- protected:
-  static void TearDownTestSuite() {
-    std::printf("\nwhat each mutation of task5 scored:\n");
-    for (const auto& s : ZeroScores()) std::printf("  %s\n", s.c_str());
-  }
-  static std::vector<std::string>& ZeroScores() {
-    static std::vector<std::string> s;
-    return s;
-  }
-};
-
 TEST_P(ZeroMutationTest, LosesItsPointsWithAMessageThatNamesTheMistake) {
-  const Mutation& m = GetParam();
-  GradeRequest req;
-  req.submission = SubmissionFrom("reference", {"task5"});
-  req.prebuilt["task5"] = {testing::Runfile("grading/mutant_stage"), {"--mutation=" + m.name}};
-  GradeReport r = Grader().Grade(req);
-  const TestResult& parity = Find(r, "task5" + kParity);
-  const TestResult& comm = Find(r, "task5: uses allgather");
-  EXPECT_TRUE(Find(r, "task5: runs 5 updates on 4 ranks").passed) << r.Summary();
-  EXPECT_EQ(parity.score, m.parity) << parity.output;
-  EXPECT_EQ(comm.score, m.comm) << comm.output;
-  for (const auto& s : m.says) EXPECT_NE(parity.output.find(s), std::string::npos) << "want '" << s << "' in:\n" << parity.output;
-  EXPECT_EQ(r.score(), m.parity + m.comm);
-  std::string first_line = parity.output.substr(0, parity.output.find('\n'));
-  ZeroScores().push_back(m.name + ": task5 " + std::to_string(static_cast<int>(r.score())) + "/20 -- " +
-                         first_line.substr(0, 160));
-  std::printf("%s: %g/20\n%s\n", m.name.c_str(), r.score(), parity.output.c_str());
+  Scores().push_back(GradeMutant("task5", "allgather", 20, GetParam()));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -204,22 +187,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Mutation{"zero_local_norm", 0, 4, {"clip by the norm of this rank's shard only"}}),
     [](const ::testing::TestParamInfo<Mutation>& info) { return info.param.name; });
 
-// Task 2a's own mistakes (gather and scatter), graded as a task 2a submission (12 + 3 points).
-class GatherScatterMutationTest : public ::testing::TestWithParam<Mutation> {};
-
 TEST_P(GatherScatterMutationTest, LosesItsPointsWithItsOwnMessage) {
-  const Mutation& m = GetParam();
-  GradeRequest req;
-  req.submission = SubmissionFrom("reference", {"task2a"});
-  req.prebuilt["task2a"] = {testing::Runfile("grading/mutant_stage"), {"--mutation=" + m.name}};
-  GradeReport r = Grader().Grade(req);
-  const TestResult& parity = Find(r, "task2a" + kParity);
-  const TestResult& comm = Find(r, "task2a: uses gather and scatter");
-  EXPECT_EQ(parity.score, m.parity) << parity.output;
-  EXPECT_EQ(comm.score, m.comm) << comm.output;
-  for (const auto& s : m.says) EXPECT_NE(parity.output.find(s), std::string::npos) << "want '" << s << "' in:\n" << parity.output;
-  EXPECT_EQ(r.score(), m.parity + m.comm);
-  std::printf("%s: task2a %g/15\n%s\n%s\n", m.name.c_str(), r.score(), parity.output.c_str(), comm.output.c_str());
+  Scores().push_back(GradeMutant("task2a", "gather and scatter", 15, GetParam()));
 }
 
 INSTANTIATE_TEST_SUITE_P(

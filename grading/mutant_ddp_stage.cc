@@ -160,7 +160,6 @@ std::unique_ptr<DataParallel> MakeBucketedDdp(std::vector<NamedParameter> params
 }  // namespace distlm::task3
 
 int main(int argc, char** argv) {
-  distlm::train::StageHooks hooks = distlm::task3::DdpStageHooks("task3");
-  distlm::part1::UseTrainStep(hooks);
-  return distlm::task3::RunDdpStage(argc, argv, hooks);
+  distlm::task3::DdpStage stage("task3", distlm::part1::MakeTrainStep());
+  return distlm::task3::RunDdpStage(argc, argv, stage);
 }

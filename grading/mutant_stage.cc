@@ -33,7 +33,6 @@ ABSL_FLAG(std::string, mutation, "none",
 
 namespace {
 
-using distlm::train::StageHooks;
 using distlm::train::Trainer;
 
 void AllreduceSum(c10d::ProcessGroup& pg, const torch::Tensor& t) {
@@ -160,25 +159,48 @@ double ZeroStep(const std::string& m, c10d::ProcessGroup& pg, distlm::zero::Shar
   return norm;
 }
 
-// Counts what the synchronisation sends, as RunGradientSyncStage does for tasks 2a/2b, so a
-// mutant's log looks like a real submission's.
-struct CommLog {
-  std::shared_ptr<nlohmann::json> last = std::make_shared<nlohmann::json>();
+// Task 2b's stage with the mutation in its synchronisation; sync_after_step moves it after the
+// optimizer step, same_data drops the distributed sampler. What it sends is counted by
+// GradientSyncStage, as for a real submission, so a mutant's log looks like one.
+class MutantStage : public distlm::train::GradientSyncStage {
+ public:
+  explicit MutantStage(const std::string& mutation)
+      : GradientSyncStage("mutant", distlm::part1::MakeTrainStep(),
+                          [m = mutation == "same_data" || mutation == "sync_after_step" ? "none" : mutation](
+                              c10d::ProcessGroup& pg, const std::vector<torch::Tensor>& params) { Sync(m, pg, params); }),
+        mutation_(mutation) {}
 
-  void Start(Trainer& t) { Counting(t).TakeStats(); }
-  void Stop(Trainer& t, std::chrono::steady_clock::time_point start) {
-    *last = Counting(t).TakeStats().ToJson();
-    (*last)["comm_time_ms"] =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  void BeforeTraining(Trainer& t) override {
+    if (absl::GetFlag(FLAGS_mutation) != mutation_) {
+      throw distlm::UserError("--mutation: could not read its value before the flags were parsed");
+    }
+    trainer_ = &t;
+    GradientSyncStage::BeforeTraining(t);
   }
-  static distlm::dist::CountingProcessGroup& Counting(Trainer& t) {
-    return distlm::train::CountingGroup(t.dist());
+  void SyncGradients(Trainer& t) override {
+    if (mutation_ != "sync_after_step") GradientSyncStage::SyncGradients(t);
   }
+  // sync_after_step: clip and step on the local gradients, then average them (too late: the
+  // parameters have already moved), then clear them. Numerically every rank trains on its own
+  // gradients, as with no_sync, but the log shows a full synchronisation.
+  double OptimizerStep(distlm::train::UpdateContext& u) override {
+    if (mutation_ != "sync_after_step") return GradientSyncStage::OptimizerStep(u);
+    const double norm = distlm::train::ClipGradNorm(u.parameters, u.max_grad_norm);
+    u.optimizer.Step();
+    u.optimizer.set_lr(u.schedule.Step());
+    GradientSyncStage::SyncGradients(*trainer_);
+    u.optimizer.ZeroGrad();
+    return norm;
+  }
+  bool every_rank_reads_all_data() const override { return mutation_ == "same_data"; }
+
+ private:
+  std::string mutation_;
+  Trainer* trainer_ = nullptr;
 };
 
-// --mutation as written on the command line. The hooks must be complete before RunGlueMain
-// parses the flags (same_data is a Trainer option, not a hook), so it is read here first;
-// before_training checks that absl parsed the same value.
+// --mutation as written on the command line: it picks the stage's class, before RunGlueMain
+// parses the flags (BeforeTraining checks that absl parsed the same value).
 std::string MutationFromArgv(int argc, char** argv) {
   const std::string flag = "--mutation";
   std::string value = "none";
@@ -203,49 +225,11 @@ int Main(int argc, char** argv) {
                                 " is not one of zero_none, zero_no_allgather, zero_wrong_shard, zero_local_norm");
       });
     }
-    StageHooks zero = distlm::zero::ZeroStageHooks(
-        "mutant", [mutation](c10d::ProcessGroup& pg, distlm::zero::ShardedAdamW& opt, double max_norm) {
-          return ZeroStep(mutation, pg, opt, max_norm);
-        });
-    distlm::part1::UseTrainStep(zero);
-    return distlm::train::RunGlueMain(argc, argv, zero, [] { return distlm::train::InitDistributedFromFlags(); });
-  }
-  StageHooks hooks;
-  hooks.stage = "mutant";
-  hooks.every_rank_reads_all_data = mutation == "same_data";
-  CommLog comm;
-  auto trainer = std::make_shared<Trainer*>(nullptr);
-  hooks.before_training = [mutation, trainer](Trainer& t) {
-    if (absl::GetFlag(FLAGS_mutation) != mutation) {
-      throw distlm::UserError("--mutation: could not read its value before the flags were parsed");
-    }
-    *trainer = &t;
-  };
-  hooks.update_log_extras = [comm](Trainer&) { return *comm.last; };
-  if (mutation != "sync_after_step") {
-    const std::string m = mutation == "same_data" ? "none" : mutation;
-    hooks.sync_gradients = [comm, m](Trainer& t) mutable {
-      auto start = std::chrono::steady_clock::now();
-      comm.Start(t);
-      Sync(m, *t.dist().pg, t.parameters());
-      comm.Stop(t, start);
-    };
-  } else {
-    // Clip and step on the local gradients, then average them (too late: the parameters have
-    // already moved), then clear them. Numerically every rank trains on its own gradients, as
-    // with no_sync, but the log shows a full synchronisation.
-    hooks.optimizer_step = [comm, trainer](distlm::train::UpdateContext& u) mutable -> double {
-      Trainer& t = **trainer;
-      double norm = distlm::train::ClipGradNorm(u.parameters, u.max_grad_norm);
-      u.optimizer.Step();
-      u.optimizer.set_lr(u.schedule.Step());
-      auto start = std::chrono::steady_clock::now();
-      comm.Start(t);
-      Sync("none", *t.dist().pg, u.parameters);
-      comm.Stop(t, start);
-      u.optimizer.ZeroGrad();
-      return norm;
-    };
+    distlm::zero::ZeroStage zero("mutant", distlm::part1::MakeTrainStep(),
+                                 [mutation](c10d::ProcessGroup& pg, distlm::zero::ShardedAdamW& opt, double max_norm) {
+                                   return ZeroStep(mutation, pg, opt, max_norm);
+                                 });
+    return distlm::zero::RunZeroStage(argc, argv, zero);
   }
   static const char* const kKnown[] = {"none",          "no_sync",           "sum_without_average",
                                        "some_params_only", "rank0_keeps_own",   "sync_after_step",
@@ -261,8 +245,8 @@ int Main(int argc, char** argv) {
   if (!known) {
     return distlm::RunMain([&]() -> int { throw distlm::UserError("--mutation=" + mutation + " is not one of " + names); });
   }
-  distlm::part1::UseTrainStep(hooks);  // keeps sync_after_step's own optimizer step
-  return distlm::train::RunGlueMain(argc, argv, hooks, [] { return distlm::train::InitDistributedFromFlags(); });
+  MutantStage stage(mutation);
+  return distlm::train::RunGradientSyncStage(argc, argv, stage);
 }
 
 }  // namespace

@@ -23,12 +23,8 @@ double OptimizerStep(train::UpdateContext& u);
 // Called at the end of every epoch (1-based): evaluate on the dev split when --do_eval is set.
 void EndOfEpoch(train::Trainer& trainer, int64_t epoch);
 
-// Puts these three into a stage's hooks: every stage trains with part 1's step (tasks 2a, 2b, 3
-// and 5 build on yours). A stage with its own optimizer step (task 5's sharded update) keeps it.
-inline void UseTrainStep(train::StageHooks& hooks) {
-  hooks.backward = Backward;
-  if (!hooks.optimizer_step) hooks.optimizer_step = OptimizerStep;
-  hooks.end_of_epoch = EndOfEpoch;
-}
+// These three, for a stage: every stage trains with part 1's step (tasks 2a, 2b, 3 and 5 build
+// on yours; task 5 replaces the optimizer step with its sharded update).
+inline train::TrainStep MakeTrainStep() { return {Backward, OptimizerStep, EndOfEpoch}; }
 
 }  // namespace distlm::part1

@@ -6,8 +6,6 @@
 #include "task2a/grad_sync.h"
 
 int main(int argc, char** argv) {
-  distlm::train::StageHooks hooks;
-  hooks.stage = "task2a";
-  distlm::part1::UseTrainStep(hooks);
-  return distlm::train::RunGradientSyncStage(argc, argv, hooks, distlm::task2a::SyncGradients);
+  distlm::train::GradientSyncStage stage("task2a", distlm::part1::MakeTrainStep(), distlm::task2a::SyncGradients);
+  return distlm::train::RunGradientSyncStage(argc, argv, stage);
 }

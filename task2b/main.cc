@@ -6,8 +6,6 @@
 #include "task2b/grad_sync.h"
 
 int main(int argc, char** argv) {
-  distlm::train::StageHooks hooks;
-  hooks.stage = "task2b";
-  distlm::part1::UseTrainStep(hooks);
-  return distlm::train::RunGradientSyncStage(argc, argv, hooks, distlm::task2b::SyncGradients);
+  distlm::train::GradientSyncStage stage("task2b", distlm::part1::MakeTrainStep(), distlm::task2b::SyncGradients);
+  return distlm::train::RunGradientSyncStage(argc, argv, stage);
 }

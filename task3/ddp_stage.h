@@ -24,19 +24,49 @@
 // dtype and back (PyTorch's fp16_compress_hook), without the student's code changing.
 #pragma once
 
+#include <chrono>
+#include <memory>
 #include <string>
 
+#include <ATen/ATen.h>
+
+#include "common/train/stage.h"
 #include "common/train/trainer.h"
+#include "task3/ddp.h"
 
 namespace distlm::task3 {
 
 inline constexpr char kUnusedParameterName[] = "unused_by_the_loss.weight";
 
-// The Trainer's hooks for a task 3 run named `stage`.
-train::StageHooks DdpStageHooks(const std::string& stage);
+// Task 3's stage: builds the student's DataParallel before training (flags: ddp_flags.h),
+// tells it before each backward whether to synchronise, and times FinishGradientSync.
+class DdpStage : public train::Stage {
+ public:
+  DdpStage(std::string name, train::TrainStep step);
+  ~DdpStage() override;
 
-// main() of task 3, with DdpStageHooks plus part 1's pieces. Flags as tasks 2a/2b, plus --ddp,
-// --bucket_cap_mb and --comm_dtype.
-int RunDdpStage(int argc, char** argv, train::StageHooks hooks);
+  void BeforeTraining(train::Trainer& t) override;
+  void BeforeBackward(train::Trainer& t, bool will_sync) override;
+  void SyncGradients(train::Trainer& t) override;
+  train::UpdateFigures TakeFigures() override;
+
+  // --comm_dtype, as RunDdpStage read it (recorded in training_args.json).
+  void set_comm_dtype(at::ScalarType dtype) { comm_dtype_ = dtype; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  void WriteLayout(train::Trainer& t, const dist::CommStats& stats);
+
+  at::ScalarType comm_dtype_ = at::kFloat;
+  std::unique_ptr<DataParallel> ddp_;
+  bool in_update_ = false;        // a backward of the current update has been seen
+  Clock::time_point sync_start_;  // the update's synchronised backward began
+  int64_t no_sync_calls_ = 0;     // collectives during the update's no_sync backward passes
+  bool layout_written_ = false;
+  train::UpdateFigures figures_;  // the current update's
+};
+
+// main() of task 3. Flags as tasks 2a/2b, plus ddp_flags.h's and --comm_dtype.
+int RunDdpStage(int argc, char** argv, DdpStage& stage);
 
 }  // namespace distlm::task3

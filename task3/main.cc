@@ -4,7 +4,6 @@
 #include "task3/ddp_stage.h"
 
 int main(int argc, char** argv) {
-  distlm::train::StageHooks hooks = distlm::task3::DdpStageHooks("task3");
-  distlm::part1::UseTrainStep(hooks);
-  return distlm::task3::RunDdpStage(argc, argv, hooks);
+  distlm::task3::DdpStage stage("task3", distlm::part1::MakeTrainStep());
+  return distlm::task3::RunDdpStage(argc, argv, stage);
 }

@@ -312,7 +312,7 @@ RunResult Train(const Env& env, const RunSpec& spec) {
                                           "--do_eval=false",
                                           "--output_dir=" + res.dir,
                                           "--overwrite_output_dir"};
-  if (spec.stage->report.takes_comm_dtype) stage_flags.push_back("--comm_dtype=" + spec.comm_dtype);
+  if (spec.stage->takes_comm_dtype) stage_flags.push_back("--comm_dtype=" + spec.comm_dtype);
   if (env.config.threads_per_rank > 0) stage_flags.push_back("--num_threads=" + std::to_string(env.config.threads_per_rank));
   std::vector<std::string> argv;
   if (spec.link == "loopback") {
@@ -828,7 +828,7 @@ int Main(int argc, char** argv) {
   for (const std::string& dtype : c.traffic_comm_dtypes) {
     if (dtype == "fp32") continue;
     for (const StageSpec* stage : c.stages) {
-      if (stage->report.takes_comm_dtype) traffic.push_back(MeasureTraffic(env, stage, middle_batch, dtype, TotalNumel(tensors)));
+      if (stage->takes_comm_dtype) traffic.push_back(MeasureTraffic(env, stage, middle_batch, dtype, TotalNumel(tensors)));
     }
   }
   CompareLosses(traffic);

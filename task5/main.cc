@@ -5,7 +5,7 @@
 #include "task5/sharded_step.h"
 
 int main(int argc, char** argv) {
-  distlm::train::StageHooks hooks = distlm::zero::ZeroStageHooks("task5", distlm::task5::ShardedStep);
-  distlm::part1::UseTrainStep(hooks);  // keeps the sharded optimizer step
-  return distlm::zero::RunZeroStage(argc, argv, hooks);
+  // Part 1's backward and end of epoch; the student's sharded update instead of its step.
+  distlm::zero::ZeroStage stage("task5", distlm::part1::MakeTrainStep(), distlm::task5::ShardedStep);
+  return distlm::zero::RunZeroStage(argc, argv, stage);
 }

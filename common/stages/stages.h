@@ -29,10 +29,9 @@ struct Grading {
   double bucket_cap_mb = 0;
 };
 
-// How task 4's report runs it (empty pattern kNone: not in the report).
+// How task 4's report runs it (pattern kNone: not in the report).
 struct Report {
   SyncPattern pattern = SyncPattern::kNone;  // what the expected traffic is computed as
-  bool takes_comm_dtype = false;             // accepts --comm_dtype=fp16|bf16
 };
 
 struct Stage {
@@ -40,6 +39,9 @@ struct Stage {
   std::string package;             // the repository folder holding student/ and reference/
   std::vector<std::string> files;  // the student's files: the only ones taken from a submission
   std::string what;                // what the student writes, for messages
+  // Accepts --comm_dtype=fp16|bf16 (its gradients travel by all_reduce); the stage's runner
+  // refuses the flag otherwise, and task 4's report measures it in each dtype.
+  bool takes_comm_dtype = false;
   Grading grading;
   Report report;
   // The reference binary, as a workspace-relative runfile.
@@ -52,25 +54,25 @@ struct Stage {
 inline const std::vector<Stage>& All() {
   static const std::vector<Stage> stages = {
       // Every task trains with part 1's step; without part1/ the grader builds them with its own.
-      {"part1", "part1_single", {"train_step.cc"}, "Backward / OptimizerStep / EndOfEpoch",
+      {"part1", "part1_single", {"train_step.cc"}, "Backward / OptimizerStep / EndOfEpoch", false,
        {1, 10, 0, {}, {}, false}, {}},
-      {"task2a", "task2a", {"grad_sync.cc"}, "SyncGradients (gather + scatter)",
+      {"task2a", "task2a", {"grad_sync.cc"}, "SyncGradients (gather + scatter)", false,
        {4, 12, 3, {"gather", "scatter"}, {"allreduce", "reduce", "allgather", "reduce_scatter"}, false},
-       {SyncPattern::kGatherScatter, false}},
-      {"task2b", "task2b", {"grad_sync.cc"}, "SyncGradients (all_reduce)", {4, 8, 2, {"allreduce"}, {}, false},
-       {SyncPattern::kRingAllreduce, true}},
+       {SyncPattern::kGatherScatter}},
+      {"task2b", "task2b", {"grad_sync.cc"}, "SyncGradients (all_reduce)", true, {4, 8, 2, {"allreduce"}, {}, false},
+       {SyncPattern::kRingAllreduce}},
       // The student's own DDP: parity on the bucketed version (3b) at a cap that makes several
       // buckets on the tiny model; grading/ddp_checks.h adds 28 points of its own tests.
       {"task3", "task3", {"bucketed_ddp.cc", "per_parameter_ddp.cc"},
-       "your DistributedDataParallel (per-parameter, buckets, no_sync)",
+       "your DistributedDataParallel (per-parameter, buckets, no_sync)", true,
        {4, 12, 0, {}, {}, false, {"--ddp=buckets", "--bucket_cap_mb=0.5"}, /*ddp_checks=*/true, /*bucket_cap_mb=*/0.5},
-       {SyncPattern::kRingAllreduce, true}},
+       {SyncPattern::kRingAllreduce}},
       // The advanced part: graded when submitted. Over Gloo (LibTorch 1.13 has no reduce_scatter
       // there) the reduce-scatter is an all_reduce plus a slice, so only the all-gather is a
       // collective of its own.
-      {"task5", "task5", {"sharded_step.cc"}, "ShardedStep (reduce-scatter, shard step, all-gather)",
+      {"task5", "task5", {"sharded_step.cc"}, "ShardedStep (reduce-scatter, shard step, all-gather)", false,
        {4, 16, 4, {"allgather"}, {}, true},
-       {SyncPattern::kAllreduceAllGather, false}},
+       {SyncPattern::kAllreduceAllGather}},
   };
   return stages;
 }

@@ -1,5 +1,9 @@
 #include "common/train/distributed.h"
 
+#include "common/stages/stages.h"
+
+#include <utility>
+
 #include <chrono>
 #include <memory>
 
@@ -76,36 +80,41 @@ DistInfo SingleProcessFromFlags(const std::string& stage) {
   return DistInfo{};
 }
 
-int RunGradientSyncStage(int argc, char** argv, StageHooks hooks, GradientSyncFn sync) {
-  const std::string stage = hooks.stage;
-  auto comm_dtype = std::make_shared<at::ScalarType>(at::kFloat);
-  auto last = std::make_shared<nlohmann::json>();
-  hooks.before_training = [comm_dtype](Trainer& t) { RecordCommDtype(t, *comm_dtype); };
-  hooks.sync_gradients = [sync, last](Trainer& t) {
-    dist::CountingProcessGroup& counting = CountingGroup(t.dist());
-    counting.TakeStats();  // drop what came before (loss averaging, evaluation)
-    auto start = std::chrono::steady_clock::now();
-    SetGradientCompression(t.dist(), true);
-    try {
-      sync(*t.dist().pg, t.parameters());
-    } catch (...) {
-      SetGradientCompression(t.dist(), false);
-      throw;
-    }
+GradientSyncStage::GradientSyncStage(std::string name, TrainStep step, GradientSyncFn sync)
+    : Stage(std::move(name), std::move(step)), sync_(std::move(sync)) {}
+
+void GradientSyncStage::BeforeTraining(Trainer& t) { RecordCommDtype(t, comm_dtype_); }
+
+void GradientSyncStage::SyncGradients(Trainer& t) {
+  dist::CountingProcessGroup& counting = CountingGroup(t.dist());
+  counting.TakeStats();  // drop what came before (loss averaging, evaluation)
+  auto start = std::chrono::steady_clock::now();
+  SetGradientCompression(t.dist(), true);
+  try {
+    sync_(*t.dist().pg, t.parameters());
+  } catch (...) {
     SetGradientCompression(t.dist(), false);
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    *last = counting.TakeStats().ToJson();
-    (*last)["comm_time_ms"] = ms;
-  };
-  hooks.update_log_extras = [last](Trainer&) { return *last; };
-  return RunGlueMain(argc, argv, hooks, [stage, comm_dtype]() {
-    *comm_dtype = CommDtypeFromFlags();
-    if (*comm_dtype != at::kFloat && stage == "task2a") {
+    throw;
+  }
+  SetGradientCompression(t.dist(), false);
+  figures_ = {};
+  figures_.comm_time_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  figures_.comm = counting.TakeStats();
+}
+
+UpdateFigures GradientSyncStage::TakeFigures() { return std::exchange(figures_, {}); }
+
+int RunGradientSyncStage(int argc, char** argv, GradientSyncStage& stage) {
+  return RunGlueMain(argc, argv, stage, [&stage]() {
+    const at::ScalarType comm_dtype = CommDtypeFromFlags();
+    const stages::Stage* row = stages::Find(stage.name());
+    if (comm_dtype != at::kFloat && row != nullptr && !row->takes_comm_dtype) {
       // Casting applies to all_reduce; task 2a's gather + scatter would silently stay float32.
-      throw UserError("--comm_dtype=" + dist::CommDtypeName(*comm_dtype) +
-                      " applies to all_reduce (task2b, task3); task2a's gather + scatter sends float32");
+      throw UserError("--comm_dtype=" + dist::CommDtypeName(comm_dtype) + " applies to all_reduce (task2b, task3); " +
+                      stage.name() + "'s gather + scatter sends float32");
     }
-    return InitDistributedFromFlags(*comm_dtype);
+    stage.set_comm_dtype(comm_dtype);
+    return InitDistributedFromFlags(comm_dtype);
   });
 }
 

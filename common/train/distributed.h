@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include "common/dist/counting_process_group.h"
+#include "common/train/stage.h"
 #include "common/train/trainer.h"
 
 namespace distlm::train {
@@ -45,11 +46,27 @@ void RecordCommDtype(Trainer& t, at::ScalarType comm_dtype);
 // error pointing at the distributed stages.
 DistInfo SingleProcessFromFlags(const std::string& stage);
 
-// main() of a stage whose student writes the gradient synchronisation (tasks 2a and 2b).
-// Logs per update comm_time_ms, compute_time_ms and the communicated tensors (count, shapes,
-// dtype, bytes). --comm_dtype applies to all_reduce only, so task2a (gather + scatter)
+// Tasks 2a and 2b: a stage whose student writes the gradient synchronisation. Per update its
+// figures are comm_time_ms (compute_time_ms follows) and the communicated tensors (count,
+// shapes, dtype, bytes). --comm_dtype applies to all_reduce only, so task2a (gather + scatter)
 // refuses anything but fp32.
-// `hooks` names the stage and carries part 1's pieces (part1::UseTrainStep).
-int RunGradientSyncStage(int argc, char** argv, StageHooks hooks, GradientSyncFn sync);
+class GradientSyncStage : public Stage {
+ public:
+  GradientSyncStage(std::string name, TrainStep step, GradientSyncFn sync);
+
+  void BeforeTraining(Trainer& t) override;  // records --comm_dtype in training_args.json
+  void SyncGradients(Trainer& t) override;
+  UpdateFigures TakeFigures() override;
+
+  void set_comm_dtype(at::ScalarType dtype) { comm_dtype_ = dtype; }
+
+ private:
+  GradientSyncFn sync_;
+  at::ScalarType comm_dtype_ = at::kFloat;
+  UpdateFigures figures_;
+};
+
+// main() of tasks 2a and 2b.
+int RunGradientSyncStage(int argc, char** argv, GradientSyncStage& stage);
 
 }  // namespace distlm::train

@@ -79,15 +79,15 @@ void Trainer::MaybeInjectFault(int64_t update) const {
   }
 }
 
-Trainer::Trainer(TrainOptions options, StageHooks hooks, DistInfo dist)
-    : options_(std::move(options)), hooks_(std::move(hooks)), dist_(std::move(dist)) {}
+Trainer::Trainer(TrainOptions options, Stage& stage, DistInfo dist)
+    : options_(std::move(options)), stage_(stage), dist_(std::move(dist)) {}
 
 void Trainer::PrepareOutputDir() {
-  options_.output_dir = ResolveOutputDir(options_.output_dir, hooks_.stage);
+  options_.output_dir = ResolveOutputDir(options_.output_dir, stage_.name());
   if (!is_main_rank()) return;
   PrepareRunDir(options_.output_dir, options_.do_train, options_.overwrite_output_dir);
   json args = options_.ToJson();
-  args["stage"] = hooks_.stage;
+  args["stage"] = stage_.name();
   args["world_size"] = dist_.world_size;
   args["backend"] = dist_.backend;
   args["num_threads"] = at::get_num_threads();
@@ -187,16 +187,15 @@ void Trainer::LogUpdate(int64_t step, int64_t epoch, double loss, double lr, dou
                {"grad_norm", grad_norm},
                {"step_time_ms", step_ms},
                {"samples_per_s", samples / (step_ms / 1000.0)}};
-  if (hooks_.update_log_extras) {
-    json extras = hooks_.update_log_extras(*this);
-    for (auto& [k, v] : extras.items()) line[k] = v;
-    if (line.contains("comm_time_ms")) line["compute_time_ms"] = step_ms - line["comm_time_ms"].get<double>();
-  }
+  const UpdateFigures figures = stage_.TakeFigures();
+  const json fields = figures.ToJson();  // named: items() would not keep a temporary alive
+  for (auto& [k, v] : fields.items()) line[k] = v;
+  if (figures.comm) line["compute_time_ms"] = step_ms - figures.comm_time_ms;
   if (is_main_rank()) AppendLineDurably(options_.output_dir + "/train_log.jsonl", line.dump());
 }
 
 json Trainer::Fingerprint() const {
-  return {{"stage", hooks_.stage},
+  return {{"stage", stage_.name()},
           {"world_size", dist_.world_size},
           {"per_gpu_train_batch_size", options_.per_device_train_batch_size},
           {"gradient_accumulation_steps", options_.gradient_accumulation_steps},
@@ -215,14 +214,14 @@ NamedTensors Trainer::SnapshotTensors(BertAdamW::State& gathered) {
   NamedTensors tensors;
   const BertAdamW::State* optimizer_state = &optimizer_->state();
   std::vector<std::pair<std::string, torch::Tensor>> named;
-  if (hooks_.gather_optimizer_state) {
+  if (stage_.shards_optimizer_state()) {
     // Sharded optimizer state (task 5): gathered whole, so the format is every stage's.
-    gathered = hooks_.gather_optimizer_state(*this);
+    gathered = stage_.GatherOptimizerState(*this);
     optimizer_state = &gathered;
     for (const auto& p : model_->named_parameters()) named.emplace_back(p.key(), p.value());
   }
   const auto& state = *optimizer_state;
-  const auto& params = hooks_.gather_optimizer_state ? named : optimizer_->params();
+  const auto& params = stage_.shards_optimizer_state() ? named : optimizer_->params();
   if (state.exp_avg.size() != params.size() || state.exp_avg_sq.size() != params.size()) {
     throw UserError("optimizer state has " + std::to_string(state.exp_avg.size()) + " tensors, the model " +
                     std::to_string(params.size()) + " parameters");
@@ -240,9 +239,9 @@ void Trainer::Snapshot(const TrainingState& state) {
   BertAdamW::State gathered;
   NamedTensors tensors;
   // A sharded optimizer state is gathered by every rank; otherwise only rank 0 looks.
-  if (hooks_.gather_optimizer_state) tensors = SnapshotTensors(gathered);
+  if (stage_.shards_optimizer_state()) tensors = SnapshotTensors(gathered);
   if (!is_main_rank()) return;
-  if (!hooks_.gather_optimizer_state) tensors = SnapshotTensors(gathered);
+  if (!stage_.shards_optimizer_state()) tensors = SnapshotTensors(gathered);
   TrainingState s = state;
   s.losses = losses_;
   s.eval_results = json::array();
@@ -262,9 +261,9 @@ std::optional<TrainingState> Trainer::TryResume(LinearSchedule& schedule) {
   // This rank's tensors, in a fixed order; the parameters and moments share storage with them.
   RestoreTensors(pg, is_main_rank(), snap ? &*snap : nullptr, SnapshotTensors(gathered));
   optimizer_->SetStepCount(state->update);
-  if (hooks_.load_optimizer_state) {
+  if (stage_.shards_optimizer_state()) {
     gathered.step = state->update;  // the moments SnapshotTensors returned, now loaded
-    hooks_.load_optimizer_state(*this, gathered);
+    stage_.LoadOptimizerState(*this, gathered);
   }
   schedule.set_updates_done(state->update);
   optimizer_->set_lr(schedule.current_lr());
@@ -288,7 +287,7 @@ std::optional<TrainingState> Trainer::TryResume(LinearSchedule& schedule) {
 void Trainer::Train() {
   const int64_t B = options_.per_device_train_batch_size;
   const int64_t accum = options_.gradient_accumulation_steps;
-  const bool shared_data = hooks_.every_rank_reads_all_data;
+  const bool shared_data = stage_.every_rank_reads_all_data();
   data::DistributedSampler sampler(train_data_.size(), shared_data ? 1 : dist_.world_size,
                                    shared_data ? 0 : dist_.rank, /*shuffle=*/true, options_.seed);
   const int64_t batches_per_epoch = (sampler.num_samples() + B - 1) / B;
@@ -307,27 +306,20 @@ void Trainer::Train() {
   for (const auto& p : model_->named_parameters()) named.emplace_back(p.key(), p.value());
   AdamWOptions adam = AdamWOptionsFor(options_);
   // A stage that shards the optimizer state keeps it itself; this one then only holds the lr.
-  if (hooks_.gather_optimizer_state) named.clear();
+  if (stage_.shards_optimizer_state()) named.clear();
   optimizer_ = std::make_unique<BertAdamW>(named, adam);
   LinearSchedule schedule(options_.learning_rate, total, options_.warmup_steps);
   optimizer_->set_lr(schedule.current_lr());
   UpdateContext ctx{*optimizer_, schedule, parameters_, options_.max_grad_norm};
   std::optional<TrainingState> resumed = TryResume(schedule);
 
-  if (hooks_.before_training) hooks_.before_training(*this);
-  // Part 1's pieces (every stage trains with them; tasks 2a-5 build on part 1).
-  if (!hooks_.backward || !hooks_.optimizer_step || !hooks_.end_of_epoch) {
-    throw std::logic_error(hooks_.stage + ": the stage did not give the Trainer a backward, optimizer step and "
-                           "end of epoch (part1::UseTrainStep)");
-  }
-  auto backward = hooks_.backward;
-  auto optimizer_step = hooks_.optimizer_step;
+  stage_.BeforeTraining(*this);
 
   const bool tty = isatty(STDOUT_FILENO);
   if (is_main_rank()) {
     std::printf("%s: %lld training examples, %d rank(s) x batch %lld x accumulation %lld = %lld per update; "
                 "%lld updates (%lld per epoch, %lld epoch(s)); output in %s\n",
-                hooks_.stage.c_str(), static_cast<long long>(train_data_.size()), dist_.world_size,
+                stage_.name().c_str(), static_cast<long long>(train_data_.size()), dist_.world_size,
                 static_cast<long long>(B), static_cast<long long>(accum),
                 static_cast<long long>(B * accum * dist_.world_size), static_cast<long long>(total),
                 static_cast<long long>(updates_per_epoch), static_cast<long long>(epochs),
@@ -359,8 +351,8 @@ void Trainer::Train() {
       data::Batch batch = data::MakeBatch(train_data_, indices, !options_.pad_to_max_length).To(device_);
       auto out = model_(batch.input_ids, batch.segment_ids, batch.input_mask, batch.labels);
       torch::Tensor loss = accum > 1 ? out.loss / static_cast<double>(accum) : out.loss;
-      if (hooks_.before_backward) hooks_.before_backward(*this, micro + 1 == accum);
-      backward(loss);
+      stage_.BeforeBackward(*this, micro + 1 == accum);
+      stage_.Backward(loss);
       double micro_loss = out.loss.item<double>();
       loss_sum += micro_loss;
       samples += batch.size();
@@ -373,9 +365,9 @@ void Trainer::Train() {
       if (++micro < accum) continue;
       micro = 0;
 
-      if (hooks_.sync_gradients) hooks_.sync_gradients(*this);
+      stage_.SyncGradients(*this);
       const double lr = optimizer_->lr();
-      const double grad_norm = optimizer_step(ctx);
+      const double grad_norm = stage_.OptimizerStep(ctx);
       ++update;
       const double step_ms = MsSince(update_start);
       step_ms_.push_back(step_ms);
@@ -418,7 +410,7 @@ void Trainer::Train() {
     }
     last_epoch_time_s_ = MsSince(epoch_start) / 1000.0;
     last_epoch_samples_per_s_ = epoch_samples / std::max(last_epoch_time_s_, 1e-9);
-    hooks_.end_of_epoch(*this, epoch + 1);
+    stage_.EndOfEpoch(*this, epoch + 1);
     TrainingState at;
     at.update = update;
     at.epoch = epoch + 1;
@@ -506,8 +498,8 @@ void Trainer::Run() {
   }
 }
 
-int RunGlueMain(int argc, char** argv, StageHooks hooks, std::function<DistInfo()> make_dist) {
-  absl::SetProgramUsageMessage("distlm " + hooks.stage +
+int RunGlueMain(int argc, char** argv, Stage& stage, std::function<DistInfo()> make_dist) {
+  absl::SetProgramUsageMessage("distlm " + stage.name() +
                                ": fine-tune BERT on a GLUE task (flags mirror run_glue.py)");
   return RunMain([&]() -> int {
     auto rest = absl::ParseCommandLine(argc, argv);
@@ -517,7 +509,7 @@ int RunGlueMain(int argc, char** argv, StageHooks hooks, std::function<DistInfo(
     // A --device this machine cannot give fails here, on every rank, before any rendezvous.
     runtime::ResolveDevice(options.device, /*local_rank=*/0);
     DistInfo dist = make_dist ? make_dist() : DistInfo{};
-    Trainer trainer(options, std::move(hooks), dist);
+    Trainer trainer(options, stage, dist);
     try {
       trainer.Run();
     } catch (const UserError&) {

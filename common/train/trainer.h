@@ -1,12 +1,12 @@
 // The training loop every stage shares.
 //
-// The Trainer owns the loop: epochs over a DistributedSampler, forward, loss, the calls to part
-// 1's backward / optimizer step / end of epoch (every stage sets them: part1::UseTrainStep),
-// gradient synchronisation, logging and evaluation. A stage plugs in through StageHooks.
+// The Trainer owns the loop: epochs over a DistributedSampler, forward, loss, logging and
+// evaluation. A stage (stage.h) is called at named points of it; every stage carries part 1's
+// backward / optimizer step / end of epoch (part1::MakeTrainStep()).
 //
-// One step, as data: features -> this rank's batch -> BERT forward -> loss -> backward ->
-// sync_gradients (tasks 2a/2b) -> clip -> AdamW -> schedule -> one JSON line in
-// train_log.jsonl (rank 0; loss averaged over ranks).
+// One step, as data: features -> this rank's batch -> BERT forward -> loss -> stage.Backward ->
+// stage.SyncGradients (tasks 2a/2b/3) -> stage.OptimizerStep (clip, AdamW, schedule) ->
+// stage.TakeFigures -> one JSON line in train_log.jsonl (rank 0; loss averaged over ranks).
 #pragma once
 
 #include <functional>
@@ -24,19 +24,13 @@
 #include "common/train/bert_adamw.h"
 #include "common/train/schedule.h"
 #include "common/train/snapshot.h"
+#include "common/train/stage.h"
 #include "common/train/train_options.h"
 
 namespace distlm::train {
 
 class Trainer;
 
-// What an optimizer step works on.
-struct UpdateContext {
-  BertAdamW& optimizer;
-  LinearSchedule& schedule;
-  const std::vector<torch::Tensor>& parameters;
-  double max_grad_norm;
-};
 
 struct EvalResult {
   int64_t epoch = 0;  // 1-based; 0 for an evaluation without training
@@ -63,42 +57,11 @@ struct DistInfo {
   std::shared_ptr<void> keep_alive;  // whatever owns the group (store, heartbeat, ...)
 };
 
-struct StageHooks {
-  std::string stage = "part1_single";  // names outputs and messages
-  // Part 1's three pieces, required (every stage builds on part 1):
-  // The backward pass of the (already accumulation-scaled) loss.
-  std::function<void(const torch::Tensor& loss)> backward;
-  // Clip, optimizer step, schedule step, zero gradients; returns the norm before clipping (task 5
-  // replaces it with its sharded update).
-  std::function<double(UpdateContext&)> optimizer_step;
-  // The end of an epoch (1-based): evaluation when --do_eval.
-  std::function<void(Trainer&, int64_t epoch)> end_of_epoch;
-  // Tasks 2a/2b: make every rank's .grad the average over ranks; after backward, before clipping.
-  std::function<void(Trainer&)> sync_gradients;
-  // Task 3: once before training (e.g. wrap the model in DistributedDataParallel).
-  std::function<void(Trainer&)> before_training;
-  // Task 3: before each mini-batch's backward; will_sync is false for the mini-batches of a
-  // gradient-accumulation group that do not end it (DDP's no_sync()).
-  std::function<void(Trainer&, bool will_sync)> before_backward;
-  // For grading's mutation tests only: every rank reads the whole data set in the same order
-  // (as if the distributed sampler were forgotten).
-  bool every_rank_reads_all_data = false;
-  // Extra fields for the current update's log line (communication time, bytes, ...).
-  std::function<nlohmann::json(Trainer&)> update_log_extras;
-  // Task 5: the stage keeps the optimizer state itself, sharded over ranks. When set, the
-  // trainer's BertAdamW holds no parameters (only the learning rate), the stage's
-  // optimizer_step does the update, and snapshots keep their format through these:
-  // gather_optimizer_state returns each parameter's whole exp_avg/exp_avg_sq, in registration
-  // order: the values on rank 0, tensors of the same shapes elsewhere (a collective: every rank
-  // calls it at each snapshot and resume);
-  // load_optimizer_state gets the resumed state (its step = updates done).
-  std::function<BertAdamW::State(Trainer&)> gather_optimizer_state;
-  std::function<void(Trainer&, const BertAdamW::State&)> load_optimizer_state;
-};
 
 class Trainer {
  public:
-  Trainer(TrainOptions options, StageHooks hooks, DistInfo dist);
+  // `stage` outlives the Trainer.
+  Trainer(TrainOptions options, Stage& stage, DistInfo dist);
 
   // Loads data and model, prepares the output folder. Called by Run; public for tests.
   void Setup();
@@ -137,7 +100,7 @@ class Trainer {
   std::optional<TrainingState> TryResume(LinearSchedule& schedule);
 
   TrainOptions options_;
-  StageHooks hooks_;
+  Stage& stage_;
   DistInfo dist_;
   torch::Device device_{torch::kCPU};
   bert::BertForSequenceClassification model_{nullptr};
@@ -156,7 +119,6 @@ class Trainer {
 // The whole command: parse flags, run the preamble, build the Trainer for this stage and run
 // it; errors become one line and a non-zero exit. `make_dist` creates the process group for
 // distributed stages (null for part 1, which accepts only world size 1).
-int RunGlueMain(int argc, char** argv, StageHooks hooks,
-                std::function<DistInfo()> make_dist = nullptr);
+int RunGlueMain(int argc, char** argv, Stage& stage, std::function<DistInfo()> make_dist = nullptr);
 
 }  // namespace distlm::train

@@ -1,9 +1,9 @@
 // Running a stage whose student writes the sharded optimizer update (task 5, ZeRO stage 2).
 //
-// The stage's hooks: on first use (a resume or before training) a ShardedAdamW is built over
-// the model, which makes the parameters and their gradients views of its flat buffers, and
-// rank 0 prints the layout and the bytes each rank keeps. The trainer's own BertAdamW then
-// holds no state (gather/load_optimizer_state hooks). Each update calls the student's
+// The stage: on first use (a resume or before training) a ShardedAdamW is built over the model,
+// which makes the parameters and their gradients views of its flat buffers, and rank 0 prints
+// the layout and the bytes each rank keeps. The trainer's own BertAdamW then holds no state
+// (shards_optimizer_state). Each update calls the student's
 // ShardedStepFn (reduce-scatter, clip and step the shard, all-gather), then the schedule, then
 // zeroes the flat gradient. Snapshots gather the moment shards on rank 0, so it writes the
 // whole state in the format of every other stage, and a resume gives each rank its slices.
@@ -20,10 +20,12 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
+#include "common/train/stage.h"
 #include "common/train/trainer.h"
 #include "common/zero/sharded_adamw.h"
 
@@ -32,11 +34,31 @@ namespace distlm::zero {
 // The student's part: one update on this rank; returns the gradient norm before clipping.
 using ShardedStepFn = std::function<double(c10d::ProcessGroup& pg, ShardedAdamW& opt, double max_grad_norm)>;
 
-// The hooks of a ZeRO stage named `stage` (public for the grader's mutants).
-train::StageHooks ZeroStageHooks(const std::string& stage, ShardedStepFn step);
+class ZeroStage : public train::Stage {
+ public:
+  // `sharded_step` replaces part 1's optimizer step; `step` gives part 1's backward and end of
+  // epoch.
+  ZeroStage(std::string name, train::TrainStep step, ShardedStepFn sharded_step);
+  ~ZeroStage() override;
 
-// main() of task 5, with ZeroStageHooks plus part 1's backward and end of epoch. Flags as tasks
-// 2a/2b.
-int RunZeroStage(int argc, char** argv, train::StageHooks hooks);
+  void BeforeTraining(train::Trainer& t) override;
+  double OptimizerStep(train::UpdateContext& u) override;
+  train::UpdateFigures TakeFigures() override { return std::exchange(figures_, {}); }
+  bool shards_optimizer_state() const override { return true; }
+  train::BertAdamW::State GatherOptimizerState(train::Trainer& t) override;
+  void LoadOptimizerState(train::Trainer& t, const train::BertAdamW::State& state) override;
+
+ private:
+  // Builds the sharded optimizer the first time it is needed: at a resume or before training.
+  ShardedAdamW& Ensure(train::Trainer& t);
+
+  ShardedStepFn sharded_step_;
+  std::unique_ptr<ShardedAdamW> opt_;
+  train::Trainer* trainer_ = nullptr;
+  train::UpdateFigures figures_;
+};
+
+// main() of task 5. Flags as tasks 2a/2b (--comm_dtype refused: float32 only).
+int RunZeroStage(int argc, char** argv, ZeroStage& stage);
 
 }  // namespace distlm::zero
