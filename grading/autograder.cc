@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -12,9 +11,10 @@
 
 #include "common/runtime/runfiles.h"
 #include "grading/ddp_checks.h"
+#include "grading/kit_build.h"
 #include "grading/sandbox.h"
 #include "grading/submission.h"
-#include "tools/student_kit.h"
+#include "grading/text.h"
 
 namespace distlm::grading {
 namespace {
@@ -31,31 +31,6 @@ const std::vector<std::string> kDistEnv = {"RANK",        "WORLD_SIZE", "LOCAL_R
 // A binary built in the kit finds its data beside itself, not among the grader's runfiles.
 const std::vector<std::string> kRunfilesEnv = {"RUNFILES_DIR", "RUNFILES_MANIFEST_FILE", "TEST_SRCDIR",
                                                "JAVA_RUNFILES"};
-
-std::vector<std::string> Lines(const std::string& text) {
-  std::vector<std::string> lines;
-  std::stringstream ss(text);
-  std::string line;
-  while (std::getline(ss, line)) lines.push_back(line);
-  return lines;
-}
-
-std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
-  return s;
-}
-
-// The last n lines of a program's output, each cut short, for a message.
-std::string Tail(const std::string& output, size_t n) {
-  auto lines = Lines(output);
-  std::string out;
-  for (size_t i = lines.size() > n ? lines.size() - n : 0; i < lines.size(); ++i) {
-    std::string l = lines[i];
-    if (l.size() > 300) l = l.substr(0, 300) + " [...]";
-    out += "    " + l + "\n";
-  }
-  return out;
-}
 
 std::string Cap(std::string s) {
   if (s.size() > kMaxTestOutput) s = s.substr(0, kMaxTestOutput) + "\n[... cut ...]\n";
@@ -98,13 +73,6 @@ struct KnownMistake {
   Trace trace;
 };
 
-struct BuildOutcome {
-  bool ok = false;
-  std::string binary;
-  std::vector<std::string> flags;
-  bool from_kit = false;
-  std::string message;
-};
 
 }  // namespace
 
@@ -205,169 +173,6 @@ struct Autograder::Impl {
     std::error_code ec;
     fs::create_directories(d, ec);
     return d;
-  }
-
-  // --- building ---------------------------------------------------------------------------
-
-  std::map<std::string, BuildOutcome> Build(const std::vector<const stages::Stage*>& graded, const Submission& sub,
-                                            const GradeRequest& req, const std::string& work,
-                                            std::vector<std::string>* notes) {
-    std::map<std::string, BuildOutcome> out;
-    std::vector<const stages::Stage*> to_build;
-    for (const stages::Stage* st : graded) {
-      const SubmittedStage& s = sub.stages.at(st->id);
-      BuildOutcome& b = out[st->id];
-      if (!s.missing.empty()) {
-        b.message = "missing from the submission: ";
-        for (size_t i = 0; i < s.missing.size(); ++i) b.message += (i ? ", " : "") + st->id + "/" + s.missing[i];
-        b.message += "; this task is not built or run";
-        continue;
-      }
-      auto p = req.prebuilt.find(st->id);
-      if (p != req.prebuilt.end()) {
-        b.ok = true;
-        b.binary = p->second.binary;
-        b.flags = p->second.flags;
-        b.message = "used a prebuilt binary (" + fs::path(p->second.binary).filename().string() + ")";
-        continue;
-      }
-      to_build.push_back(st);
-    }
-    if (to_build.empty()) return out;
-
-    const std::string kit = work + "/kit";
-    Progress("preparing a clean student kit in " + kit);
-    try {
-      if (!config.kit_dir.empty()) {
-        fs::copy(config.kit_dir, kit, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
-        // A kit that was built in place carries Bazel's convenience links: not ours.
-        for (const auto& e : fs::directory_iterator(kit)) {
-          if (e.is_symlink() && e.path().filename().string().rfind("bazel-", 0) == 0) fs::remove(e.path());
-        }
-      } else {
-        if (config.source_root.empty()) throw GraderError("no --source or --kit to build the submission in");
-        tools::MakeStudentKit({config.source_root, kit, config.kit_revision});
-      }
-    } catch (const GraderError&) {
-      throw;
-    } catch (const std::exception& e) {
-      throw GraderError(std::string("cannot prepare the student kit: ") + e.what());
-    }
-    for (const stages::Stage* st : to_build) {
-      for (const auto& [name, path] : sub.stages.at(st->id).files) {
-        const std::string dst = kit + "/" + st->package + "/student/" + name;
-        std::error_code ec;
-        fs::create_directories(fs::path(dst).parent_path(), ec);
-        fs::copy_file(path, dst, fs::copy_options::overwrite_existing, ec);
-        if (ec) throw GraderError("cannot copy " + path + " into the kit: " + ec.message());
-      }
-    }
-    // Tasks 2a-5 train with part 1's step. A submission without part1/ is graded on the
-    // grader's part 1 (from the checkout it grades from), so the tasks are judged on their own.
-    const auto part1 = sub.stages.find("part1");
-    const bool part1_submitted = part1 != sub.stages.end() && part1->second.missing.empty() && !part1->second.files.empty();
-    if (!part1_submitted && !config.source_root.empty()) {
-      const std::string ref = config.source_root + "/part1_single/reference/train_step.cc";
-      std::error_code ec;
-      fs::copy_file(ref, kit + "/part1_single/student/train_step.cc", fs::copy_options::overwrite_existing, ec);
-      if (!ec) notes->push_back("part1/ was not submitted: tasks 2a-5 were built with the grader's part 1");
-    }
-
-    // One Bazel server for this submission, in the grader's work folder, sharing the disk
-    // cache of the .bazelrc (so the libraries come from the cache); shut down at the end.
-    const std::string output_base = work + "/bazel_output_base";
-    auto bazel = [&](const std::vector<std::string>& args, double timeout_s) {
-      SandboxCommand c;
-      c.argv = {config.bazel, "--output_base=" + output_base, "--max_idle_secs=300"};
-      c.argv.insert(c.argv.end(), args.begin(), args.end());
-      c.working_dir = kit;
-      // Bazel inside `bazel test` would take these as its own.
-      c.unset_env = {"TEST_TMPDIR", "RUNFILES_DIR", "RUNFILES_MANIFEST_FILE", "TEST_SRCDIR", "JAVA_RUNFILES",
-                     "BUILD_WORKSPACE_DIRECTORY", "BUILD_WORKING_DIRECTORY"};
-      SandboxLimits l;
-      l.timeout_s = timeout_s;
-      l.max_output_bytes = 512 * 1024;
-      return RunSandboxed(c, l);
-    };
-    // One build of every task's binary: one analysis, links in parallel, and with
-    // --keep_going a task that does not compile does not stop the others.
-    std::vector<std::string> args = {"build", "--keep_going", "--color=no", "--curses=no",
-                                     "--show_progress_rate_limit=60"};
-    std::string targets;
-    for (const stages::Stage* st : to_build) {
-      args.push_back("//" + st->package + ":student");
-      targets += (targets.empty() ? "" : " ") + args.back();
-    }
-    Progress("building " + targets + " in the kit with the submitted files");
-    SandboxResult r = bazel(args, config.build_timeout_s);
-    for (const stages::Stage* st : to_build) {
-      BuildOutcome& b = out[st->id];
-      b.from_kit = true;
-      const std::string target = "//" + st->package + ":student";
-      // A fresh output base: the binary exists only if this build made it.
-      const std::string binary = kit + "/bazel-bin/" + st->package + "/student";
-      if (!r.timed_out && access(binary.c_str(), X_OK) == 0) {
-        b.ok = true;
-        b.binary = binary;
-        b.message = "built " + target + " on a clean student kit (the build of all tasks took " +
-                    Fmt("%.0f", r.seconds) + " s)";
-      } else if (r.timed_out) {
-        b.message = "the build did not finish within " + Fmt("%.0f", config.build_timeout_s) + " s";
-      } else {
-        b.message = "does not compile: " + CompileErrors(r.output, kit, *st);
-      }
-    }
-    SandboxResult down = bazel({"shutdown"}, 120);
-    if (down.exit_code != 0) notes->push_back("bazel shutdown of the kit's server failed: " + Trim(down.output));
-    return out;
-  }
-
-  // What a student needs from Bazel's output: the compiler's lines about their files, or
-  // the linker's, without the kit's absolute paths.
-  // A line of the compiler's or linker's diagnostics (not Bazel's dump of the command line
-  // or its sandbox's debug lines).
-  static bool CompilerLine(const std::string& line, const std::string& student_dir) {
-    if (line.find("linux-sandbox") != std::string::npos || line.find("execroot/") != std::string::npos) return false;
-    if (line.find(student_dir) != std::string::npos) return true;
-    size_t i = line.find_first_not_of(' ');
-    if (i == std::string::npos) return false;
-    // gcc's source excerpts: "   34 |     mean.div_(world)" and "      |                     ^".
-    size_t j = line.find_first_not_of("0123456789 ", i);
-    if (j != std::string::npos && line[j] == '|') return true;
-    for (const char* key : {"error:", "warning:", "note:", "In function", "In member function", "In file included",
-                            "undefined reference", "multiple definition", "collect2", "ld returned"}) {
-      if (line.find(key) != std::string::npos) return std::isdigit(static_cast<unsigned char>(line[i])) == 0;
-    }
-    return false;
-  }
-
-  static std::string CompileErrors(const std::string& output, const std::string& kit, const stages::Stage& st) {
-    // Bazel reports each failed action as "ERROR: <pkg>/BUILD:<line>:<col>: Compiling ... failed:
-    // (Exit 1): gcc failed: error executing command <the whole command line>", then the
-    // compiler's or linker's own lines. Keep the blocks of this task's package.
-    std::string out;
-    size_t taken = 0;
-    const std::string build_file = st.package + "/BUILD:", student_dir = st.package + "/student/";
-    bool in_block = false;
-    for (auto line : Lines(output)) {
-      for (size_t p; (p = line.find(kit + "/")) != std::string::npos;) line.erase(p, kit.size() + 1);
-      const bool header = line.rfind("ERROR: ", 0) == 0;
-      if (header) {
-        in_block = line.find(build_file) != std::string::npos || line.find(student_dir) != std::string::npos;
-        if (auto exit = line.find(" (Exit "); exit != std::string::npos) {
-          line = line.substr(0, line.find(')', exit) + 1);
-        }
-      } else if (line.rfind("INFO:", 0) == 0 || line.rfind("Target ", 0) == 0 || line.rfind("FAILED:", 0) == 0 ||
-                 line.rfind("WARNING:", 0) == 0) {
-        in_block = false;
-      }
-      if (in_block && taken < 40 && (header || CompilerLine(line, student_dir))) {
-        out += "    " + (line.size() > 300 ? line.substr(0, 300) + " [...]" : line) + "\n";
-        ++taken;
-      }
-    }
-    if (out.empty()) out = Tail(output, 25);
-    return "\n" + out;
   }
 
   // --- judging a run ----------------------------------------------------------------------
@@ -762,7 +567,7 @@ GradeReport Autograder::Grade(const GradeRequest& req) {
   if (!sub.fatal.empty()) {
     for (const stages::Stage* st : graded) builds[st->id].message = "the submission could not be read: " + sub.fatal;
   } else {
-    builds = im.Build(graded, sub, req, work, &report.notes);
+    builds = BuildSubmission(im.config, graded, sub, req.prebuilt, work, &report.notes);
   }
   for (const stages::Stage* st : graded) im.GradeStage(*st, sub.stages.at(st->id), builds[st->id], work, &report);
   if (!im.mistakes_note.empty()) report.notes.push_back(im.mistakes_note);
