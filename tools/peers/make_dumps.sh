@@ -20,7 +20,9 @@ if [ ! -f "$shared/README.md" ]; then
 fi
 mkdir -p "$root/dumps" "$root/models"
 python=$("$here/setup.sh" | tail -1)
-stamp_of() { cat "$@" | sha256sum | cut -c1-16; }
+# The inputs' paths are part of the stamp: a dump records where its model was (meta.json's
+# model_dir), so a checkout or shared folder that moved must remake it, not reuse it.
+stamp_of() { { printf '%s\n' "$@"; cat "$@"; } | sha256sum | cut -c1-16; }
 
 # make NAME STAMP_FILES... -- COMMAND...: runs COMMAND unless OUT_ROOT/NAME/.stamp matches.
 make_part() {
