@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -542,6 +543,7 @@ std::vector<std::string> Autograder::RunFlags(int ranks) {
 GradeReport Autograder::Grade(const GradeRequest& req) {
   Impl& im = *impl_;
   GradeReport report;
+  const auto started = std::chrono::steady_clock::now();
   const std::string work = MakeTempDir("autograde", im.config.work_root);
   struct Cleanup {
     std::string dir;
@@ -571,6 +573,7 @@ GradeReport Autograder::Grade(const GradeRequest& req) {
   }
   for (const stages::Stage* st : graded) im.GradeStage(*st, sub.stages.at(st->id), builds[st->id], work, &report);
   if (!im.mistakes_note.empty()) report.notes.push_back(im.mistakes_note);
+  report.execution_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return report;
 }
 
@@ -593,11 +596,16 @@ nlohmann::json GradeReport::ToGradescope() const {
                           {"score", t.score},
                           {"max_score", t.max_score},
                           {"status", t.passed ? "passed" : "failed"},
-                          {"output", t.output}});
+                          {"output", t.output},
+                          {"visibility", "visible"}});
   }
   std::string output;
   for (const auto& n : notes) output += n + "\n";
-  return {{"score", score()}, {"output", output}, {"visibility", "visible"}, {"tests", tests_json}};
+  return {{"score", score()},
+          {"execution_time", execution_time_s},
+          {"output", output},
+          {"visibility", "visible"},
+          {"tests", tests_json}};
 }
 
 std::string GradeReport::Summary() const {

@@ -41,10 +41,11 @@ struct TestResult {
 struct GradeReport {
   std::vector<TestResult> tests;
   std::vector<std::string> notes;  // how the submission was read, built and run
+  double execution_time_s = 0;     // the whole grading
   double score() const;
   double max_score() const;
-  // Gradescope's results.json: {"score", "output", "tests": [{"name", "score", "max_score",
-  // "status", "output"}]}.
+  // Gradescope's results.json: {"score", "execution_time", "output", "visibility", "tests":
+  // [{"name", "score", "max_score", "status", "output", "visibility"}]}.
   nlohmann::json ToGradescope() const;
   // The same for a terminal: one line per test, then the details of what did not pass.
   std::string Summary() const;

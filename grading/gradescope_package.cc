@@ -1,0 +1,104 @@
+// bazel run //grading:gradescope_package -- --out=DIR
+//
+// Writes DIR/autograder.zip, the autograder as Gradescope takes it (docs/instructor.md, "On
+// Gradescope"), and leaves its unpacked tree in DIR/autograder:
+//   setup.sh, run_autograder   at the root (grading/gradescope/)
+//   kit/                       the student kit of --source at --kit_revision (no reference code)
+//   grader/autograde           the grader, with autograde.runfiles/: the binaries it compares
+//                              with (part 1's reference, the mutant stages, the launcher),
+//                              compiled; none of their sources
+// The binaries are linked against this machine's LibTorch: build the package on the Debian 12
+// the image uses.
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "common/runtime/errors.h"
+#include "common/runtime/runfiles.h"
+#include "tools/student_kit.h"
+
+ABSL_FLAG(std::string, out, "", "the folder to write autograder.zip (and its unpacked tree) into");
+ABSL_FLAG(std::string, source, "", "the checkout to make the kit from; default: the workspace of `bazel run`");
+ABSL_FLAG(std::string, kit_revision, "HEAD", "the commit of --source the kit is made from; empty: its working tree");
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string FromUserDir(const std::string& path) {
+  if (path.empty() || path[0] == '/') return path;
+  return distlm::UserWorkingDirectory() + "/" + path;
+}
+
+void CopyExecutable(const std::string& from, const fs::path& to) {
+  fs::create_directories(to.parent_path());
+  fs::copy_file(from, to, fs::copy_options::overwrite_existing);
+  fs::permissions(to, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                          fs::perms::others_read | fs::perms::others_exec);
+}
+
+int Main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("writes the Gradescope autograder zip: --out=DIR");
+  absl::ParseCommandLine(argc, argv);
+  const std::string out = FromUserDir(absl::GetFlag(FLAGS_out));
+  if (out.empty()) throw distlm::UserError("--out: give the folder to write autograder.zip into");
+  std::string source = FromUserDir(absl::GetFlag(FLAGS_source));
+  if (source.empty()) {
+    const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY");
+    if (ws == nullptr) throw distlm::UserError("--source: give the checkout (or run this with `bazel run`)");
+    source = ws;
+  }
+  const fs::path root = fs::path(out) / "autograder";
+  const fs::path zip = fs::path(out) / "autograder.zip";
+  std::error_code ec;
+  fs::remove_all(root, ec);
+  fs::remove(zip, ec);
+  fs::create_directories(root);
+
+  distlm::tools::KitOptions kit;
+  kit.source_root = source;
+  kit.out_dir = (root / "kit").string();
+  kit.revision = absl::GetFlag(FLAGS_kit_revision);
+  distlm::tools::KitReport report = distlm::tools::MakeStudentKit(kit);
+  for (const auto& w : report.warnings) std::fprintf(stderr, "gradescope_package: kit: %s\n", w.c_str());
+
+  // The grader and what it runs, by name (nothing else of this binary's runfiles goes in):
+  // part 1's reference for the expected trace, the mutant stages for known mistakes, the
+  // launcher, and the built-in data those read. Links are followed: files only.
+  const fs::path to = root / "grader" / "autograde.runfiles" / "distlm";
+  CopyExecutable(distlm::FindRunfile("grading/autograde"), root / "grader" / "autograde");
+  for (const char* binary : {"part1_single/reference", "grading/mutant_stage", "tools/launch"}) {
+    CopyExecutable(distlm::FindRunfile(binary), to / binary);
+  }
+  for (const char* data : {"common/testdata/vocab.txt", "common/testdata/rte"}) {
+    fs::create_directories((to / data).parent_path());
+    fs::copy(distlm::FindRunfile(data), to / data, fs::copy_options::recursive);
+  }
+  for (const char* script : {"setup.sh", "run_autograder"}) {
+    CopyExecutable(distlm::FindRunfile(std::string("grading/gradescope/") + script), root / script);
+  }
+
+  const std::string cmd = "cd " + Quote(root.string()) + " && /usr/bin/zip -qr " + Quote(zip.string()) + " .";
+  if (std::system(cmd.c_str()) != 0) throw distlm::UserError("zip failed: " + cmd);
+  std::printf("gradescope_package: %s (%s: %zu kit files, the grader and its binaries)\n", zip.string().c_str(),
+              root.string().c_str(), report.copied.size());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return distlm::RunMain([&] { return Main(argc, argv); });
+}
