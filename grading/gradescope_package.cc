@@ -2,7 +2,7 @@
 //
 // Writes DIR/autograder.zip, the autograder as Gradescope takes it (docs/instructor.md, "On
 // Gradescope"), and leaves its unpacked tree in DIR/autograder:
-//   setup.sh, run_autograder   at the root (grading/gradescope/)
+//   setup.sh, run_autograder   at the root (grading/gradescope/), with the Dockerfile
 //   kit/                       the student kit of --source at --kit_revision (no reference code)
 //   grader/autograde           the grader, with autograde.runfiles/: the binaries it compares
 //                              with (part 1's reference, the mutant stages, the launcher),
@@ -89,6 +89,9 @@ int Main(int argc, char** argv) {
   for (const char* script : {"setup.sh", "run_autograder"}) {
     CopyExecutable(distlm::FindRunfile(std::string("grading/gradescope/") + script), root / script);
   }
+  // The image definition (manual Docker configuration, local grading): Gradescope ignores it.
+  fs::copy_file(distlm::FindRunfile("grading/gradescope/Dockerfile"), root / "Dockerfile",
+                fs::copy_options::overwrite_existing);
 
   const std::string cmd = "cd " + Quote(root.string()) + " && /usr/bin/zip -qr " + Quote(zip.string()) + " .";
   if (std::system(cmd.c_str()) != 0) throw distlm::UserError("zip failed: " + cmd);

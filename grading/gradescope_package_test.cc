@@ -50,7 +50,7 @@ TEST(GradescopePackageTest, HoldsTheKitAndTheCompiledGraderAndGradesFromTheZip) 
   std::set<std::string> entries;
   std::istringstream lines(listing.output);
   for (std::string e; std::getline(lines, e);) entries.insert(e);
-  for (const char* want : {"setup.sh", "run_autograder", "grader/autograde", "kit/WORKSPACE",
+  for (const char* want : {"setup.sh", "run_autograder", "Dockerfile", "grader/autograde", "kit/WORKSPACE",
                            "kit/task3/student/bucketed_ddp.cc", "kit/task3/ddp.h",
                            "grader/autograde.runfiles/distlm/part1_single/reference",
                            "grader/autograde.runfiles/distlm/grading/mutant_stage",
