@@ -1,6 +1,7 @@
 // Reduce-scatter and all-gather over equal blocks, with Gloo's fallback: what task 5's student
-// writes. Reference-only: in a folder called reference/, so the student kit leaves it out;
-// task 5's reference solution and the grader's mutants use it.
+// writes. Defined in task5/reference/sharded_step.cc (the reference solution carries them, so
+// it is a complete submission); declared here for the grader's mutants (mutant_stage.cc).
+// Grader-private, as all of grading/.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
