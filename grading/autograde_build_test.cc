@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/testing/subprocess.h"
+#include "grading/checkout_testing.h"
 #include "common/stages/stages.h"
 
 namespace distlm::grading {
@@ -26,13 +27,6 @@ namespace fs = std::filesystem;
 
 using ::distlm::testing::ReadFileOrEmpty;
 using ::distlm::testing::WriteFileMakingDirs;
-
-std::string Checkout() {
-  char resolved[4096];
-  std::string ws = testing::Runfile("WORKSPACE");
-  if (realpath(ws.c_str(), resolved) == nullptr) return "";
-  return fs::path(resolved).parent_path().string();
-}
 
 std::string Ref(const std::string& id) {
   const stages::Stage* st = stages::Find(id);

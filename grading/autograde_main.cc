@@ -18,6 +18,7 @@
 #include "absl/flags/usage.h"
 #include "common/runtime/atomic_file.h"
 #include "common/runtime/errors.h"
+#include "common/runtime/user_path.h"
 #include "grading/autograder.h"
 
 ABSL_FLAG(std::string, submission, "", "the submission: a directory or a .zip in the handout's layout");
@@ -47,12 +48,6 @@ namespace {
 
 using distlm::UserError;
 
-std::string FromUserDir(const std::string& path) {
-  const char* dir = std::getenv("BUILD_WORKING_DIRECTORY");
-  if (path.empty() || path[0] == '/' || dir == nullptr || *dir == '\0') return path;
-  return std::string(dir) + "/" + path;
-}
-
 std::vector<std::string> SplitComma(const std::string& s) {
   std::vector<std::string> out;
   size_t start = 0;
@@ -68,17 +63,17 @@ std::vector<std::string> SplitComma(const std::string& s) {
 int Main(int argc, char** argv) {
   auto rest = absl::ParseCommandLine(argc, argv);
   if (rest.size() > 1) throw UserError("unexpected argument '" + std::string(rest[1]) + "' (flags are --name=value)");
-  const std::string submission = FromUserDir(absl::GetFlag(FLAGS_submission));
-  const std::string results = FromUserDir(absl::GetFlag(FLAGS_results));
+  const std::string submission = distlm::FromUserWorkingDirectory(absl::GetFlag(FLAGS_submission));
+  const std::string results = distlm::FromUserWorkingDirectory(absl::GetFlag(FLAGS_results));
   if (submission.empty()) throw UserError("--submission: required (a directory or a .zip)");
   if (results.empty()) throw UserError("--results: required (where results.json goes)");
 
   distlm::grading::GraderConfig config;
-  config.source_root = FromUserDir(absl::GetFlag(FLAGS_source));
+  config.source_root = distlm::FromUserWorkingDirectory(absl::GetFlag(FLAGS_source));
   if (config.source_root.empty()) {
     if (const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY"); ws != nullptr) config.source_root = ws;
   }
-  config.kit_dir = FromUserDir(absl::GetFlag(FLAGS_kit));
+  config.kit_dir = distlm::FromUserWorkingDirectory(absl::GetFlag(FLAGS_kit));
   config.kit_revision = absl::GetFlag(FLAGS_kit_revision);
   config.bazel = absl::GetFlag(FLAGS_bazel);
   config.ranks = absl::GetFlag(FLAGS_ranks);
@@ -90,7 +85,7 @@ int Main(int argc, char** argv) {
   config.memory_limit_bytes = static_cast<int64_t>(gib * (1 << 30));
   config.isolate_network = absl::GetFlag(FLAGS_isolate_network);
   config.recognise_mistakes = absl::GetFlag(FLAGS_recognise_mistakes);
-  config.work_root = FromUserDir(absl::GetFlag(FLAGS_work_dir));
+  config.work_root = distlm::FromUserWorkingDirectory(absl::GetFlag(FLAGS_work_dir));
   config.keep_work = absl::GetFlag(FLAGS_keep_work);
   config.progress = [](const std::string& line) {
     std::fprintf(stderr, "autograde: %s\n", line.c_str());
@@ -108,7 +103,7 @@ int Main(int argc, char** argv) {
   };
   for (const auto& item : SplitComma(absl::GetFlag(FLAGS_prebuilt))) {
     auto [stage, binary] = stage_and_value("prebuilt", item);
-    request.prebuilt[stage].binary = FromUserDir(binary);
+    request.prebuilt[stage].binary = distlm::FromUserWorkingDirectory(binary);
   }
   for (const auto& item : SplitComma(absl::GetFlag(FLAGS_prebuilt_flags))) {
     auto [stage, flag] = stage_and_value("prebuilt_flags", item);

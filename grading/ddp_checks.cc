@@ -2,9 +2,10 @@
 
 #include <algorithm>
 #include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
+
+#include "grading/text.h"
 
 namespace distlm::grading {
 namespace {
@@ -226,8 +227,7 @@ void Unused(const DdpCheckContext& c, TestResult& t) {
                      "distlm::UserError naming it\n";
     return;
   }
-  std::istringstream lines(r.output);
-  for (std::string line; std::getline(lines, line);) {
+  for (const std::string& line : Lines(r.output)) {
     if (line.find("error: ") != std::string::npos && line.find(kUnusedName) != std::string::npos) {
       Pass(t, how + "the run failed as it should, saying:\n    " + line.substr(0, 300) + "\n");
       return;

@@ -10,6 +10,7 @@
 
 #include "common/stages/stages.h"
 #include "common/testing/subprocess.h"
+#include "grading/checkout_testing.h"
 
 namespace distlm::grading {
 namespace {
@@ -20,13 +21,6 @@ testing::ProcessResult Shell(const std::string& script, double timeout_s) {
   testing::Command c;
   c.argv = {"/bin/bash", "-c", "export PATH=/usr/local/bin:/usr/bin:/bin; " + script};
   return testing::Run(c, timeout_s);
-}
-
-std::string Checkout() {
-  char resolved[4096];
-  const std::string ws = testing::Runfile("WORKSPACE");
-  if (realpath(ws.c_str(), resolved) == nullptr) return "";
-  return fs::path(resolved).parent_path().string();
 }
 
 TEST(GradescopeImageTest, BuildsFromDebian12AndGradesTheReferences) {

@@ -21,6 +21,7 @@
 #include "absl/flags/usage.h"
 #include "common/runtime/errors.h"
 #include "common/runtime/runfiles.h"
+#include "common/runtime/user_path.h"
 #include "tools/student_kit.h"
 
 ABSL_FLAG(std::string, out, "", "the folder to write autograder.zip (and its unpacked tree) into");
@@ -37,11 +38,6 @@ std::string Quote(const std::string& s) {
   return q + "'";
 }
 
-std::string FromUserDir(const std::string& path) {
-  if (path.empty() || path[0] == '/') return path;
-  return distlm::UserWorkingDirectory() + "/" + path;
-}
-
 void CopyExecutable(const std::string& from, const fs::path& to) {
   fs::create_directories(to.parent_path());
   fs::copy_file(from, to, fs::copy_options::overwrite_existing);
@@ -52,9 +48,9 @@ void CopyExecutable(const std::string& from, const fs::path& to) {
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage("writes the Gradescope autograder zip: --out=DIR");
   absl::ParseCommandLine(argc, argv);
-  const std::string out = FromUserDir(absl::GetFlag(FLAGS_out));
+  const std::string out = distlm::FromUserWorkingDirectory(absl::GetFlag(FLAGS_out));
   if (out.empty()) throw distlm::UserError("--out: give the folder to write autograder.zip into");
-  std::string source = FromUserDir(absl::GetFlag(FLAGS_source));
+  std::string source = distlm::FromUserWorkingDirectory(absl::GetFlag(FLAGS_source));
   if (source.empty()) {
     const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY");
     if (ws == nullptr) throw distlm::UserError("--source: give the checkout (or run this with `bazel run`)");

@@ -14,18 +14,12 @@
 #include <nlohmann/json.hpp>
 
 #include "common/testing/subprocess.h"
+#include "grading/checkout_testing.h"
 
 namespace distlm::grading {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string Checkout() {
-  char resolved[4096];
-  const std::string ws = testing::Runfile("WORKSPACE");
-  if (realpath(ws.c_str(), resolved) == nullptr) return "";
-  return fs::path(resolved).parent_path().string();
-}
 
 testing::ProcessResult Shell(const std::string& script, double timeout_s) {
   testing::Command c;

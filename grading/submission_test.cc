@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "common/testing/subprocess.h"
+#include "grading/checkout_testing.h"
 #include "tools/student_kit.h"
 
 namespace distlm::grading {
@@ -240,13 +241,6 @@ TEST(LoadSubmissionTest, WhatIsNotASubmissionIsOneMessage) {
 }
 
 // The checkout these tests were built from: the WORKSPACE runfile links into it.
-std::string Checkout() {
-  char resolved[4096];
-  std::string ws = testing::Runfile("WORKSPACE");
-  if (realpath(ws.c_str(), resolved) == nullptr) return "";
-  return fs::path(resolved).parent_path().string();
-}
-
 TEST(StageTableTest, MatchesTheStudentAndReferenceFoldersOfTheTree) {
   const std::string root = Checkout();
   ASSERT_FALSE(root.empty());

@@ -13,6 +13,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "common/runtime/errors.h"
+#include "common/runtime/user_path.h"
 #include "tools/student_kit.h"
 
 ABSL_FLAG(std::string, out, "", "folder to write the kit to (created; must be empty)");
@@ -24,19 +25,12 @@ ABSL_FLAG(bool, verbose, false, "list every file left out and every rule removed
 
 namespace {
 
-// Relative paths are taken from where the user typed the command, not from Bazel's runfiles.
-std::string FromUserDir(const std::string& path) {
-  const char* dir = std::getenv("BUILD_WORKING_DIRECTORY");
-  if (path.empty() || path[0] == '/' || dir == nullptr || *dir == '\0') return path;
-  return std::string(dir) + "/" + path;
-}
-
 int Main(int argc, char** argv) {
   auto rest = absl::ParseCommandLine(argc, argv);
   if (rest.size() > 1) throw distlm::UserError("unexpected argument '" + std::string(rest[1]) + "'");
   distlm::tools::KitOptions options;
-  options.out_dir = FromUserDir(absl::GetFlag(FLAGS_out));
-  options.source_root = FromUserDir(absl::GetFlag(FLAGS_source));
+  options.out_dir = distlm::FromUserWorkingDirectory(absl::GetFlag(FLAGS_out));
+  options.source_root = distlm::FromUserWorkingDirectory(absl::GetFlag(FLAGS_source));
   options.revision = absl::GetFlag(FLAGS_revision);
   if (options.source_root.empty()) {
     const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY");
