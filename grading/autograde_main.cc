@@ -10,6 +10,7 @@
 // itself failed (results.json then says so), 2 for bad flags.
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -33,7 +34,15 @@ ABSL_FLAG(int, ranks, 4, "ranks each distributed task runs on (must divide the t
 ABSL_FLAG(double, run_timeout_s, 120, "seconds each run may take, start to end");
 ABSL_FLAG(double, build_timeout_s, 1800, "seconds each task's build may take");
 ABSL_FLAG(double, memory_limit_gib, 4, "address space each process of a run may use, GiB");
-ABSL_FLAG(bool, isolate_network, true, "when root, run in a network namespace with loopback only");
+ABSL_FLAG(bool, isolate_network, true,
+          "with --unsafe_no_sandbox, as root: runs still get a network namespace with loopback only");
+ABSL_FLAG(std::string, sandbox, "full",
+          "how student code is confined (grading/README.md, 'Sandbox'): full = its own user and mount, IPC "
+          "and network namespaces (needs root with CAP_SYS_ADMIN); user = its own user only (root in a "
+          "container without CAP_SYS_ADMIN). The grader refuses to grade when the level cannot be had");
+ABSL_FLAG(bool, unsafe_no_sandbox, false,
+          "run student code as the grader's own user, unconfined: for grading your own code on your machine");
+ABSL_FLAG(double, disk_limit_gib, 4, "disk space student code (its build and runs) may fill, GiB");
 ABSL_FLAG(bool, recognise_mistakes, true,
           "when a trace is wrong, run the known mistakes to name the one it matches");
 ABSL_FLAG(std::string, work_dir, "", "where to put the work folder; default: $TMPDIR or /tmp");
@@ -84,6 +93,17 @@ int Main(int argc, char** argv) {
   if (!(config.run_timeout_s > 0)) throw UserError("--run_timeout_s must be positive");
   config.memory_limit_bytes = static_cast<int64_t>(gib * (1 << 30));
   config.isolate_network = absl::GetFlag(FLAGS_isolate_network);
+  const std::string sandbox = absl::GetFlag(FLAGS_sandbox);
+  if (sandbox != "full" && sandbox != "user") throw UserError("--sandbox must be full or user, not '" + sandbox + "'");
+  config.isolation = absl::GetFlag(FLAGS_unsafe_no_sandbox) ? distlm::grading::Isolation::kNone
+                     : sandbox == "full"                   ? distlm::grading::Isolation::kFull
+                                                           : distlm::grading::Isolation::kUser;
+  const double disk_gib = absl::GetFlag(FLAGS_disk_limit_gib);
+  if (!(disk_gib > 0)) throw UserError("--disk_limit_gib must be positive");
+  config.disk_limit_bytes = static_cast<int64_t>(disk_gib * (1 << 30));
+  // Out of student code's sight besides the grader's own files: where the results go and the
+  // submission as it was handed in.
+  config.hidden_paths = {std::filesystem::path(results).parent_path().string(), submission};
   config.recognise_mistakes = absl::GetFlag(FLAGS_recognise_mistakes);
   config.work_root = distlm::FromUserWorkingDirectory(absl::GetFlag(FLAGS_work_dir));
   config.keep_work = absl::GetFlag(FLAGS_keep_work);

@@ -14,6 +14,7 @@
 #include "grading/ddp_checks.h"
 #include "grading/kit_build.h"
 #include "grading/sandbox.h"
+#include "grading/student_space.h"
 #include "grading/submission.h"
 #include "grading/text.h"
 
@@ -86,20 +87,31 @@ struct Autograder::Impl {
   bool zero_mistakes_tried = false;
   std::vector<KnownMistake> zero_mistakes;  // task 5's, run only when a task 5 trace fails
   std::string mistakes_note;
+  std::unique_ptr<StudentSpace> space;  // this grading's folders and jails
 
   void Progress(const std::string& line) const {
     if (config.progress) config.progress(line);
   }
 
-  StageRunOptions RunOptions(const std::string& output_root, bool from_kit) const {
+  // A run named `name`: the grader's own (its binaries, in work/grader), or the student's (built
+  // in the kit: jailed when confined, in work/student, with the kit's launcher).
+  StageRunOptions RunOptions(const std::string& name, const BuildOutcome* student_build) const {
     StageRunOptions o;
     o.limits.timeout_s = config.run_timeout_s;
     o.limits.address_space_bytes = config.memory_limit_bytes;
     o.limits.isolate_network = config.isolate_network && geteuid() == 0;
     o.limits.file_size_bytes = int64_t{256} << 20;  // the tiny model and its snapshots are a few MiB
-    o.output_root = output_root;
     o.unset_env = kDistEnv;
+    const bool from_kit = student_build != nullptr && student_build->from_kit;
     if (from_kit) o.unset_env.insert(o.unset_env.end(), kRunfilesEnv.begin(), kRunfilesEnv.end());
+    if (from_kit && space->confined()) {
+      o.output_root = space->StudentFolder(name);
+      o.limits.jail = space->run_jail();
+      o.launcher = student_build->launcher;
+      o.output_owner = space->student_uid();
+    } else {
+      o.output_root = space->GraderFolder(name);
+    }
     return o;
   }
 
@@ -118,7 +130,7 @@ struct Autograder::Impl {
     } catch (const std::exception& e) {
       throw GraderError(std::string("the grader's reference binary is missing: ") + e.what());
     }
-    StageRunOptions o = RunOptions(MakeDirIn(work, "expected"), /*from_kit=*/false);
+    StageRunOptions o = RunOptions("expected", nullptr);
     o.limits.isolate_network = false;
     o.limits.address_space_bytes = 0;
     StageRun r = RunStage(binary, 1, Launcher::kSingle, RunFlags(1), o);
@@ -156,7 +168,7 @@ struct Autograder::Impl {
     }
     for (const std::string& m : names) {
       Progress("running the known mistake '" + m + "' to compare with");
-      StageRunOptions o = RunOptions(MakeDirIn(work, "mistake_" + m), /*from_kit=*/false);
+      StageRunOptions o = RunOptions("mistake_" + m, nullptr);
       std::vector<std::string> flags = RunFlags(config.ranks);
       flags.push_back("--mutation=" + m);
       StageRun r = RunStage(binary, config.ranks, Launcher::kLaunch, flags, o);
@@ -167,13 +179,6 @@ struct Autograder::Impl {
       mistakes.push_back({m, TraceOf(r)});
     }
     return mistakes;
-  }
-
-  static std::string MakeDirIn(const std::string& parent, const std::string& name) {
-    std::string d = parent + "/" + name;
-    std::error_code ec;
-    fs::create_directories(d, ec);
-    return d;
   }
 
   // --- judging a run ----------------------------------------------------------------------
@@ -207,7 +212,10 @@ struct Autograder::Impl {
     const bool collective_timeout = r.output.find("Timed out") != std::string::npos ||
                                     r.output.find("timed out waiting") != std::string::npos ||
                                     r.output.find("Connection closed by peer") != std::string::npos;
-    if (r.timed_out) {
+    if (r.disk_limit_hit) {
+      m << "was stopped: it wrote more than " << Fmt("%.0f", static_cast<double>(config.disk_limit_bytes) / (1 << 30))
+        << " GiB to the disk (a run here needs a few MiB).\n";
+    } else if (r.timed_out) {
       m << "no progress within " << Fmt("%.0f", config.run_timeout_s) << " s (" << r.log.size() << " of " << kSteps
         << " updates logged): a rank is probably waiting in a collective the others never called (for example "
            "only rank 0 calls gather or scatter, or the ranks call their collectives in different orders or "
@@ -235,7 +243,8 @@ struct Autograder::Impl {
     } else if (!r.bad_log_lines.empty()) {
       m << "train_log.jsonl has lines that are not JSON objects, e.g.: " << r.bad_log_lines[0] << "\n";
     } else if (r.log.size() < kSteps) {
-      m << "finished, but logged " << r.log.size() << " of the " << kSteps << " updates asked for.\n";
+      m << "finished, but logged " << r.log.size() << " of the " << kSteps << " updates asked for"
+        << (r.log_problem.empty() || r.log.size() > 0 ? "" : " (" + r.log_problem + ")") << ".\n";
     }
     // A rank killed by a signal, as the launcher reports it.
     for (const auto& e : errors) {
@@ -436,7 +445,7 @@ struct Autograder::Impl {
       flags.insert(flags.end(), build.flags.begin(), build.flags.end());
       flags.insert(flags.end(), st.grading.run_flags.begin(), st.grading.run_flags.end());
       flags.insert(flags.end(), extra_flags.begin(), extra_flags.end());
-      StageRunOptions o = RunOptions(MakeDirIn(work, "run_" + st.id + "_" + std::to_string(runs++)), build.from_kit);
+      StageRunOptions o = RunOptions("run_" + st.id + "_" + std::to_string(runs++), &build);
       if (timeout_s > 0) o.limits.timeout_s = std::min(timeout_s, o.limits.timeout_s);
       return RunStage(build.binary, n, n > 1 ? Launcher::kLaunch : Launcher::kSingle, flags, o);
     };
@@ -554,7 +563,8 @@ GradeReport Autograder::Grade(const GradeRequest& req) {
   } cleanup{work, im.config.keep_work};
   if (im.config.keep_work) report.notes.push_back("work folder kept: " + work);
 
-  Submission sub = LoadSubmission(req.submission, work);
+  im.space = std::make_unique<StudentSpace>(im.config, work);
+  Submission sub = LoadSubmission(req.submission, im.space->GraderFolder("submission"));
   report.notes.insert(report.notes.end(), sub.notes.begin(), sub.notes.end());
   for (const auto& i : sub.ignored) report.notes.push_back("ignored: " + i);
   std::vector<const stages::Stage*> graded;
@@ -569,8 +579,9 @@ GradeReport Autograder::Grade(const GradeRequest& req) {
   if (!sub.fatal.empty()) {
     for (const stages::Stage* st : graded) builds[st->id].message = "the submission could not be read: " + sub.fatal;
   } else {
-    builds = BuildSubmission(im.config, graded, sub, req.prebuilt, work, &report.notes);
+    builds = BuildSubmission(im.config, graded, sub, req.prebuilt, im.space.get(), &report.notes);
   }
+  if (const std::string d = im.space->Description(); !d.empty()) report.notes.push_back(d);
   for (const stages::Stage* st : graded) im.GradeStage(*st, sub.stages.at(st->id), builds[st->id], work, &report);
   if (!im.mistakes_note.empty()) report.notes.push_back(im.mistakes_note);
   report.execution_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

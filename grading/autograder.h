@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/stages/stages.h"
+#include "grading/jail.h"
 #include "grading/stage_runner.h"
 #include "grading/trace.h"
 
@@ -69,7 +70,16 @@ struct GraderConfig {
   int ranks = 4;                                  // must divide the total batch of 8
   double run_timeout_s = 120;                     // per run, start to end
   int64_t memory_limit_bytes = int64_t{4} << 30;  // address space per process
-  bool isolate_network = true;                    // a loopback-only namespace, when root
+  bool isolate_network = true;                    // unjailed runs: a loopback-only namespace, when root
+  // Student code (the submission's build and its runs) runs jailed at this level
+  // (grading/jail.h); the grader refuses to grade where this machine cannot give it. kNone:
+  // as the grader itself (prebuilt binaries in tests; --unsafe_no_sandbox).
+  Isolation isolation = Isolation::kFull;
+  std::vector<std::string> hidden_paths;  // covered for student code, besides the grader's own
+  std::string disk_cache;                 // shown read-only to the student's build; "": ~/.cache/distlm/bazel-disk
+  int64_t disk_limit_bytes = int64_t{4} << 30;  // what student code may add to the disk, build or run
+  int build_max_processes = 4096;         // processes and threads of the student's user
+  int run_max_processes = 1024;
   // The grader's own binaries; empty: found among its runfiles.
   std::string expected_binary;  // part 1's reference
   std::string mutant_binary;    // grading/mutant_stage

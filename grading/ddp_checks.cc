@@ -24,10 +24,11 @@ void Pass(TestResult& t, const std::string& output) {
   t.output = output;
 }
 
-nlohmann::json ReadJson(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return nullptr;
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+// A JSON file the run wrote (read only if it is the run's own; see StageRun::ReadOutput).
+nlohmann::json ReadJson(const StageRun& r, const std::string& name) {
+  const std::string text = r.ReadOutput(name, 16 << 20);
+  if (text.empty()) return nullptr;
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   return j.is_discarded() ? nlohmann::json(nullptr) : j;
 }
 
@@ -73,8 +74,8 @@ std::string LateLaunches(const StageRun& r, const std::string& what) {
 }
 
 void Layout(const StageRun& r, const DdpCheckContext& c, TestResult& t) {
-  const std::vector<int64_t> params = Numels(ReadJson(r.output_dir + "/ddp_parameters.json"));
-  const std::vector<int64_t> got = Numels(ReadJson(r.output_dir + "/ddp_buckets.json"));
+  const std::vector<int64_t> params = Numels(ReadJson(r, "ddp_parameters.json"));
+  const std::vector<int64_t> got = Numels(ReadJson(r, "ddp_buckets.json"));
   if (params.empty()) {
     t.output = "the run wrote no readable ddp_parameters.json (task3/ddp_stage.cc writes it; was it changed?)\n";
     return;
@@ -160,7 +161,7 @@ void PerParameter(const DdpCheckContext& c, TestResult& parity, TestResult& shap
   Pass(parity, "--ddp=per_parameter: the " + std::to_string(kSteps) +
                    " losses and gradient norms match the single-node run (worst " +
                    Fmt("%.1e", WorstDifference(*c.expected, TraceOf(r))) + ")\n");
-  const size_t n = Numels(ReadJson(r.output_dir + "/ddp_parameters.json")).size();
+  const size_t n = Numels(ReadJson(r, "ddp_parameters.json")).size();
   for (size_t u = 0; u < r.log.size(); ++u) {
     const int64_t calls = Field(r.log[u], "buckets");
     if (calls != static_cast<int64_t>(n)) {

@@ -68,7 +68,7 @@ std::string CompileErrors(const std::string& output, const std::string& kit, con
 std::map<std::string, BuildOutcome> BuildSubmission(const GraderConfig& config,
                                                     const std::vector<const stages::Stage*>& graded,
                                                     const Submission& sub, const std::map<std::string, Prebuilt>& prebuilt,
-                                                    const std::string& work, std::vector<std::string>* notes) {
+                                                    StudentSpace* space, std::vector<std::string>* notes) {
   auto progress = [&](const std::string& line) {
     if (config.progress) config.progress(line);
   };
@@ -95,7 +95,8 @@ std::map<std::string, BuildOutcome> BuildSubmission(const GraderConfig& config,
   }
   if (to_build.empty()) return out;
 
-  const std::string kit = work + "/kit";
+  space->Confine();  // throws when the isolation asked for cannot be had
+  const std::string kit = space->student_dir() + "/kit";
   progress("preparing a clean student kit in " + kit);
   try {
     if (!config.kit_dir.empty()) {
@@ -133,12 +134,17 @@ std::map<std::string, BuildOutcome> BuildSubmission(const GraderConfig& config,
     if (!ec) notes->push_back("part1/ was not submitted: tasks 2a-5 were built with the grader's part 1");
   }
 
-  // One Bazel server for this submission, in the grader's work folder, sharing the disk
-  // cache of the .bazelrc (so the libraries come from the cache); shut down at the end.
-  const std::string output_base = work + "/bazel_output_base";
+  space->GiveToStudent(kit);
+
+  // One Bazel in batch mode (no server left behind) with its own output base in the student's
+  // folder. The libraries come from the disk cache: the .bazelrc's when not confined, the
+  // grader's shown read-only when confined (Bazel builds on when it cannot write to it). In a
+  // jail the jail is the sandbox, so actions run locally.
+  const std::string output_base = space->student_dir() + "/bazel_output_base";
   auto bazel = [&](const std::vector<std::string>& args, double timeout_s) {
     SandboxCommand c;
-    c.argv = {config.bazel, "--output_base=" + output_base, "--max_idle_secs=300"};
+    c.argv = {config.bazel, "--batch", "--output_base=" + output_base};
+    if (space->confined()) c.argv.push_back("--output_user_root=" + space->student_dir() + "/bazel_user_root");
     c.argv.insert(c.argv.end(), args.begin(), args.end());
     c.working_dir = kit;
     // Bazel inside `bazel test` would take these as its own.
@@ -147,12 +153,21 @@ std::map<std::string, BuildOutcome> BuildSubmission(const GraderConfig& config,
     SandboxLimits l;
     l.timeout_s = timeout_s;
     l.max_output_bytes = 512 * 1024;
+    l.file_size_bytes = int64_t{2} << 30;
+    l.jail = space->build_jail();
     return RunSandboxed(c, l);
   };
   // One build of every task's binary: one analysis, links in parallel, and with
   // --keep_going a task that does not compile does not stop the others.
   std::vector<std::string> args = {"build", "--keep_going", "--color=no", "--curses=no",
                                    "--show_progress_rate_limit=60"};
+  if (space->confined()) {
+    args.push_back("--spawn_strategy=local");
+    if (!space->disk_cache().empty()) args.push_back("--disk_cache=" + space->disk_cache());
+  }
+  // The launcher the runs start (tools/launch, from the kit: in a jail the grader's own is out of
+  // sight). Not the student's code, and quick from the cache.
+  args.push_back("//tools:launch");
   std::string targets;
   for (const stages::Stage* st : to_build) {
     args.push_back("//" + st->package + ":student");
@@ -160,9 +175,15 @@ std::map<std::string, BuildOutcome> BuildSubmission(const GraderConfig& config,
   }
   progress("building " + targets + " in the kit with the submitted files");
   SandboxResult r = bazel(args, config.build_timeout_s);
+  const std::string launcher = kit + "/bazel-bin/tools/launch";
+  if (r.disk_limit_hit) {
+    notes->push_back("the build was stopped: it wrote more than " +
+                     Fmt("%.0f", static_cast<double>(config.disk_limit_bytes) / (1 << 30)) + " GiB");
+  }
   for (const stages::Stage* st : to_build) {
     BuildOutcome& b = out[st->id];
     b.from_kit = true;
+    b.launcher = launcher;
     const std::string target = "//" + st->package + ":student";
     // A fresh output base: the binary exists only if this build made it.
     const std::string binary = kit + "/bazel-bin/" + st->package + "/student";
@@ -172,13 +193,14 @@ std::map<std::string, BuildOutcome> BuildSubmission(const GraderConfig& config,
       b.message = "built " + target + " on a clean student kit (the build of all tasks took " +
                   Fmt("%.0f", r.seconds) + " s)";
     } else if (r.timed_out) {
-      b.message = "the build did not finish within " + Fmt("%.0f", config.build_timeout_s) + " s";
+      b.message = "the build did not finish within " + Fmt("%.0f", config.build_timeout_s) + " s and was stopped";
+    } else if (r.disk_limit_hit) {
+      b.message = "the build was stopped: it wrote more than " +
+                  Fmt("%.0f", static_cast<double>(config.disk_limit_bytes) / (1 << 30)) + " GiB";
     } else {
       b.message = "does not compile: " + CompileErrors(r.output, kit, *st);
     }
   }
-  SandboxResult down = bazel({"shutdown"}, 120);
-  if (down.exit_code != 0) notes->push_back("bazel shutdown of the kit's server failed: " + Trim(down.output));
   return out;
 }
 

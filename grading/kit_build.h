@@ -10,6 +10,7 @@
 
 #include "common/stages/stages.h"
 #include "grading/autograder.h"
+#include "grading/student_space.h"
 #include "grading/submission.h"
 
 namespace distlm::grading {
@@ -19,15 +20,17 @@ struct BuildOutcome {
   std::string binary;
   std::vector<std::string> flags;
   bool from_kit = false;
+  std::string launcher;  // from the kit: its own //tools:launch (student code starts it, in its jail)
   std::string message;
 };
 
 // Per stage id of `graded`: built, prebuilt (`prebuilt` names a binary for it), missing files, or
-// a compile error. Notes on how it was built go to `notes`. Throws GraderError when the kit
-// cannot be made.
+// a compile error. The kit, its Bazel output and HOME are in the space's student folder, and
+// Bazel runs there as the student (space->Confine() first). Notes on how it was built go to
+// `notes`. Throws GraderError when the kit cannot be made or the student code cannot be confined.
 std::map<std::string, BuildOutcome> BuildSubmission(const GraderConfig& config,
                                                     const std::vector<const stages::Stage*>& graded,
                                                     const Submission& sub, const std::map<std::string, Prebuilt>& prebuilt,
-                                                    const std::string& work, std::vector<std::string>* notes);
+                                                    StudentSpace* space, std::vector<std::string>* notes);
 
 }  // namespace distlm::grading

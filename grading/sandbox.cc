@@ -2,14 +2,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <net/if.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,8 +27,10 @@ namespace {
 // What the child reports through the status pipe before exec (CLOEXEC: a successful exec
 // closes it, so the parent reads until EOF).
 struct ChildStatus {
-  char stage;  // 'n': network isolated; 'N': isolation failed; 'c': chdir failed; 'e': exec failed
+  char stage;  // 'n': network isolated; 'N': isolation failed; 'j': the jail failed; 'c': chdir failed;
+               // 'e': exec failed
   int err;
+  const char* what;  // for 'j': the step (a string literal, at the same address in the parent)
 };
 
 std::string TempRoot() {
@@ -40,27 +41,8 @@ std::string TempRoot() {
   return "/tmp";
 }
 
-// Brings the loopback interface up in the current (fresh) network namespace, where it starts
-// down. Only system calls: this runs between fork and exec.
-int LoopbackUp() {
-  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return errno;
-  ifreq req;
-  memset(&req, 0, sizeof(req));
-  memcpy(req.ifr_name, "lo", 3);
-  int err = 0;
-  if (ioctl(fd, SIOCGIFFLAGS, &req) != 0) {
-    err = errno;
-  } else {
-    req.ifr_flags |= IFF_UP;
-    if (ioctl(fd, SIOCSIFFLAGS, &req) != 0) err = errno;
-  }
-  close(fd);
-  return err;
-}
-
-void WriteStatus(int fd, char stage, int err) {
-  ChildStatus s{stage, err};
+void WriteStatus(int fd, char stage, int err, const char* what = "") {
+  ChildStatus s{stage, err, what};
   (void)!write(fd, &s, sizeof(s));
 }
 
@@ -107,13 +89,17 @@ SandboxResult RunSandboxed(const SandboxCommand& command, const SandboxLimits& l
   // Everything the child needs is prepared before fork: between fork and exec only system
   // calls are safe (other threads may hold the allocator's locks).
   std::set<std::string> drop(command.unset_env.begin(), command.unset_env.end());
-  for (const auto& [k, v] : command.env) drop.insert(k);
+  std::map<std::string, std::string> set_env = command.env;
+  if (limits.jail != nullptr) {
+    for (const auto& [k, v] : limits.jail->spec().env) set_env[k] = v;
+  }
+  for (const auto& [k, v] : set_env) drop.insert(k);
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string kv = *e;
     if (drop.count(kv.substr(0, kv.find('='))) == 0) env_strings.push_back(kv);
   }
-  for (const auto& [k, v] : command.env) env_strings.push_back(k + "=" + v);
+  for (const auto& [k, v] : set_env) env_strings.push_back(k + "=" + v);
   std::vector<char*> argv, envp;
   for (const auto& a : command.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -140,7 +126,11 @@ SandboxResult RunSandboxed(const SandboxCommand& command, const SandboxLimits& l
     close(out_fd);
     throw std::runtime_error(std::string("pipe2: ") + strerror(errno));
   }
-  const bool want_netns = limits.isolate_network;
+  const PreparedJail* jail = limits.jail;
+  const bool jailed = jail != nullptr && jail->spec().level != Isolation::kNone;
+  const bool full_jail = jailed && jail->spec().level == Isolation::kFull;
+  // A full jail makes its own network namespace.
+  const bool want_netns = limits.isolate_network && !full_jail;
   const rlim_t as_limit = limits.address_space_bytes > 0 ? static_cast<rlim_t>(limits.address_space_bytes) : 0;
   const rlim_t fsize_limit = limits.file_size_bytes > 0 ? static_cast<rlim_t>(limits.file_size_bytes) : 0;
   const char* cwd = command.working_dir.empty() ? nullptr : command.working_dir.c_str();
@@ -177,6 +167,13 @@ SandboxResult RunSandboxed(const SandboxCommand& command, const SandboxLimits& l
       int err = unshare(CLONE_NEWNET) == 0 ? LoopbackUp() : errno;
       WriteStatus(status_pipe[1], err == 0 ? 'n' : 'N', err);
     }
+    if (jail != nullptr) {
+      const char* what = "";
+      if (int err = jail->Enter(&what); err != 0) {
+        WriteStatus(status_pipe[1], 'j', err, what);
+        _exit(126);
+      }
+    }
     if (cwd != nullptr && chdir(cwd) != 0) {
       WriteStatus(status_pipe[1], 'c', errno);
       _exit(127);
@@ -195,10 +192,22 @@ SandboxResult RunSandboxed(const SandboxCommand& command, const SandboxLimits& l
   while (read(status_pipe[0], &s, sizeof(s)) == static_cast<ssize_t>(sizeof(s))) {
     if (s.stage == 'n') result.network_isolated = true;
     if (s.stage == 'N') result.isolation_note = std::string("could not isolate the network: ") + strerror(s.err);
+    if (s.stage == 'j') notes += std::string("the sandbox could not start: ") + s.what + ": " + strerror(s.err) + "\n";
     if (s.stage == 'c') notes += "cannot enter " + command.working_dir + ": " + strerror(s.err) + "\n";
     if (s.stage == 'e') notes += "cannot execute " + command.argv[0] + ": " + strerror(s.err) + "\n";
   }
   close(status_pipe[0]);
+  if (full_jail && notes.empty()) result.network_isolated = true;
+
+  // Disk: the free space of the student's file system, sampled while it runs.
+  const std::string& watch = jailed ? jail->spec().disk_watch_path : std::string();
+  const int64_t disk_budget = jailed ? jail->spec().disk_bytes : 0;
+  auto free_bytes = [&watch]() -> int64_t {
+    struct statvfs v;
+    if (statvfs(watch.c_str(), &v) != 0) return -1;
+    return static_cast<int64_t>(v.f_bavail) * static_cast<int64_t>(v.f_frsize);
+  };
+  const int64_t free_at_start = disk_budget > 0 && !watch.empty() ? free_bytes() : -1;
 
   const auto deadline = start + std::chrono::duration<double>(limits.timeout_s);
   int wstatus = 0;
@@ -206,6 +215,17 @@ SandboxResult RunSandboxed(const SandboxCommand& command, const SandboxLimits& l
     pid_t r = waitpid(pid, &wstatus, WNOHANG);
     if (r == pid) break;
     if (r < 0 && errno != EINTR) throw std::runtime_error(std::string("waitpid: ") + strerror(errno));
+    if (free_at_start >= 0) {
+      const int64_t now_free = free_bytes();
+      if (now_free >= 0 && free_at_start - now_free > disk_budget) {
+        result.disk_limit_hit = true;
+        kill(-pid, SIGKILL);
+        if (jailed) KillAllProcessesOf(jail->spec().user.uid);
+        while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+        }
+        break;
+      }
+    }
     if (std::chrono::steady_clock::now() > deadline) {
       result.timed_out = true;
       kill(-pid, SIGKILL);
@@ -216,6 +236,8 @@ SandboxResult RunSandboxed(const SandboxCommand& command, const SandboxLimits& l
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   kill(-pid, SIGKILL);  // whatever it left behind in its group
+  // and whatever left the group (setsid, daemons): every process of the student's user.
+  if (jailed) KillAllProcessesOf(jail->spec().user.uid);
   if (WIFSIGNALED(wstatus)) {
     result.signal = WTERMSIG(wstatus);
     result.exit_code = 128 + result.signal;
@@ -226,6 +248,53 @@ SandboxResult RunSandboxed(const SandboxCommand& command, const SandboxLimits& l
   close(out_fd);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
+}
+
+bool ReadUntrustedFile(const std::string& trusted_root, const std::string& path, int64_t owner, size_t max_bytes,
+                       std::string* out, bool* truncated, std::string* why) {
+  out->clear();
+  *truncated = false;
+  std::error_code ec;
+  const std::filesystem::path root = std::filesystem::canonical(trusted_root, ec);
+  if (ec) {
+    *why = "cannot resolve " + trusted_root + ": " + ec.message();
+    return false;
+  }
+  const std::filesystem::path real = std::filesystem::canonical(path, ec);
+  if (ec) {
+    *why = "no " + path;
+    return false;
+  }
+  const std::string r = root.string() + "/", p = real.string();
+  if (p.compare(0, r.size(), r) != 0) {
+    *why = path + " leads outside the run's folder (to " + p + "); not read";
+    return false;
+  }
+  int fd = open(p.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    *why = "cannot open " + path + ": " + strerror(errno);
+    if (fd >= 0) close(fd);
+    return false;
+  }
+  if (!S_ISREG(st.st_mode) || (owner >= 0 && static_cast<int64_t>(st.st_uid) != owner)) {
+    *why = path + (S_ISREG(st.st_mode) ? " belongs to uid " + std::to_string(st.st_uid) + ", not the student's"
+                                       : " is not a regular file") + "; not read";
+    close(fd);
+    return false;
+  }
+  const size_t want = std::min(max_bytes, static_cast<size_t>(st.st_size));
+  out->resize(want);
+  size_t got = 0;
+  while (got < want) {
+    ssize_t n = read(fd, out->data() + got, want - got);
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  out->resize(got);
+  *truncated = static_cast<size_t>(st.st_size) > max_bytes;
+  close(fd);
+  return true;
 }
 
 std::string MakeTempDir(const std::string& prefix, const std::string& parent) {

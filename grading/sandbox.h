@@ -1,13 +1,16 @@
 // Running a program the grader does not trust: its own process group, a deadline, an
-// address-space limit inherited by everything it starts, no core dumps, and (when the grader
-// runs as root) a private network namespace in which only loopback is up. Output (stdout and
-// stderr together) is kept, up to a bound, for the messages.
+// address-space limit inherited by everything it starts, no core dumps, optionally a private
+// network namespace in which only loopback is up, and for student code a jail (grading/jail.h:
+// its own user, namespaces, limits on processes and disk). Output (stdout and stderr together)
+// is kept, up to a bound, for the messages.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
+
+#include "grading/jail.h"
 
 namespace distlm::grading {
 
@@ -17,6 +20,9 @@ struct SandboxLimits {
   int64_t file_size_bytes = 0;     // RLIMIT_FSIZE (largest file it may write); 0 = no limit
   bool isolate_network = false;    // new network namespace, loopback up; needs root
   size_t max_output_bytes = 256 * 1024;  // kept: the first quarter and the last three quarters
+  // Student code: entered after the limits above, before exec; every process of the jail's user
+  // is killed when the command ends. Not owned; null: runs as the grader.
+  const PreparedJail* jail = nullptr;
 };
 
 struct SandboxCommand {
@@ -33,6 +39,7 @@ struct SandboxResult {
   bool timed_out = false;      // killed at the deadline
   bool network_isolated = false;
   std::string isolation_note;  // why the network could not be isolated, when asked and it failed
+  bool disk_limit_hit = false;  // stopped for writing more than the jail's disk_bytes
   std::string output;          // stdout and stderr interleaved, possibly cut in the middle
   double seconds = 0;          // wall time
 };
@@ -41,6 +48,13 @@ struct SandboxResult {
 // grader itself cannot work (fork or a temporary file fails); a command that cannot be
 // executed gives exit code 127 and says so in its output.
 SandboxResult RunSandboxed(const SandboxCommand& command, const SandboxLimits& limits);
+
+// Reads a file that untrusted code wrote, once that code has ended: only a regular file whose
+// real path (symbolic links resolved) lies inside `trusted_root`, owned by `owner` when owner >= 0
+// (so a student's link or hard link cannot lend it the grader's files), and at most max_bytes
+// of it (*truncated says whether there was more). False, with *why, otherwise.
+bool ReadUntrustedFile(const std::string& trusted_root, const std::string& path, int64_t owner, size_t max_bytes,
+                       std::string* out, bool* truncated, std::string* why);
 
 // A fresh directory named prefix + random suffix, in `parent` (created if needed) or, when that
 // is empty, in $TEST_TMPDIR, $TMPDIR or /tmp.

@@ -22,6 +22,13 @@ std::vector<double> StageRun::grad_norms() const {
   return out;
 }
 
+std::string StageRun::ReadOutput(const std::string& name, size_t max_bytes) const {
+  std::string out, why;
+  bool truncated = false;
+  if (!ReadUntrustedFile(trusted_root, output_dir + "/" + name, output_owner, max_bytes, &out, &truncated, &why)) return "";
+  return out;
+}
+
 std::string LaunchBinary() { return FindRunfile("tools/launch"); }
 
 std::string MpirunBinary() {
@@ -35,7 +42,9 @@ std::string MpirunBinary() {
 StageRun RunStage(const std::string& binary, int nproc, Launcher launcher, const std::vector<std::string>& flags,
                   const StageRunOptions& options) {
   StageRun run;
-  run.output_dir = (options.output_root.empty() ? MakeTempDir("stage_run") : options.output_root) + "/out";
+  run.trusted_root = options.output_root.empty() ? MakeTempDir("stage_run") : options.output_root;
+  run.output_dir = run.trusted_root + "/out";
+  run.output_owner = options.output_owner;
   SandboxCommand c;
   // The launcher stops the ranks itself a few seconds before the sandbox would, and says which
   // ones were still running.
@@ -45,7 +54,7 @@ StageRun RunStage(const std::string& binary, int nproc, Launcher launcher, const
       c.argv = {binary};
       break;
     case Launcher::kLaunch:
-      c.argv = {LaunchBinary(), "--nproc_per_node=" + std::to_string(nproc),
+      c.argv = {options.launcher.empty() ? LaunchBinary() : options.launcher, "--nproc_per_node=" + std::to_string(nproc),
                 "--timeout_s=" + std::to_string(launcher_timeout), "--grace_s=3", "--", binary};
       break;
     case Launcher::kMpirun:
@@ -70,18 +79,19 @@ StageRun RunStage(const std::string& binary, int nproc, Launcher launcher, const
   // The launcher exits 124 when its own --timeout_s passed (tools/launcher.h).
   run.timed_out = r.timed_out || (launcher == Launcher::kLaunch && r.exit_code == 124);
   run.exit_code = r.exit_code;
-  std::ifstream in(run.output_dir + "/train_log.jsonl");
-  std::string line;
+  run.disk_limit_hit = r.disk_limit_hit;
   // A log is a few hundred bytes per update; what a broken (or hostile) program writes beyond
   // this is not read.
   constexpr size_t kMaxLogBytes = 64 << 20;
-  size_t read = 0;
+  std::string text;
+  bool truncated = false;
+  if (!ReadUntrustedFile(run.trusted_root, run.output_dir + "/train_log.jsonl", run.output_owner, kMaxLogBytes, &text,
+                         &truncated, &run.log_problem)) {
+    text.clear();
+  }
+  std::istringstream in(text);
+  std::string line;
   while (std::getline(in, line)) {
-    read += line.size() + 1;
-    if (read > kMaxLogBytes) {
-      run.bad_log_lines.push_back("(train_log.jsonl is larger than 64 MiB; the rest was not read)");
-      break;
-    }
     if (line.empty()) continue;
     nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_object()) {
@@ -90,6 +100,7 @@ StageRun RunStage(const std::string& binary, int nproc, Launcher launcher, const
       run.bad_log_lines.push_back(line.substr(0, 200));
     }
   }
+  if (truncated) run.bad_log_lines.push_back("(train_log.jsonl is larger than 64 MiB; the rest was not read)");
   return run;
 }
 

@@ -29,6 +29,12 @@ struct StageRun {
   bool network_isolated = false;
   std::string isolation_note;
   double seconds = 0;
+  bool disk_limit_hit = false;
+  std::string log_problem;           // why train_log.jsonl was not read (missing, a link out, not the student's)
+  // A file the run wrote in output_dir, read as ReadUntrustedFile does (sandbox.h); "" if refused.
+  std::string ReadOutput(const std::string& name, size_t max_bytes = 1 << 20) const;
+  std::string trusted_root;          // where its outputs must lie
+  int64_t output_owner = -1;         // whose they must be (-1: anyone's)
   std::vector<double> losses() const;
   std::vector<double> grad_norms() const;
 };
@@ -39,6 +45,8 @@ struct StageRunOptions {
   std::string output_root;                    // output_dir is made inside; empty: a temp dir
   std::map<std::string, std::string> env;     // added for the run
   std::vector<std::string> unset_env;         // removed for the run
+  std::string launcher;                       // "": the grader's //tools:launch
+  int64_t output_owner = -1;                  // >= 0: outputs are read only if this uid's (a jailed run)
 };
 
 // Runs `binary` (an absolute path) with `flags` plus --output_dir=<fresh dir>, on nproc ranks.

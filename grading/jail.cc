@@ -1,0 +1,308 @@
+#include "grading/jail.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <net/if.h>
+#include <pwd.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+namespace distlm::grading {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kStudentUser = "distlm-student";
+constexpr uid_t kFallbackId = 61874;
+
+// "/proc/self/fd/N" into out (32 bytes), without allocating.
+void FdPath(int fd, char* out) {
+  const char prefix[] = "/proc/self/fd/";
+  memcpy(out, prefix, sizeof(prefix) - 1);
+  char digits[12];
+  int n = 0;
+  do {
+    digits[n++] = static_cast<char>('0' + fd % 10);
+    fd /= 10;
+  } while (fd > 0 && n < 11);
+  char* p = out + sizeof(prefix) - 1;
+  while (n > 0) *p++ = digits[--n];
+  *p = '\0';
+}
+
+int SetLimit(int resource, rlim_t soft, rlim_t hard) {
+  rlimit l{soft, hard};
+  return setrlimit(resource, &l) == 0 ? 0 : errno;
+}
+
+}  // namespace
+
+// Brings loopback up in a fresh network namespace, where it starts down. System calls only.
+int LoopbackUp() {
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return errno;
+  ifreq req;
+  memset(&req, 0, sizeof(req));
+  memcpy(req.ifr_name, "lo", 3);
+  int err = 0;
+  if (ioctl(fd, SIOCGIFFLAGS, &req) != 0) {
+    err = errno;
+  } else {
+    req.ifr_flags |= IFF_UP;
+    if (ioctl(fd, SIOCSIFFLAGS, &req) != 0) err = errno;
+  }
+  close(fd);
+  return err;
+}
+
+std::string IsolationName(Isolation level) {
+  switch (level) {
+    case Isolation::kNone: return "none";
+    case Isolation::kUser: return "user";
+    case Isolation::kFull: return "full";
+  }
+  return "?";
+}
+
+PreparedJail::PreparedJail(const JailSpec& spec) : spec_(spec) {
+  if (spec_.level != Isolation::kFull) return;
+  for (const auto& h : spec_.hidden) {
+    std::error_code ec;
+    const fs::path p = fs::canonical(h, ec);
+    if (ec) continue;
+    // The system itself stays (a results file in / must not cover /usr).
+    static const char* const kSystem[] = {"/", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/dev", "/proc", "/sys", "/var"};
+    bool system = false;
+    for (const char* d : kSystem) system = system || p == d;
+    if (system) continue;
+    covers_.push_back({p.string(), fs::is_directory(p, ec)});
+  }
+  for (const auto& b : spec_.binds) {
+    BoundFd bound;
+    if (!fs::is_directory(b.source)) continue;  // a missing cache is not an error
+    bound.source = b.source;
+    bound.target = b.target;
+    bound.read_only = b.read_only;
+    for (size_t slash = b.target.find('/', 1); ; slash = b.target.find('/', slash + 1)) {
+      bound.target_prefixes.push_back(b.target.substr(0, slash));
+      if (slash == std::string::npos) break;
+    }
+    binds_.push_back(std::move(bound));
+  }
+  std::vector<std::string> tmp;
+  for (const auto& t : spec_.private_tmp) {
+    if (fs::is_directory(t)) tmp.push_back(t);
+  }
+  spec_.private_tmp = tmp;
+  tmp_options_ = "size=" + std::to_string(spec_.tmp_bytes) + ",mode=1777";
+}
+
+PreparedJail::~PreparedJail() = default;
+
+int PreparedJail::Enter(const char** what) const {
+  auto fail = [what](const char* step) {
+    *what = step;
+    return errno != 0 ? errno : EPERM;
+  };
+  if (spec_.level == Isolation::kNone) return 0;
+  if (spec_.level == Isolation::kFull) {
+    if (unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET) != 0) return fail("unshare(mount, IPC and network namespaces)");
+    if (int err = LoopbackUp(); err != 0) {
+      errno = err;
+      return fail("bringing loopback up in the new network namespace");
+    }
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return fail("making / private");
+    // Hold on to what is shown again before it is covered: a bind's source must be a mount of
+    // this namespace, so these are opened after unshare; /proc/self/fd/N names them afterwards.
+    int fds[kMaxBinds];
+    char fd_paths[kMaxBinds][32];
+    if (binds_.size() > kMaxBinds) {
+      errno = E2BIG;
+      return fail("too many binds");
+    }
+    for (size_t i = 0; i < binds_.size(); ++i) {
+      fds[i] = open(binds_[i].source.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+      if (fds[i] < 0) return fail("opening a folder to show again");
+      FdPath(fds[i], fd_paths[i]);
+    }
+    for (const auto& t : spec_.private_tmp) {
+      if (mount("tmpfs", t.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, tmp_options_.c_str()) != 0) {
+        return fail("mounting a private tmpfs");
+      }
+    }
+    for (const auto& c : covers_) {
+      const int r = c.is_dir ? mount("tmpfs", c.path.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=1m,mode=0755")
+                             : mount("/dev/null", c.path.c_str(), nullptr, MS_BIND, nullptr);
+      // ENOENT: something above it was covered already (a private /tmp, the grader's home).
+      if (r != 0 && errno != ENOENT) return fail("covering a grader path");
+    }
+    for (size_t i = 0; i < binds_.size(); ++i) {
+      // The covering tmpfs (root's, 0755) lets the student walk down to the target, no further.
+      for (const auto& prefix : binds_[i].target_prefixes) mkdir(prefix.c_str(), 0755);
+      if (mount(fd_paths[i], binds_[i].target.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+        return fail("binding the student's folder");
+      }
+      close(fds[i]);
+      if (binds_[i].read_only &&
+          mount(nullptr, binds_[i].target.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
+                nullptr) != 0) {
+        return fail("making the disk cache read-only");
+      }
+    }
+  }
+  errno = 0;
+  if (spec_.max_processes > 0) {
+    const rlim_t n = static_cast<rlim_t>(spec_.max_processes);
+    if (int err = SetLimit(RLIMIT_NPROC, n, n); err != 0) return fail("setting RLIMIT_NPROC");
+  }
+  if (spec_.cpu_seconds > 0) {
+    // SIGXCPU at the soft limit, SIGKILL at the hard one.
+    const rlim_t s = static_cast<rlim_t>(spec_.cpu_seconds);
+    if (int err = SetLimit(RLIMIT_CPU, s, s + 5); err != 0) return fail("setting RLIMIT_CPU");
+  }
+  if (setgroups(0, nullptr) != 0) return fail("dropping supplementary groups");
+  if (setresgid(spec_.user.gid, spec_.user.gid, spec_.user.gid) != 0) return fail("switching to the student's group");
+  if (setresuid(spec_.user.uid, spec_.user.uid, spec_.user.uid) != 0) return fail("switching to the student's user");
+  // No set-uid program (sudo, su, ...) gives the privileges back.
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return fail("setting no_new_privs");
+  return 0;
+}
+
+bool FindJailUser(JailUser* user, std::string* error) {
+  if (const passwd* pw = getpwnam(kStudentUser); pw != nullptr) {
+    if (pw->pw_uid == 0 || pw->pw_gid == 0) {
+      *error = std::string("the user ") + kStudentUser + " has uid or gid 0; it must be an unprivileged user";
+      return false;
+    }
+    *user = {pw->pw_uid, pw->pw_gid, kStudentUser};
+    return true;
+  }
+  if (const passwd* pw = getpwuid(kFallbackId); pw != nullptr) {
+    *error = std::string("there is no user ") + kStudentUser + ", and uid " + std::to_string(kFallbackId) +
+             " (the fallback) belongs to " + pw->pw_name + "; make one with `useradd --system " + kStudentUser + "`";
+    return false;
+  }
+  *user = {kFallbackId, static_cast<gid_t>(kFallbackId), "uid " + std::to_string(kFallbackId)};
+  return true;
+}
+
+IsolationProbe ProbeIsolation(const JailUser& user) {
+  IsolationProbe probe;
+  if (geteuid() != 0) {
+    probe.why_not_user = "the grader runs as uid " + std::to_string(geteuid()) +
+                         ", not root, so it cannot run student code as another user";
+    probe.why_not_full = probe.why_not_user;
+    return probe;
+  }
+  // Each level tried in a child that exits at once.
+  auto attempt = [&](Isolation level) -> std::string {
+    JailSpec spec;
+    spec.level = level;
+    spec.user = user;
+    spec.private_tmp = {"/tmp"};
+    PreparedJail jail(spec);
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) return std::string("pipe2: ") + strerror(errno);
+    pid_t pid = fork();
+    if (pid < 0) {
+      close(fds[0]);
+      close(fds[1]);
+      return std::string("fork: ") + strerror(errno);
+    }
+    if (pid == 0) {
+      close(fds[0]);
+      const char* what = "";
+      int err = jail.Enter(&what);
+      struct {
+        int err;
+        const char* what;
+      } msg{err, what};
+      (void)!write(fds[1], &msg, sizeof(msg));
+      _exit(err == 0 ? 0 : 1);
+    }
+    close(fds[1]);
+    struct {
+      int err;
+      const char* what;
+    } msg{EIO, "the probe child"};
+    (void)!read(fds[0], &msg, sizeof(msg));
+    close(fds[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (msg.err == 0) return "";
+    return std::string(msg.what) + " failed: " + strerror(msg.err);
+  };
+  probe.why_not_full = attempt(Isolation::kFull);
+  if (probe.why_not_full.empty()) {
+    probe.best = Isolation::kFull;
+    return probe;
+  }
+  probe.why_not_full += " (a container needs CAP_SYS_ADMIN for namespaces: docker run --cap-add=SYS_ADMIN)";
+  probe.why_not_user = attempt(Isolation::kUser);
+  if (probe.why_not_user.empty()) probe.best = Isolation::kUser;
+  return probe;
+}
+
+int LiveProcessesOf(uid_t uid) {
+  int n = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it("/proc", ec), end; it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(it->path() / "status");
+    std::string line, state;
+    bool mine = false;
+    while (std::getline(in, line)) {
+      if (line.rfind("State:", 0) == 0) state = line;
+      if (line.rfind("Uid:", 0) == 0) {
+        unsigned long real = 0;
+        mine = sscanf(line.c_str(), "Uid: %lu", &real) == 1 && real == uid;
+      }
+    }
+    if (mine && state.find('Z') == std::string::npos) ++n;
+  }
+  return n;
+}
+
+void KillAllProcessesOf(uid_t uid) {
+  if (uid == 0 || geteuid() != 0) return;
+  for (int round = 0; round < 100; ++round) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      // As that user, kill(-1) reaches exactly its processes (and not this one).
+      if (setresuid(uid, uid, uid) != 0) _exit(1);
+      for (int i = 0; i < 3; ++i) {
+        if (kill(-1, SIGKILL) != 0) break;
+        usleep(2000);
+      }
+      _exit(0);
+    }
+    if (pid > 0) {
+      while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }
+    // Orphans re-parented to this process (it is PID 1 in a container, or a subreaper).
+    while (waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    if (LiveProcessesOf(uid) == 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+}  // namespace distlm::grading

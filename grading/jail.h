@@ -1,0 +1,118 @@
+// Where student code runs (its build and its runs): as an unprivileged user of its own, under
+// limits on processes, CPU time, file size and disk use, and, where the kernel lets the grader
+// (root with CAP_SYS_ADMIN), in mount, IPC and network namespaces of its own in which the
+// grader's files are covered, /tmp is private and only loopback is up.
+//
+// Two levels, because containers differ: Docker's default profile lets root switch users but
+// not make namespaces. kFull is what the grader asks for; kUser (file permissions keep the
+// grader's files unreadable, but /tmp is shared and the network is the container's) only when
+// the instructor says so (--sandbox=user). Below that the grader refuses to grade, unless told
+// --unsafe_no_sandbox (a student grading their own code).
+//
+// grading/README.md, "Sandbox", lists what each level stops and the hostile submissions that
+// check it (grading/hostile_submission_test.cc).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace distlm::grading {
+
+enum class Isolation { kNone, kUser, kFull };
+
+std::string IsolationName(Isolation level);  // "none", "user", "full"
+
+// The user student code runs as: `distlm-student` where it exists (setup.sh and the image make
+// it), otherwise uid and gid 61874, which must then belong to nobody.
+struct JailUser {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::string name;  // for messages
+};
+
+struct JailSpec {
+  Isolation level = Isolation::kNone;
+  JailUser user;
+  // Covered where the student looks (kFull): an empty root-owned tmpfs over a directory,
+  // /dev/null over a file. Missing paths are skipped.
+  std::vector<std::string> hidden;
+  // Shown again after the covering (kFull), at `target` (made if needed), in this order: the
+  // student's work folder, the disk cache read-only.
+  struct Bind {
+    std::string source;
+    std::string target;
+    bool read_only = false;
+  };
+  std::vector<Bind> binds;
+  std::vector<std::string> private_tmp = {"/tmp", "/var/tmp", "/dev/shm"};  // a fresh tmpfs each (kFull)
+  int64_t tmp_bytes = int64_t{512} << 20;  // size of each
+  int64_t max_processes = 0;  // RLIMIT_NPROC of the student's user (threads count); 0: none
+  double cpu_seconds = 0;     // RLIMIT_CPU of each process; 0: none
+  // The run is stopped when the free space of the file system holding `disk_watch_path` falls
+  // by more than this while it runs; 0: not watched.
+  int64_t disk_bytes = 0;
+  std::string disk_watch_path;
+  std::map<std::string, std::string> env;  // set for the student (HOME, USER, TMPDIR, ...)
+};
+
+// Everything the child needs, made in the parent: between fork and exec only system calls are
+// safe, so Enter() allocates nothing.
+class PreparedJail {
+ public:
+  explicit PreparedJail(const JailSpec& spec);
+  ~PreparedJail();
+  PreparedJail(const PreparedJail&) = delete;
+  PreparedJail& operator=(const PreparedJail&) = delete;
+
+  const JailSpec& spec() const { return spec_; }
+
+  // In the forked child, before exec: namespaces, coverings, binds, limits, then the user.
+  // Returns 0, or an errno with *what naming the step that failed (a static string).
+  int Enter(const char** what) const;
+
+ private:
+  struct Cover {
+    std::string path;
+    bool is_dir = true;
+  };
+  static constexpr size_t kMaxBinds = 8;
+  struct BoundFd {
+    std::string source;
+    std::string target;
+    std::vector<std::string> target_prefixes;  // each ancestor of target, outermost first
+    bool read_only = false;
+  };
+  JailSpec spec_;
+  std::vector<Cover> covers_;
+  std::vector<BoundFd> binds_;
+  std::string tmp_options_;
+};
+
+// The student user of this machine, or an error saying why there is none.
+bool FindJailUser(JailUser* user, std::string* error);
+
+// What this machine allows: kFull, kUser or kNone, with the reason the better levels fail
+// (tried for real, in a child process).
+struct IsolationProbe {
+  Isolation best = Isolation::kNone;
+  std::string why_not_full;
+  std::string why_not_user;
+};
+IsolationProbe ProbeIsolation(const JailUser& user);
+
+// Brings loopback up in a fresh network namespace, where it starts down; 0 or an errno. Only
+// system calls: for use between fork and exec.
+int LoopbackUp();
+
+// How many processes of `uid` are alive (zombies not counted), from /proc.
+int LiveProcessesOf(uid_t uid);
+
+// SIGKILLs every process of `uid` (what a submission left behind, however it detached), and
+// reaps those that were re-parented to this process.
+void KillAllProcessesOf(uid_t uid);
+
+}  // namespace distlm::grading

@@ -1,0 +1,200 @@
+// The jail student code runs in (grading/jail.h), program by program: each hostile behaviour
+// the autograder must survive, done by a shell script in the jail, and what it could not do.
+// Needs root (the grader's situation on Gradescope and in its image); elsewhere every case
+// skips, saying so. grading/hostile_submission_test.cc does the same through whole gradings.
+#include "grading/jail.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "common/testing/subprocess.h"
+#include "grading/sandbox.h"
+
+namespace distlm::grading {
+namespace {
+
+namespace fs = std::filesystem;
+using ::distlm::testing::ReadFileOrEmpty;
+using ::distlm::testing::WriteFileMakingDirs;
+
+class JailTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string error;
+    if (!FindJailUser(&user_, &error)) GTEST_SKIP() << "SKIPPED: no user to jail student code as: " << error;
+    probe_ = ProbeIsolation(user_);
+    if (probe_.best == Isolation::kNone) GTEST_SKIP() << "SKIPPED (the jail needs root): " << probe_.why_not_user;
+    // In /tmp, not the test's folder under root's home: the student's user must reach it.
+    work_ = MakeTempDir("distlm_jail_test", "/tmp");
+    chmod(work_.c_str(), 0711);
+    grader_ = work_ + "/grader";
+    student_ = work_ + "/student";
+    fs::create_directories(grader_);
+    fs::create_directories(student_);
+    chmod(grader_.c_str(), 0700);
+    (void)!chown(student_.c_str(), user_.uid, user_.gid);
+    WriteFileMakingDirs(grader_ + "/reference.cc", "the reference solution\n");
+  }
+
+  void TearDown() override {
+    if (!work_.empty()) RemoveTree(work_);
+  }
+
+  void NeedFull() {
+    if (probe_.best != Isolation::kFull) GTEST_SKIP() << "SKIPPED (no namespaces here): " << probe_.why_not_full;
+  }
+
+  JailSpec Spec(Isolation level) const {
+    JailSpec spec;
+    spec.level = level;
+    spec.user = user_;
+    spec.hidden = {grader_};
+    spec.binds = {{student_, student_, false}};
+    spec.max_processes = 64;
+    spec.env = {{"HOME", student_}, {"TMPDIR", "/tmp"}};
+    return spec;
+  }
+
+  SandboxResult Run(const JailSpec& spec, const std::string& script, double timeout_s = 20,
+                    int64_t file_size_bytes = 0) {
+    PreparedJail jail(spec);
+    SandboxCommand c;
+    c.argv = {"/bin/bash", "-c", script};
+    c.working_dir = student_;
+    SandboxLimits limits;
+    limits.timeout_s = timeout_s;
+    limits.file_size_bytes = file_size_bytes;
+    limits.jail = &jail;
+    SandboxResult r = RunSandboxed(c, limits);
+    EXPECT_EQ(LiveProcessesOf(user_.uid), 0) << "the jail's processes outlived the command";
+    return r;
+  }
+
+  JailUser user_;
+  IsolationProbe probe_;
+  std::string work_, grader_, student_;
+};
+
+TEST_F(JailTest, RunsAsTheStudentWhoCannotRegainPrivileges) {
+  SandboxResult r = Run(Spec(probe_.best), "id -u; id -g; grep NoNewPrivs /proc/self/status; echo HOME=$HOME");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(std::to_string(user_.uid) + "\n" + std::to_string(user_.gid) + "\n"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("NoNewPrivs:\t1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("HOME=" + student_), std::string::npos) << r.output;
+}
+
+TEST_F(JailTest, TheGradersFilesCannotBeReadAtEitherLevel) {
+  for (Isolation level : {Isolation::kUser, Isolation::kFull}) {
+    if (level == Isolation::kFull && probe_.best != Isolation::kFull) continue;
+    SandboxResult r = Run(Spec(level), "cat " + grader_ + "/reference.cc; ls " + grader_ + "; ls /root; echo done");
+    EXPECT_EQ(r.output.find("the reference solution"), std::string::npos) << IsolationName(level) << ": " << r.output;
+    EXPECT_EQ(r.output.find("reference.cc\n"), std::string::npos) << IsolationName(level) << ": " << r.output;
+    EXPECT_NE(r.output.find("done"), std::string::npos) << r.output;
+  }
+}
+
+TEST_F(JailTest, WritesOutsideItsFolderFailAndTmpIsPrivate) {
+  NeedFull();
+  const std::string marker = "/tmp/distlm_jail_marker_" + std::to_string(getpid());
+  SandboxResult r = Run(Spec(Isolation::kFull), "touch /etc/distlm_jail_x; touch " + grader_ + "/forged; touch " + work_ +
+                                                    "/forged; echo x > " + marker + " && echo tmp-ok; echo mine > " +
+                                                    student_ + "/mine && echo student-ok");
+  EXPECT_FALSE(fs::exists("/etc/distlm_jail_x"));
+  EXPECT_FALSE(fs::exists(grader_ + "/forged"));
+  EXPECT_FALSE(fs::exists(work_ + "/forged"));
+  EXPECT_FALSE(fs::exists(marker)) << "the jail's /tmp is the machine's";
+  EXPECT_NE(r.output.find("tmp-ok"), std::string::npos) << "its own /tmp must be writable: " << r.output;
+  EXPECT_EQ(ReadFileOrEmpty(student_ + "/mine"), "mine\n") << r.output;
+}
+
+TEST_F(JailTest, OnlyLoopbackIsUp) {
+  NeedFull();
+  SandboxResult r = Run(Spec(Isolation::kFull), "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, "lo\n");
+  EXPECT_TRUE(r.network_isolated);
+}
+
+TEST_F(JailTest, AForkBombEndsAtTheDeadlineAndLeavesNothing) {
+  SandboxResult r = Run(Spec(probe_.best), "b() { b | b & }; b; sleep 100", 4);
+  EXPECT_TRUE(r.timed_out) << r.output;
+  EXPECT_LT(r.seconds, 30);
+}
+
+TEST_F(JailTest, ADetachedDaemonIsKilledWithIt) {
+  SandboxResult r = Run(Spec(probe_.best), "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo started");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(r.timed_out);
+}
+
+TEST_F(JailTest, IgnoringSigtermDoesNotHelp) {
+  SandboxResult r = Run(Spec(probe_.best), "trap '' TERM INT; while true; do sleep 1; done", 2);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_LT(r.seconds, 15);
+}
+
+TEST_F(JailTest, WritingTenGigabytesIsStoppedAtTheDiskBudget) {
+  JailSpec spec = Spec(probe_.best);
+  spec.disk_bytes = int64_t{256} << 20;
+  spec.disk_watch_path = student_;
+  // 40 files of 256 MiB (each under the file-size limit): 10 GiB if nothing stopped it.
+  SandboxResult r = Run(spec, "for i in $(seq 40); do head -c 268435456 /dev/zero > f$i; done; echo wrote all", 120,
+                        int64_t{300} << 20);
+  EXPECT_TRUE(r.disk_limit_hit) << r.output;
+  EXPECT_EQ(r.output.find("wrote all"), std::string::npos);
+  int64_t total = 0;
+  for (const auto& e : fs::directory_iterator(student_)) total += e.is_regular_file() ? e.file_size() : 0;
+  EXPECT_LT(total, int64_t{1} << 30) << "it wrote " << total << " bytes";
+}
+
+TEST_F(JailTest, AHundredMegabytesOfOutputAreCutToTheBound) {
+  SandboxResult r = Run(Spec(probe_.best), "head -c 100000000 /dev/zero | tr '\\0' x; echo; echo the-end", 60);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_LT(r.output.size(), 300u * 1024);
+  EXPECT_NE(r.output.find("bytes of output left out"), std::string::npos);
+  EXPECT_NE(r.output.find("the-end"), std::string::npos) << "the tail is kept";
+}
+
+TEST_F(JailTest, TheUserLevelHasNoNamespaces) {
+  SandboxResult r = Run(Spec(Isolation::kUser), "id -u; touch " + work_ + "/forged; echo done");
+  EXPECT_NE(r.output.find(std::to_string(user_.uid)), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(work_ + "/forged"));
+  EXPECT_FALSE(r.network_isolated);
+}
+
+// What the grader reads back from a student's folder: never through a link out, never a file
+// that is not the student's, never a FIFO.
+TEST(ReadUntrustedFileTest, OnlyTheRunsOwnRegularFiles) {
+  const std::string root = testing::MakeTempDir("untrusted"), outside = testing::MakeTempDir("secret");
+  WriteFileMakingDirs(outside + "/train_log.jsonl", "{\"loss\": 0.5}\n");
+  WriteFileMakingDirs(root + "/good/train_log.jsonl", "{\"loss\": 0.7}\n");
+  fs::create_directory_symlink(outside, root + "/linked_dir");
+  fs::create_directories(root + "/linked_file");
+  fs::create_symlink(outside + "/train_log.jsonl", root + "/linked_file/train_log.jsonl");
+  fs::create_directories(root + "/fifo");
+  ASSERT_EQ(mkfifo((root + "/fifo/train_log.jsonl").c_str(), 0644), 0);
+  std::string out, why;
+  bool truncated = false;
+  EXPECT_TRUE(ReadUntrustedFile(root, root + "/good/train_log.jsonl", -1, 1 << 20, &out, &truncated, &why)) << why;
+  EXPECT_EQ(out, "{\"loss\": 0.7}\n");
+  for (const char* bad : {"/linked_dir/train_log.jsonl", "/linked_file/train_log.jsonl"}) {
+    EXPECT_FALSE(ReadUntrustedFile(root, root + bad, -1, 1 << 20, &out, &truncated, &why)) << bad;
+    EXPECT_NE(why.find("leads outside the run's folder"), std::string::npos) << why;
+  }
+  EXPECT_FALSE(ReadUntrustedFile(root, root + "/fifo/train_log.jsonl", -1, 1 << 20, &out, &truncated, &why));
+  EXPECT_NE(why.find("not a regular file"), std::string::npos) << why;
+  EXPECT_FALSE(ReadUntrustedFile(root, root + "/good/train_log.jsonl", static_cast<int64_t>(getuid()) + 1, 1 << 20,
+                                 &out, &truncated, &why));
+  EXPECT_NE(why.find("not the student's"), std::string::npos) << why;
+  EXPECT_TRUE(ReadUntrustedFile(root, root + "/good/train_log.jsonl", -1, 4, &out, &truncated, &why));
+  EXPECT_EQ(out, "{\"lo");
+  EXPECT_TRUE(truncated);
+}
+
+}  // namespace
+}  // namespace distlm::grading

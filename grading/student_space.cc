@@ -1,0 +1,160 @@
+#include "grading/student_space.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "grading/sandbox.h"
+
+namespace distlm::grading {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string ThisProgramsFolder() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? "" : exe.parent_path().string();
+}
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? "" : v;
+}
+
+}  // namespace
+
+StudentSpace::StudentSpace(const GraderConfig& config, const std::string& work)
+    : config_(config), work_(work), grader_dir_(work + "/grader"), student_dir_(work + "/student") {
+  std::error_code ec;
+  fs::create_directories(grader_dir_, ec);
+  fs::create_directories(student_dir_, ec);
+  if (ec) throw GraderError("cannot make the grading's folders in " + work + ": " + ec.message());
+  chmod(grader_dir_.c_str(), 0700);
+  chmod(student_dir_.c_str(), 0700);
+  if (config_.isolation != Isolation::kNone) chmod(work_.c_str(), 0711);  // the student walks through
+}
+
+StudentSpace::~StudentSpace() = default;
+
+JailSpec StudentSpace::BaseSpec() const {
+  JailSpec spec;
+  spec.level = level_;
+  spec.user = user_;
+  // What student code must not see: the grader (its binaries and their runfiles, the reference
+  // binaries among them), the grader's own runs, the checkout it grades from (reference sources),
+  // the grader's home (its caches) and what the caller names (results, the submission as sent).
+  spec.hidden = {grader_dir_, ThisProgramsFolder(), Env("RUNFILES_DIR"), Env("TEST_SRCDIR"), config_.source_root};
+  const std::string home = Env("HOME");
+  if (!home.empty() && home != "/") spec.hidden.push_back(home);
+  if (geteuid() == 0) spec.hidden.push_back("/root");
+  for (const auto& h : config_.hidden_paths) spec.hidden.push_back(h);
+  std::vector<std::string> kept;
+  for (const auto& h : spec.hidden) {
+    if (!h.empty()) kept.push_back(h);
+  }
+  spec.hidden = kept;
+  spec.binds.push_back({student_dir_, student_dir_, false});
+  spec.disk_watch_path = student_dir_;
+  spec.disk_bytes = config_.disk_limit_bytes;
+  spec.env = {{"HOME", student_dir_ + "/home"},
+              {"USER", user_.name},
+              {"LOGNAME", user_.name},
+              {"TMPDIR", level_ == Isolation::kFull ? "/tmp" : student_dir_ + "/tmp"}};
+  return spec;
+}
+
+void StudentSpace::Confine() {
+  if (confine_tried_ || config_.isolation == Isolation::kNone) return;
+  confine_tried_ = true;
+  std::string error;
+  JailUser user;
+  if (!FindJailUser(&user, &error)) throw GraderError("cannot confine student code: " + error);
+  const IsolationProbe probe = ProbeIsolation(user);
+  const std::string refuse = "refusing to grade: student code would run without the isolation asked for (--sandbox=" +
+                             IsolationName(config_.isolation) + "): ";
+  if (config_.isolation == Isolation::kFull && probe.best != Isolation::kFull) {
+    throw GraderError(refuse + probe.why_not_full +
+                      (probe.best == Isolation::kUser ? "; --sandbox=user runs it as its own user without namespaces" : "") +
+                      "; --unsafe_no_sandbox runs it as the grader (your own code only)");
+  }
+  if (probe.best == Isolation::kNone) {
+    throw GraderError(refuse + probe.why_not_user + "; --unsafe_no_sandbox runs it as the grader (your own code only)");
+  }
+  user_ = user;
+  level_ = config_.isolation;
+  for (const char* sub : {"home", "tmp"}) fs::create_directories(student_dir_ + "/" + sub);
+  GiveToStudent(student_dir_);
+
+  // The build cache the kit was built with (setup.sh), shown read-only in a full jail; linked
+  // file by file into the student's folder otherwise (the files stay the grader's, read-only).
+  std::string cache = config_.disk_cache;
+  if (cache.empty() && !Env("HOME").empty()) cache = Env("HOME") + "/.cache/distlm/bazel-disk";
+  JailSpec build = BaseSpec();
+  if (!cache.empty() && fs::is_directory(cache)) {
+    const std::string shared = student_dir_ + "/disk_cache";
+    if (level_ == Isolation::kFull) {
+      fs::create_directories(shared);
+      build.binds.push_back({cache, shared, true});
+      disk_cache_ = shared;
+    } else {
+      std::error_code ec;
+      fs::copy(cache, shared, fs::copy_options::recursive | fs::copy_options::create_hard_links, ec);
+      if (!ec) {
+        for (fs::recursive_directory_iterator it(shared, ec), end; it != end; it.increment(ec)) {
+          if (it->is_directory()) (void)!chown(it->path().c_str(), user_.uid, user_.gid);
+        }
+        (void)!chown(shared.c_str(), user_.uid, user_.gid);
+        disk_cache_ = shared;
+      }
+    }
+  }
+  build.max_processes = config_.build_max_processes;
+  build.cpu_seconds = 4 * config_.build_timeout_s;
+  build_jail_ = std::make_unique<PreparedJail>(build);
+  JailSpec run = BaseSpec();
+  run.max_processes = config_.run_max_processes;
+  run.cpu_seconds = std::max(60.0, 4 * config_.run_timeout_s);
+  run_jail_ = std::make_unique<PreparedJail>(run);
+}
+
+std::string StudentSpace::StudentFolder(const std::string& name) const {
+  const std::string d = student_dir_ + "/" + name;
+  std::error_code ec;
+  fs::create_directories(d, ec);
+  GiveToStudent(d);
+  return d;
+}
+
+std::string StudentSpace::GraderFolder(const std::string& name) const {
+  const std::string d = grader_dir_ + "/" + name;
+  std::error_code ec;
+  fs::create_directories(d, ec);
+  return d;
+}
+
+void StudentSpace::GiveToStudent(const std::string& path) const {
+  if (!confined()) return;
+  (void)!lchown(path.c_str(), user_.uid, user_.gid);
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(path, ec), end; it != end; it.increment(ec)) {
+    (void)!lchown(it->path().c_str(), user_.uid, user_.gid);
+  }
+}
+
+std::string StudentSpace::Description() const {
+  if (level_ == Isolation::kNone) {
+    return config_.isolation == Isolation::kNone ? "student code ran as the grader's own user (--unsafe_no_sandbox)" : "";
+  }
+  std::string d = "student code ran as " + user_.name;
+  d += level_ == Isolation::kFull ? " in its own mount, IPC and network namespaces (grader files covered, private /tmp, "
+                                    "loopback only)"
+                                  : " without namespaces (--sandbox=user: /tmp and the network are shared)";
+  d += ", at most " + std::to_string(config_.run_max_processes) + " processes per run and " +
+       Fmt("%.0f", static_cast<double>(config_.disk_limit_bytes) / (1 << 30)) + " GiB of disk";
+  return d;
+}
+
+}  // namespace distlm::grading

@@ -1,0 +1,67 @@
+// The folders of one grading, and the jails its student code runs in.
+//
+//   work/            root, 0711: the student may pass through, not list
+//   work/grader/     root, 0700 (and covered in a full jail): the grader's own runs
+//   work/student/    the student's user: the kit, its Bazel output, HOME, the runs' outputs
+//
+// The submission's build and its runs are jailed (grading/jail.h) at the level the grader was
+// configured with; the grader refuses to grade (GraderError) when this machine cannot give it.
+// The grader's own binaries (part 1's reference, the known mistakes, prebuilt binaries in
+// tests) run as the grader.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "grading/autograder.h"
+#include "grading/jail.h"
+
+namespace distlm::grading {
+
+class StudentSpace {
+ public:
+  StudentSpace(const GraderConfig& config, const std::string& work);
+  ~StudentSpace();
+
+  const std::string& grader_dir() const { return grader_dir_; }
+  const std::string& student_dir() const { return student_dir_; }
+
+  // Probes this machine and prepares the jails; a no-op after the first call and when the
+  // configured level is kNone. Throws GraderError, naming what is missing, when the level
+  // cannot be had.
+  void Confine();
+  bool confined() const { return level_ != Isolation::kNone; }
+  Isolation level() const { return level_; }
+  const PreparedJail* build_jail() const { return build_jail_.get(); }
+  const PreparedJail* run_jail() const { return run_jail_.get(); }
+  uid_t student_uid() const { return user_.uid; }
+
+  // The disk cache as the student's Bazel sees it ("" when there is none to share).
+  const std::string& disk_cache() const { return disk_cache_; }
+
+  // A fresh folder in work/student (given to the student's user) or in work/grader.
+  std::string StudentFolder(const std::string& name) const;
+  std::string GraderFolder(const std::string& name) const;
+
+  // Hands a tree the grader made to the student's user (chown -R; nothing when not confined).
+  void GiveToStudent(const std::string& path) const;
+
+  // One line for the report: how student code was confined.
+  std::string Description() const;
+
+ private:
+  JailSpec BaseSpec() const;
+
+  GraderConfig config_;
+  std::string work_, grader_dir_, student_dir_;
+  bool confine_tried_ = false;
+  Isolation level_ = Isolation::kNone;
+  JailUser user_;
+  std::string disk_cache_;
+  std::unique_ptr<PreparedJail> build_jail_, run_jail_;
+};
+
+}  // namespace distlm::grading
