@@ -42,6 +42,9 @@ ABSL_FLAG(std::string, sandbox, "full",
           "container without CAP_SYS_ADMIN). The grader refuses to grade when the level cannot be had");
 ABSL_FLAG(bool, unsafe_no_sandbox, false,
           "run student code as the grader's own user, unconfined: for grading your own code on your machine");
+ABSL_FLAG(std::string, disk_cache, "",
+          "the Bazel disk cache the kit was built with, shared (read-only in a jail) with the submission's "
+          "build; default: ~/.cache/distlm/bazel-disk");
 ABSL_FLAG(double, disk_limit_gib, 4, "disk space student code (its build and runs) may fill, GiB");
 ABSL_FLAG(bool, recognise_mistakes, true,
           "when a trace is wrong, run the known mistakes to name the one it matches");
@@ -101,6 +104,7 @@ int Main(int argc, char** argv) {
   const double disk_gib = absl::GetFlag(FLAGS_disk_limit_gib);
   if (!(disk_gib > 0)) throw UserError("--disk_limit_gib must be positive");
   config.disk_limit_bytes = static_cast<int64_t>(disk_gib * (1 << 30));
+  config.disk_cache = distlm::FromUserWorkingDirectory(absl::GetFlag(FLAGS_disk_cache));
   // Out of student code's sight besides the grader's own files: where the results go and the
   // submission as it was handed in.
   config.hidden_paths = {std::filesystem::path(results).parent_path().string(), submission};

@@ -13,6 +13,7 @@
 #include "common/runtime/runfiles.h"
 #include "grading/ddp_checks.h"
 #include "grading/kit_build.h"
+#include "grading/run_failure.h"
 #include "grading/sandbox.h"
 #include "grading/student_space.h"
 #include "grading/submission.h"
@@ -37,28 +38,6 @@ const std::vector<std::string> kRunfilesEnv = {"RUNFILES_DIR", "RUNFILES_MANIFES
 std::string Cap(std::string s) {
   if (s.size() > kMaxTestOutput) s = s.substr(0, kMaxTestOutput) + "\n[... cut ...]\n";
   return s;
-}
-
-// "[rank 2] error: x" -> "rank 2: error: x"; the first few distinct error lines.
-std::vector<std::string> ErrorLines(const std::string& output, size_t max) {
-  std::vector<std::string> out;
-  std::set<std::string> seen;
-  for (const auto& line : Lines(output)) {
-    std::string body = line, who;
-    if (body.rfind("[rank ", 0) == 0) {
-      auto close = body.find("] ");
-      if (close != std::string::npos) {
-        who = body.substr(1, close - 1) + ": ";
-        body = body.substr(close + 2);
-      }
-    }
-    if (body.rfind("error: ", 0) != 0 && body.rfind("launch: ", 0) != 0 && body.find("terminate called") == std::string::npos) {
-      continue;
-    }
-    if (body.rfind("launch: started", 0) == 0) continue;
-    if (seen.insert(body).second && out.size() < max) out.push_back(who + (body.size() > 400 ? body.substr(0, 400) + " [...]" : body));
-  }
-  return out;
 }
 
 std::string JoinOps(const std::vector<std::string>& ops, const std::string& last_sep) {
@@ -182,84 +161,6 @@ struct Autograder::Impl {
   }
 
   // --- judging a run ----------------------------------------------------------------------
-
-  std::string RunFailure(const StageRun& r, const stages::Stage& st) const {
-    std::ostringstream m;
-    const std::string todo_marker = "TODO(student)";
-    std::vector<std::string> errors = ErrorLines(r.output, 6);
-    if (r.output.find(todo_marker) != std::string::npos) {
-      std::string line;
-      for (const auto& l : Lines(r.output)) {
-        if (l.find(todo_marker) != std::string::npos) {
-          line = l;
-          break;
-        }
-      }
-      // "TODO(student): task2a SyncGradients (gather + scatter) is not implemented yet; ..."
-      std::string what = st.what;
-      const size_t from = line.find(todo_marker + ": "), to = line.find(" is not implemented");
-      if (from != std::string::npos && to != std::string::npos && to > from) {
-        what = line.substr(from + todo_marker.size() + 2, to - from - todo_marker.size() - 2);
-      }
-      m << "your " << what << " still calls StudentTodo (the stub is still in place):\n    " << Trim(line) << "\n";
-      return m.str();
-    }
-    const bool oom = r.output.find("can't allocate memory") != std::string::npos ||
-                     r.output.find("std::bad_alloc") != std::string::npos ||
-                     r.output.find("Cannot allocate memory") != std::string::npos;
-    const bool mismatch = r.output.find("gloo::EnforceNotMet") != std::string::npos ||
-                          r.output.find("preamble.length") != std::string::npos;
-    const bool collective_timeout = r.output.find("Timed out") != std::string::npos ||
-                                    r.output.find("timed out waiting") != std::string::npos ||
-                                    r.output.find("Connection closed by peer") != std::string::npos;
-    if (r.disk_limit_hit) {
-      m << "was stopped: it wrote more than " << Fmt("%.0f", static_cast<double>(config.disk_limit_bytes) / (1 << 30))
-        << " GiB to the disk (a run here needs a few MiB).\n";
-    } else if (r.timed_out) {
-      m << "no progress within " << Fmt("%.0f", config.run_timeout_s) << " s (" << r.log.size() << " of " << kSteps
-        << " updates logged): a rank is probably waiting in a collective the others never called (for example "
-           "only rank 0 calls gather or scatter, or the ranks call their collectives in different orders or "
-           "with different sizes), or a loop never ends.\n";
-    } else if (oom) {
-      m << "ran out of memory: each process may use at most "
-        << Fmt("%.1f", static_cast<double>(config.memory_limit_bytes) / (1 << 30))
-        << " GiB of address space here. Allocate one buffer per update (not per parameter and step), and free "
-           "what you gathered once you have the average.\n";
-    } else if (mismatch) {
-      m << "the ranks' collectives did not match: one rank called a collective (or a size) the others did not, "
-           "so Gloo received a message of the wrong size and aborted. Every rank must call the same collectives, "
-           "in the same order, on tensors of the same sizes (rank 0 included: `if (rank == 0)` around a "
-           "collective is the usual cause).\n";
-    } else if (r.signal != 0 || r.exit_code > 128) {
-      const int sig = r.signal != 0 ? r.signal : r.exit_code - 128;
-      m << "crashed with " << SignalName(sig);
-      if (sig == 11) m << " (segmentation fault: an invalid memory access, e.g. reading past a tensor's end)";
-      m << ".\n";
-    } else if (collective_timeout) {
-      m << "a collective failed or timed out: a rank probably waited in a collective the others never called "
-           "(for example only rank 0 calls it, or the ranks call collectives in different orders).\n";
-    } else if (r.exit_code != 0) {
-      m << "exited with code " << r.exit_code << ".\n";
-    } else if (!r.bad_log_lines.empty()) {
-      m << "train_log.jsonl has lines that are not JSON objects, e.g.: " << r.bad_log_lines[0] << "\n";
-    } else if (r.log.size() < kSteps) {
-      m << "finished, but logged " << r.log.size() << " of the " << kSteps << " updates asked for"
-        << (r.log_problem.empty() || r.log.size() > 0 ? "" : " (" + r.log_problem + ")") << ".\n";
-    }
-    // A rank killed by a signal, as the launcher reports it.
-    for (const auto& e : errors) {
-      if (e.find("was killed by signal") != std::string::npos && m.str().find("crashed") == std::string::npos) {
-        m << "a rank crashed: " << e << "\n";
-        break;
-      }
-    }
-    if (!errors.empty()) {
-      m << "errors reported:\n";
-      for (const auto& e : errors) m << "    " << e << "\n";
-    }
-    m << "last lines of output:\n" << Tail(r.output, 15);
-    return m.str();
-  }
 
   // Why a completed run's losses differ from the single-node ones: known mistakes first,
   // then what the numbers themselves say.
@@ -457,7 +358,7 @@ struct Autograder::Impl {
                               " GiB per process" + (r.network_isolated ? ", loopback-only network" : "");
     if (!r.isolation_note.empty()) confinement += " (" + r.isolation_note + ")";
     if (!completed) {
-      t_run.output = RunFailure(r, st) + "(" + confinement + ")\n";
+      t_run.output = RunFailureMessage(r, st, config) + "(" + confinement + ")\n";
       const std::string run_output = t_run.output;
       not_run("not checked: the run did not complete (see '" + t_run.name + "')\n");
       t_run.output = run_output;
@@ -488,7 +389,7 @@ struct Autograder::Impl {
       c.expected = &want;
       c.run = run;
       c.diagnose = [&](const Trace& trace) { return Diagnose(trace, want, st, work); };
-      c.run_failure = [&](const StageRun& failed) { return RunFailure(failed, st); };
+      c.run_failure = [&](const StageRun& failed) { return RunFailureMessage(failed, st, config); };
       extra = DdpTests(r, c);
     }
     if (has_comm_test) {

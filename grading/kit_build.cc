@@ -114,15 +114,6 @@ std::map<std::string, BuildOutcome> BuildSubmission(const GraderConfig& config,
   } catch (const std::exception& e) {
     throw GraderError(std::string("cannot prepare the student kit: ") + e.what());
   }
-  for (const stages::Stage* st : to_build) {
-    for (const auto& [name, path] : sub.stages.at(st->id).files) {
-      const std::string dst = kit + "/" + st->package + "/student/" + name;
-      std::error_code ec;
-      fs::create_directories(fs::path(dst).parent_path(), ec);
-      fs::copy_file(path, dst, fs::copy_options::overwrite_existing, ec);
-      if (ec) throw GraderError("cannot copy " + path + " into the kit: " + ec.message());
-    }
-  }
   // Tasks 2a-5 train with part 1's step. A submission without part1/ is graded on the
   // grader's part 1 (from the checkout it grades from), so the tasks are judged on their own.
   const auto part1 = sub.stages.find("part1");
@@ -133,15 +124,11 @@ std::map<std::string, BuildOutcome> BuildSubmission(const GraderConfig& config,
     fs::copy_file(ref, kit + "/part1_single/student/train_step.cc", fs::copy_options::overwrite_existing, ec);
     if (!ec) notes->push_back("part1/ was not submitted: tasks 2a-5 were built with the grader's part 1");
   }
+  const bool lent_part1 = !part1_submitted && !config.source_root.empty();
 
-  space->GiveToStudent(kit);
-
-  // One Bazel in batch mode (no server left behind) with its own output base in the student's
-  // folder. The libraries come from the disk cache: the .bazelrc's when not confined, the
-  // grader's shown read-only when confined (Bazel builds on when it cannot write to it). In a
-  // jail the jail is the sandbox, so actions run locally.
+  // Bazel in batch mode (no server left behind), its output base in the student's folder.
   const std::string output_base = space->student_dir() + "/bazel_output_base";
-  auto bazel = [&](const std::vector<std::string>& args, double timeout_s) {
+  auto bazel = [&](const std::vector<std::string>& args, double timeout_s, const PreparedJail* jail) {
     SandboxCommand c;
     c.argv = {config.bazel, "--batch", "--output_base=" + output_base};
     if (space->confined()) c.argv.push_back("--output_user_root=" + space->student_dir() + "/bazel_user_root");
@@ -154,27 +141,65 @@ std::map<std::string, BuildOutcome> BuildSubmission(const GraderConfig& config,
     l.timeout_s = timeout_s;
     l.max_output_bytes = 512 * 1024;
     l.file_size_bytes = int64_t{2} << 30;
-    l.jail = space->build_jail();
+    l.jail = jail;
     return RunSandboxed(c, l);
   };
-  // One build of every task's binary: one analysis, links in parallel, and with
-  // --keep_going a task that does not compile does not stop the others.
-  std::vector<std::string> args = {"build", "--keep_going", "--color=no", "--curses=no",
-                                   "--show_progress_rate_limit=60"};
-  if (space->confined()) {
-    args.push_back("--spawn_strategy=local");
-    if (!space->disk_cache().empty()) args.push_back("--disk_cache=" + space->disk_cache());
+  std::vector<std::string> targets;
+  std::string said;
+  for (const stages::Stage* st : to_build) {
+    targets.push_back("//" + st->package + ":student");
+    said += (said.empty() ? "" : " ") + targets.back();
   }
   // The launcher the runs start (tools/launch, from the kit: in a jail the grader's own is out of
   // sight). Not the student's code, and quick from the cache.
-  args.push_back("//tools:launch");
-  std::string targets;
-  for (const stages::Stage* st : to_build) {
-    args.push_back("//" + st->package + ":student");
-    targets += (targets.empty() ? "" : " ") + args.back();
+  targets.push_back("//tools:launch");
+  const std::vector<std::string> common = {"build", "--keep_going", "--color=no", "--curses=no",
+                                           "--show_progress_rate_limit=60"};
+  std::vector<std::string> cache_flag;
+  if (!space->disk_cache().empty()) cache_flag.push_back("--disk_cache=" + space->disk_cache());
+
+  // In a jail the student's Bazel cannot write to the grader's disk cache, so the kit as it is
+  // (instructor code only) is built first as the grader: that fills the cache for the next
+  // grading and this output base for the student's build, which then compiles only the
+  // submitted files. (Action keys hold the PATH, so a cache filled elsewhere may not serve.)
+  if (space->confined()) {
+    progress("building the clean kit as the grader (its libraries, for the build of the submitted files)");
+    std::vector<std::string> args = common;
+    if (!space->grader_disk_cache().empty()) args.push_back("--disk_cache=" + space->grader_disk_cache());
+    args.insert(args.end(), targets.begin(), targets.end());
+    SandboxResult warm = bazel(args, config.build_timeout_s, nullptr);
+    if (warm.exit_code != 0) {
+      notes->push_back("the clean kit did not build as the grader (exit " + std::to_string(warm.exit_code) +
+                       "); the submission's build starts from the disk cache:\n" + Tail(warm.output, 10));
+    }
   }
-  progress("building " + targets + " in the kit with the submitted files");
-  SandboxResult r = bazel(args, config.build_timeout_s);
+  for (const stages::Stage* st : to_build) {
+    for (const auto& [name, path] : sub.stages.at(st->id).files) {
+      const std::string dst = kit + "/" + st->package + "/student/" + name;
+      std::error_code ec;
+      fs::create_directories(fs::path(dst).parent_path(), ec);
+      fs::copy_file(path, dst, fs::copy_options::overwrite_existing, ec);
+      if (ec) throw GraderError("cannot copy " + path + " into the kit: " + ec.message());
+    }
+  }
+  space->GiveToStudent(kit);
+  space->GiveToStudent(output_base);
+  space->GiveToStudent(space->student_dir() + "/bazel_user_root");
+
+  // One build of every task's binary: one analysis, links in parallel, and with
+  // --keep_going a task that does not compile does not stop the others. In a jail the jail is
+  // the sandbox, so actions run locally.
+  std::vector<std::string> args = common;
+  if (space->confined()) args.push_back("--spawn_strategy=local");
+  args.insert(args.end(), cache_flag.begin(), cache_flag.end());
+  args.insert(args.end(), targets.begin(), targets.end());
+  progress("building " + said + " in the kit with the submitted files");
+  SandboxResult r = bazel(args, config.build_timeout_s, space->build_jail());
+  // The grader's part 1 is compiled in; its source does not stay where the runs can read it.
+  if (lent_part1) {
+    std::error_code ec;
+    fs::remove(kit + "/part1_single/student/train_step.cc", ec);
+  }
   const std::string launcher = kit + "/bazel-bin/tools/launch";
   if (r.disk_limit_hit) {
     notes->push_back("the build was stopped: it wrote more than " +

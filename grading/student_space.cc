@@ -35,6 +35,13 @@ StudentSpace::StudentSpace(const GraderConfig& config, const std::string& work)
   chmod(grader_dir_.c_str(), 0700);
   chmod(student_dir_.c_str(), 0700);
   if (config_.isolation != Isolation::kNone) chmod(work_.c_str(), 0711);  // the student walks through
+  disk_cache_ = GraderDiskCache();
+}
+
+std::string StudentSpace::GraderDiskCache() const {
+  std::string cache = config_.disk_cache;
+  if (cache.empty() && !Env("HOME").empty()) cache = Env("HOME") + "/.cache/distlm/bazel-disk";
+  return fs::is_directory(cache) ? cache : "";
 }
 
 StudentSpace::~StudentSpace() = default;
@@ -90,10 +97,10 @@ void StudentSpace::Confine() {
 
   // The build cache the kit was built with (setup.sh), shown read-only in a full jail; linked
   // file by file into the student's folder otherwise (the files stay the grader's, read-only).
-  std::string cache = config_.disk_cache;
-  if (cache.empty() && !Env("HOME").empty()) cache = Env("HOME") + "/.cache/distlm/bazel-disk";
+  const std::string cache = GraderDiskCache();
+  disk_cache_.clear();
   JailSpec build = BaseSpec();
-  if (!cache.empty() && fs::is_directory(cache)) {
+  if (!cache.empty()) {
     const std::string shared = student_dir_ + "/disk_cache";
     if (level_ == Isolation::kFull) {
       fs::create_directories(shared);

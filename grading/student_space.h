@@ -39,8 +39,11 @@ class StudentSpace {
   const PreparedJail* run_jail() const { return run_jail_.get(); }
   uid_t student_uid() const { return user_.uid; }
 
-  // The disk cache as the student's Bazel sees it ("" when there is none to share).
+  // The disk cache as the student's Bazel sees it ("" when there is none to share): the
+  // grader's own when not confined, read-only in a full jail, linked file by file otherwise.
   const std::string& disk_cache() const { return disk_cache_; }
+  // The grader's own (writable by the grader), "" when there is none.
+  std::string grader_disk_cache() const { return GraderDiskCache(); }
 
   // A fresh folder in work/student (given to the student's user) or in work/grader.
   std::string StudentFolder(const std::string& name) const;
@@ -54,6 +57,7 @@ class StudentSpace {
 
  private:
   JailSpec BaseSpec() const;
+  std::string GraderDiskCache() const;  // config.disk_cache or ~/.cache/distlm/bazel-disk, if it exists
 
   GraderConfig config_;
   std::string work_, grader_dir_, student_dir_;

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# The Gradescope package end to end in a bare Debian 12 root, as Gradescope would use it: the
+# package made from this checkout, a root made with debootstrap, /autograder laid out, setup.sh,
+# then run_autograder on submissions, each results.json checked.
+#
+#   grading/gradescope/e2e_debootstrap.sh            # references (95), stubs (0), two mistakes
+#   grading/gradescope/e2e_debootstrap.sh --smoke    # the references only (what CI runs)
+#
+# Needs root, debootstrap (installed if missing) and a Debian mirror (DISTLM_DEBIAN_MIRROR,
+# default deb.debian.org). With --share_cache the root's Bazel uses this machine's disk cache
+# (~/.cache/distlm/bazel-disk) and apt's downloads, so setup.sh does not compile or download
+# what this machine has; without it setup.sh starts from nothing, as on Gradescope.
+# Prints each step's time and "e2e: N of N submissions graded as expected".
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+checkout=$(pwd)
+
+smoke=0 share=0 keep=0
+for arg in "$@"; do
+  case "$arg" in
+    --smoke) smoke=1 ;;
+    --share_cache) share=1 ;;
+    --keep) keep=1 ;;
+    *) echo "usage: $0 [--smoke] [--share_cache] [--keep]" >&2; exit 2 ;;
+  esac
+done
+[ "$(id -u)" -eq 0 ] || { echo "e2e: needs root (debootstrap, chroot, mounts)" >&2; exit 2; }
+command -v debootstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+
+work=$(mktemp -d /tmp/distlm_e2e.XXXXXX)
+root=$work/root
+cleanup() {
+  for m in "$root/root/.cache/distlm/bazel-disk" "$root/var/cache/apt/archives" "$root/dev" "$root/sys" "$root/proc"; do
+    mountpoint -q "$m" 2>/dev/null && umount -R "$m" 2>/dev/null || umount -lR "$m" 2>/dev/null || true
+  done
+  if [ "$keep" -eq 1 ]; then echo "e2e: kept $work"; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+step_start=$(date +%s)
+step() {
+  local now
+  now=$(date +%s)
+  echo "e2e: $1 ($((now - step_start)) s)"
+  step_start=$now
+}
+
+bazel run //grading:gradescope_package -- --out="$work/package" >"$work/package.log" 2>&1 || {
+  tail -20 "$work/package.log"
+  exit 1
+}
+zip=$work/package/autograder.zip
+step "package made: $(du -k "$zip" | cut -f1) KiB"
+
+debootstrap --variant=minbase bookworm "$root" "${DISTLM_DEBIAN_MIRROR:-http://deb.debian.org/debian}" >"$work/debootstrap.log" 2>&1 || {
+  tail -20 "$work/debootstrap.log"
+  exit 1
+}
+step "Debian 12 root made"
+
+mkdir -p "$root/autograder/source" "$root/autograder/submission" "$root/autograder/results"
+apt_root() { chroot "$root" env DEBIAN_FRONTEND=noninteractive "$@"; }
+mount -t proc proc "$root/proc"
+mount --rbind /sys "$root/sys" && mount --make-rslave "$root/sys"
+mount --rbind /dev "$root/dev" && mount --make-rslave "$root/dev"
+if [ "$share" -eq 1 ]; then
+  mkdir -p "$root/root/.cache/distlm/bazel-disk" "$HOME/.cache/distlm/bazel-disk"
+  mount --bind "$HOME/.cache/distlm/bazel-disk" "$root/root/.cache/distlm/bazel-disk"
+  mount --bind /var/cache/apt/archives "$root/var/cache/apt/archives"
+fi
+# What Gradescope's base image has before setup.sh: unzip to unpack the zip, ca-certificates.
+apt_root apt-get update -qq >/dev/null
+apt_root apt-get install -y -qq --no-install-recommends unzip ca-certificates >/dev/null
+cp "$zip" "$root/autograder/autograder.zip"
+chroot "$root" unzip -q /autograder/autograder.zip -d /autograder/source
+setup_start=$(date +%s)
+chroot "$root" bash -c 'cd /autograder/source && bash setup.sh' >"$work/setup.log" 2>&1 || {
+  tail -30 "$work/setup.log"
+  exit 1
+}
+step "setup.sh ran in $(($(date +%s) - setup_start)) s"
+
+# One grading: the files of `from` (reference/ or student/, "" for none) for every stage, with
+# `edit` (a sed expression on one file: STAGE:FILE:EXPR) applied; then checks with python3.
+passed=0 total=0
+grade() {
+  local name=$1 from=$2 edit=$3 want_score=$4 want_text=$5
+  rm -rf "$root/autograder/submission" "$root/autograder/results"
+  mkdir -p "$root/autograder/submission" "$root/autograder/results"
+  local ids="part1:part1_single:train_step.cc task2a:task2a:grad_sync.cc task2b:task2b:grad_sync.cc
+    task3:task3:bucketed_ddp.cc task3:task3:per_parameter_ddp.cc task5:task5:sharded_step.cc"
+  for entry in $ids; do
+    IFS=: read -r id package file <<<"$entry"
+    mkdir -p "$root/autograder/submission/$id"
+    cp "$checkout/$package/$from/$file" "$root/autograder/submission/$id/$file"
+  done
+  if [ -n "$edit" ]; then
+    IFS=: read -r id file expr <<<"$edit"
+    sed -i "$expr" "$root/autograder/submission/$id/$file"
+  fi
+  local start
+  start=$(date +%s)
+  chroot "$root" /autograder/source/run_autograder >"$work/grade_$name.log" 2>&1 || true
+  total=$((total + 1))
+  if python3 - "$root/autograder/results/results.json" "$want_score" "$want_text" <<'EOF'; then
+import json, sys
+path, want_score, want_text = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+r = json.load(open(path))
+problems = []
+for key in ("score", "execution_time", "tests"):
+    if key not in r:
+        problems.append("no " + key)
+for t in r.get("tests", []):
+    for key in ("name", "score", "max_score", "output", "visibility"):
+        if key not in t:
+            problems.append("a test without " + key + ": " + json.dumps(t)[:200])
+if r.get("score") != want_score:
+    problems.append("score %s, expected %s" % (r.get("score"), want_score))
+if want_text and want_text not in json.dumps(r):
+    problems.append("no '%s' in results.json" % want_text)
+if sum(t.get("max_score", 0) for t in r.get("tests", [])) != 95:
+    problems.append("the points are not 95 in all")
+for p in problems:
+    print("e2e:   " + p)
+sys.exit(1 if problems else 0)
+EOF
+    passed=$((passed + 1))
+    step "$name: graded as expected in $(($(date +%s) - start)) s"
+  else
+    tail -20 "$work/grade_$name.log"
+    step "$name: NOT as expected (after $(($(date +%s) - start)) s)"
+  fi
+}
+
+grade references reference "" 95 "in its own mount, IPC and network namespaces"
+if [ "$smoke" -eq 0 ]; then
+  grade stubs student "" 0 "still calls StudentTodo"
+  grade sum_without_average reference "task2b:grad_sync.cc:s/div_(pg.getSize())/div_(1)/" 87 \
+    "summed but not divided by the world size"
+  grade compile_error reference 'task2a:grad_sync.cc:$a int this_does_not_compile = ;' 80 "does not compile"
+fi
+echo "e2e: $passed of $total submissions graded as expected"
+[ "$passed" -eq "$total" ]

@@ -1,0 +1,304 @@
+// Hostile submissions, graded for real (a kit of this checkout, a nested Bazel build, jailed
+// runs): each hostile task scores 0 with a message that says what happened, nothing it tried
+// leaks or sticks, and the grader finishes and writes a valid results.json. A correct task
+// beside them still gets its marks. Needs root (the grader's situation on Gradescope and in its
+// image); elsewhere it skips, saying so. grading/jail_test.cc checks the jail program by program.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/stages/stages.h"
+#include "common/testing/subprocess.h"
+#include "grading/autograde_testing.h"
+#include "grading/jail.h"
+
+namespace distlm::grading {
+namespace {
+
+namespace fs = std::filesystem;
+using ::distlm::testing::ReadFileOrEmpty;
+using ::distlm::testing::WriteFileMakingDirs;
+
+// Helpers every hostile file starts with. RANK is set by the launcher for each rank.
+constexpr const char* kPrelude = R"(// A hostile submission (grading/hostile_submission_test.cc).
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+namespace hostile {
+inline std::string OutputDir() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string arg;
+  while (std::getline(in, arg, '\0')) {
+    if (arg.rfind("--output_dir=", 0) == 0) return arg.substr(13);
+  }
+  return "";
+}
+inline std::string WorkDir() {  // OutputDir() is work/student/<run>/out
+  std::string d = OutputDir();
+  for (int i = 0; i < 3; ++i) d = d.substr(0, d.rfind('/'));
+  return d;
+}
+inline int Rank() { const char* r = std::getenv("RANK"); return r == nullptr ? 0 : std::atoi(r); }
+inline void Say(const std::string& s) { std::fprintf(stderr, "HOSTILE %s\n", s.c_str()); std::fflush(stderr); }
+inline void TryRead(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) { Say("read " + path + ": " + std::strerror(errno)); return; }
+  char buf[48] = {0};
+  size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  Say("read " + path + ": LEAKED " + std::string(buf, n));
+}
+inline void TryWrite(const std::string& path, const std::string& text) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) { Say("write " + path + ": " + std::strerror(errno)); return; }
+  std::fputs(text.c_str(), f);
+  std::fclose(f);
+  Say("write " + path + ": WRITTEN");
+}
+}  // namespace hostile
+)";
+
+// A task's reference file with `body` run before main() in every rank.
+std::string WithStartup(const std::string& id, const std::string& body) {
+  const stages::Stage* st = stages::Find(id);
+  return std::string(kPrelude) + ReadFileOrEmpty(Checkout() + "/" + st->package + "/reference/" + st->files[0]) +
+         "\nnamespace {\nconst int hostile_startup = [] {\n" + body + "\n  return 0;\n}();\n}  // namespace\n";
+}
+
+// `text` as the stage's first file, its other files (task 3 has two) from the reference.
+void Put(const std::string& dir, const std::string& id, const std::string& text) {
+  const stages::Stage* st = stages::Find(id);
+  WriteFileMakingDirs(dir + "/" + id + "/" + st->files[0], text);
+  for (size_t i = 1; i < st->files.size(); ++i) {
+    WriteFileMakingDirs(dir + "/" + id + "/" + st->files[i],
+                        ReadFileOrEmpty(Checkout() + "/" + st->package + "/reference/" + st->files[i]));
+  }
+}
+
+double StageScore(const nlohmann::json& results, const std::string& id) {
+  double s = 0;
+  for (const auto& t : results["tests"]) {
+    if (t["name"].get<std::string>().rfind(id + ": ", 0) == 0) s += t["score"].get<double>();
+  }
+  return s;
+}
+
+std::string StageOutput(const nlohmann::json& results, const std::string& id) {
+  std::string s;
+  for (const auto& t : results["tests"]) {
+    if (t["name"].get<std::string>().rfind(id + ": ", 0) == 0) s += t["output"].get<std::string>() + "\n";
+  }
+  return s;
+}
+
+// What every grading here must leave: a results.json with the fields Gradescope reads, and no
+// process of the student's user.
+void ExpectValidResults(const Graded& g) {
+  ASSERT_EQ(g.exit_code, 0) << g.output;
+  ASSERT_TRUE(g.results.is_object()) << "results.json is not JSON:\n" << g.output;
+  EXPECT_TRUE(g.results["score"].is_number());
+  EXPECT_TRUE(g.results["execution_time"].is_number());
+  for (const auto& t : g.results["tests"]) {
+    for (const char* key : {"name", "score", "max_score", "output", "visibility"}) EXPECT_TRUE(t.contains(key)) << key;
+  }
+  JailUser user;
+  std::string error;
+  if (FindJailUser(&user, &error)) EXPECT_EQ(LiveProcessesOf(user.uid), 0) << "student processes outlived the grading";
+}
+
+class HostileSubmissionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    JailUser user;
+    std::string error;
+    if (!FindJailUser(&user, &error)) GTEST_SKIP() << "SKIPPED: " << error;
+    const IsolationProbe probe = ProbeIsolation(user);
+    if (probe.best != Isolation::kFull) {
+      GTEST_SKIP() << "SKIPPED: the full jail cannot be made here (" << probe.why_not_full
+                   << "); the hostile suite needs root with namespaces";
+    }
+    ASSERT_FALSE(Checkout().empty());
+  }
+  // Short limits: a hang costs this much.
+  const std::vector<std::string> flags_ = {"--run_timeout_s=20", "--recognise_mistakes=false", "--disk_limit_gib=1"};
+};
+
+TEST_F(HostileSubmissionTest, ReadingSecretsForgingResultsAndFillingTheDiskGetNothing) {
+  const std::string dir = testing::MakeTempDir("hostile_a");
+  const std::string results_dir = testing::MakeTempDir("results");
+  WriteFileMakingDirs(results_dir + "/secret.txt", "TOP SECRET GRADER FILE\n");
+  const std::string grader = testing::Runfile("grading/autograde");
+  // task2a is a correct solution: the jail must not cost it anything.
+  Put(dir, "task2a", ReadFileOrEmpty(Checkout() + "/task2a/reference/grad_sync.cc"));
+  // task2b reads what the grader has: reference sources, the grader, its results, its own runs.
+  Put(dir, "task2b", WithStartup("task2b", R"(
+  if (hostile::Rank() == 0) {
+    hostile::TryRead(")" + Checkout() + R"(/task2b/reference/grad_sync.cc");
+    hostile::TryRead(")" + Checkout() + R"(/part1_single/reference/train_step.cc");
+    hostile::TryRead(")" + grader + R"(");
+    hostile::TryRead(")" + results_dir + R"(/secret.txt");
+    hostile::TryRead(hostile::WorkDir() + "/grader/expected/out/train_log.jsonl");
+    hostile::TryRead("/root/.bash_history");
+  }
+  std::exit(3);)"));
+  // task3 forges: its log a link to the grader's own run, results.json, files outside.
+  Put(dir, "task3", WithStartup("task3", R"(
+  if (hostile::Rank() == 0) {
+    const std::string out = hostile::OutputDir();
+    mkdir(out.c_str(), 0755);
+    symlink((hostile::WorkDir() + "/grader/expected/out/train_log.jsonl").c_str(), (out + "/train_log.jsonl").c_str());
+    hostile::TryWrite(")" + results_dir + R"(/results.json", "{\"score\": 1000, \"tests\": []}");
+    hostile::TryWrite(hostile::WorkDir() + "/grader/forged", "x");
+    hostile::TryWrite(")" + dir + R"(/forged", "x");
+    hostile::TryWrite("/etc/distlm_hostile", "x");
+  }
+  std::exit(0);)"));
+  // task5 writes 10 GB in files of 256 MiB.
+  Put(dir, "task5", WithStartup("task5", R"(
+  if (hostile::Rank() == 0) {
+    static char block[1 << 20];
+    for (int f = 0; f < 40; ++f) {
+      FILE* out = std::fopen((hostile::OutputDir() + "_" + std::to_string(f)).c_str(), "wb");
+      if (out == nullptr) break;
+      for (int i = 0; i < 256; ++i) std::fwrite(block, 1, sizeof(block), out);
+      std::fclose(out);
+    }
+    hostile::Say("wrote 10 GB");
+  }
+  std::exit(0);)"));
+  Graded g = GradeWithCommand(dir, flags_, results_dir);
+  ExpectValidResults(g);
+  const nlohmann::json& r = g.results;
+  EXPECT_EQ(StageScore(r, "task2a"), 15) << StageOutput(r, "task2a");
+
+  const std::string reads = StageOutput(r, "task2b");
+  EXPECT_EQ(StageScore(r, "task2b"), 0) << reads;
+  EXPECT_NE(reads.find("exited with code 3"), std::string::npos) << reads;
+  EXPECT_NE(reads.find("HOSTILE read"), std::string::npos) << reads;
+  EXPECT_EQ(reads.find("LEAKED"), std::string::npos) << reads;
+  EXPECT_EQ(r.dump().find("TOP SECRET"), std::string::npos);
+
+  const std::string forged = StageOutput(r, "task3");
+  EXPECT_EQ(StageScore(r, "task3"), 0) << forged;
+  EXPECT_NE(forged.find("logged 0 of the 5 updates"), std::string::npos) << forged;
+  EXPECT_NE(forged.find("leads outside the run's folder"), std::string::npos) << forged;
+  EXPECT_EQ(forged.find("WRITTEN"), std::string::npos) << forged;
+  EXPECT_FALSE(fs::exists("/etc/distlm_hostile"));
+  EXPECT_FALSE(fs::exists(dir + "/forged"));
+  EXPECT_NE(r["score"].get<double>(), 1000);
+
+  const std::string disk = StageOutput(r, "task5");
+  EXPECT_EQ(StageScore(r, "task5"), 0) << disk;
+  EXPECT_NE(disk.find("wrote more than 1 GiB"), std::string::npos) << disk;
+  EXPECT_EQ(disk.find("wrote 10 GB"), std::string::npos) << disk;
+  EXPECT_NE(r["output"].get<std::string>().find("in its own mount, IPC and network namespaces"), std::string::npos)
+      << r["output"];
+}
+
+TEST_F(HostileSubmissionTest, AForkBombADeadlockAFloodOfOutputAndIgnoringSigtermEndInTime) {
+  const std::string dir = testing::MakeTempDir("hostile_b");
+  Put(dir, "task2a", WithStartup("task2a", "  for (;;) fork();"));
+  // Rank 0 never joins the all-reduce the others wait in.
+  std::string deadlock = ReadFileOrEmpty(Checkout() + "/task2b/reference/grad_sync.cc");
+  const std::string body = "void SyncGradients(c10d::ProcessGroup& pg, const std::vector<torch::Tensor>& parameters) {";
+  ASSERT_NE(deadlock.find(body), std::string::npos) << "the task2b reference changed; update this case";
+  deadlock.replace(deadlock.find(body), body.size(), body + "\n  if (pg.getRank() == 0) return;");
+  Put(dir, "task2b", deadlock);
+  Put(dir, "task3", WithStartup("task3", R"(
+  if (hostile::Rank() == 0) {
+    std::string line(999, 'x');
+    for (int i = 0; i < 100000; ++i) std::printf("%s\n", line.c_str());
+  }
+  std::exit(3);)"));
+  Put(dir, "task5", WithStartup("task5", R"(
+  signal(SIGTERM, SIG_IGN);
+  signal(SIGINT, SIG_IGN);
+  for (;;) pause();)"));
+  Graded g = GradeWithCommand(dir, flags_);
+  ExpectValidResults(g);
+  const nlohmann::json& r = g.results;
+  EXPECT_EQ(r["score"].get<double>(), 0) << g.output;
+  for (const char* id : {"task2a", "task2b", "task5"}) {
+    EXPECT_NE(StageOutput(r, id).find("no progress within 20 s"), std::string::npos) << id << ":\n" << StageOutput(r, id);
+  }
+  EXPECT_NE(StageOutput(r, "task2b").find("waiting in a collective"), std::string::npos);
+  const std::string flood = StageOutput(r, "task3");
+  EXPECT_NE(flood.find("exited with code 3"), std::string::npos) << flood;
+  EXPECT_LT(r.dump().size(), 200u * 1024) << "100 MB of output must not reach results.json";
+}
+
+TEST_F(HostileSubmissionTest, ASleeperAndASegfaultAtRankTwo) {
+  const std::string dir = testing::MakeTempDir("hostile_c");
+  Put(dir, "task2a", WithStartup("task2a", "  for (;;) sleep(1000);"));
+  Put(dir, "task2b", WithStartup("task2b", "  if (hostile::Rank() == 2) raise(SIGSEGV);"));
+  Graded g = GradeWithCommand(dir, flags_);
+  ExpectValidResults(g);
+  const nlohmann::json& r = g.results;
+  EXPECT_EQ(r["score"].get<double>(), 0) << g.output;
+  EXPECT_NE(StageOutput(r, "task2a").find("no progress within 20 s"), std::string::npos) << StageOutput(r, "task2a");
+  const std::string segv = StageOutput(r, "task2b");
+  EXPECT_NE(segv.find("SIGSEGV"), std::string::npos) << segv;
+  EXPECT_NE(segv.find("rank 2"), std::string::npos) << segv;
+}
+
+TEST_F(HostileSubmissionTest, ABuildThatNeverEndsIsStopped) {
+  const std::string dir = testing::MakeTempDir("hostile_d");
+  // Constant evaluation that takes hours, in little memory.
+  Put(dir, "task3", ReadFileOrEmpty(Checkout() + "/task3/reference/" + stages::Find("task3")->files[0]) + R"(
+namespace hostile {
+constexpr long Spin(long k) {
+  long x = 0;
+  for (long i = 0; i < 200000; ++i) x += i ^ k;
+  return x;
+}
+template <long N, long W> struct Slow { static constexpr long v = Spin(N * 1000 + W) + Slow<N - 1, W>::v; };
+template <long W> struct Slow<0, W> { static constexpr long v = 0; };
+#define HOSTILE_ROW(w) Slow<800, w>::v,
+#define HOSTILE_R10(w) HOSTILE_ROW(w##0) HOSTILE_ROW(w##1) HOSTILE_ROW(w##2) HOSTILE_ROW(w##3) HOSTILE_ROW(w##4) \
+  HOSTILE_ROW(w##5) HOSTILE_ROW(w##6) HOSTILE_ROW(w##7) HOSTILE_ROW(w##8) HOSTILE_ROW(w##9)
+long table[] = {HOSTILE_R10(1) HOSTILE_R10(2) HOSTILE_R10(3)};
+}  // namespace hostile
+)");
+  std::vector<std::string> flags = flags_;
+  flags.push_back("--build_timeout_s=60");
+  Graded g = GradeWithCommand(dir, flags);
+  ExpectValidResults(g);
+  const std::string build = Named(g.results, "task3: builds")["output"];
+  EXPECT_NE(build.find("the build did not finish within 60 s and was stopped"), std::string::npos) << build;
+  EXPECT_EQ(g.results["score"].get<double>(), 0);
+}
+
+// Where the jail cannot be made the grader refuses, in results.json, rather than grade
+// unconfined. A user namespace stands in for a machine without the privileges: root there,
+// but the student's user does not exist in it.
+TEST_F(HostileSubmissionTest, WithoutTheJailTheGraderRefuses) {
+  const std::string dir = testing::MakeTempDir("refused");
+  Put(dir, "task2b", ReadFileOrEmpty(Checkout() + "/task2b/reference/grad_sync.cc"));
+  const std::string results_dir = testing::MakeTempDir("results");
+  testing::Command c;
+  c.argv = {"/usr/bin/unshare", "--user", "--map-root-user", testing::Runfile("grading/autograde"),
+            "--submission=" + dir, "--results=" + results_dir + "/results.json", "--source=" + Checkout(),
+            "--kit_revision=", "--work_dir=" + testing::MakeTempDir("work")};
+  auto p = testing::Run(c, 300);
+  EXPECT_EQ(p.exit_code, 1) << p.output;
+  const nlohmann::json r = nlohmann::json::parse(ReadFileOrEmpty(results_dir + "/results.json"), nullptr, false);
+  ASSERT_TRUE(r.is_object()) << p.output;
+  EXPECT_EQ(r["score"], 0);
+  const std::string said = r["output"];
+  EXPECT_NE(said.find("refusing to grade: student code would run without the isolation asked for"), std::string::npos)
+      << said;
+  EXPECT_NE(said.find("--unsafe_no_sandbox"), std::string::npos) << said;
+}
+
+}  // namespace
+}  // namespace distlm::grading
