@@ -208,11 +208,13 @@ TEST_F(HostileSubmissionTest, ReadingSecretsForgingResultsAndFillingTheDiskGetNo
 TEST_F(HostileSubmissionTest, AForkBombADeadlockAFloodOfOutputAndIgnoringSigtermEndInTime) {
   const std::string dir = testing::MakeTempDir("hostile_b");
   Put(dir, "task2a", WithStartup("task2a", "  for (;;) fork();"));
-  // Rank 0 never joins the all-reduce the others wait in.
-  std::string deadlock = ReadFileOrEmpty(Checkout() + "/task2b/reference/grad_sync.cc");
+  // Rank 0 never joins the all-reduce the others wait in (it waits for nothing instead; a rank
+  // that skipped it would meet the others' next collective with the wrong size, which Gloo
+  // reports at once: "the ranks' collectives did not match").
+  std::string deadlock = "#include <unistd.h>\n" + ReadFileOrEmpty(Checkout() + "/task2b/reference/grad_sync.cc");
   const std::string body = "void SyncGradients(c10d::ProcessGroup& pg, const std::vector<torch::Tensor>& parameters) {";
   ASSERT_NE(deadlock.find(body), std::string::npos) << "the task2b reference changed; update this case";
-  deadlock.replace(deadlock.find(body), body.size(), body + "\n  if (pg.getRank() == 0) return;");
+  deadlock.replace(deadlock.find(body), body.size(), body + "\n  while (pg.getRank() == 0) pause();");
   Put(dir, "task2b", deadlock);
   Put(dir, "task3", WithStartup("task3", R"(
   if (hostile::Rank() == 0) {

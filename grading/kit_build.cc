@@ -173,6 +173,12 @@ std::map<std::string, BuildOutcome> BuildSubmission(const GraderConfig& config,
                        "); the submission's build starts from the disk cache:\n" + Tail(warm.output, 10));
     }
   }
+  // The stubs' binaries that build left behind go: a task's binary must exist only if the build
+  // of the submitted files made it (a file that does not compile leaves no link to run).
+  for (const stages::Stage* st : to_build) {
+    std::error_code ec;
+    fs::remove(kit + "/bazel-bin/" + st->package + "/student", ec);
+  }
   for (const stages::Stage* st : to_build) {
     for (const auto& [name, path] : sub.stages.at(st->id).files) {
       const std::string dst = kit + "/" + st->package + "/student/" + name;
@@ -210,7 +216,7 @@ std::map<std::string, BuildOutcome> BuildSubmission(const GraderConfig& config,
     b.from_kit = true;
     b.launcher = launcher;
     const std::string target = "//" + st->package + ":student";
-    // A fresh output base: the binary exists only if this build made it.
+    // Removed after the grader's build of the stubs: the binary exists only if this build made it.
     const std::string binary = kit + "/bazel-bin/" + st->package + "/student";
     if (!r.timed_out && access(binary.c_str(), X_OK) == 0) {
       b.ok = true;

@@ -254,6 +254,8 @@ bool ReadUntrustedFile(const std::string& trusted_root, const std::string& path,
                        std::string* out, bool* truncated, std::string* why) {
   out->clear();
   *truncated = false;
+  // Messages name the file as the student knows it: inside the run's folder.
+  const std::string shown = path.rfind(trusted_root + "/", 0) == 0 ? path.substr(trusted_root.size() + 1) : path;
   std::error_code ec;
   const std::filesystem::path root = std::filesystem::canonical(trusted_root, ec);
   if (ec) {
@@ -262,23 +264,23 @@ bool ReadUntrustedFile(const std::string& trusted_root, const std::string& path,
   }
   const std::filesystem::path real = std::filesystem::canonical(path, ec);
   if (ec) {
-    *why = "no " + path;
+    *why = "no " + shown;
     return false;
   }
   const std::string r = root.string() + "/", p = real.string();
   if (p.compare(0, r.size(), r) != 0) {
-    *why = path + " leads outside the run's folder (to " + p + "); not read";
+    *why = shown + " leads outside the run's folder; not read";
     return false;
   }
   int fd = open(p.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0) {
-    *why = "cannot open " + path + ": " + strerror(errno);
+    *why = "cannot open " + shown + ": " + strerror(errno);
     if (fd >= 0) close(fd);
     return false;
   }
   if (!S_ISREG(st.st_mode) || (owner >= 0 && static_cast<int64_t>(st.st_uid) != owner)) {
-    *why = path + (S_ISREG(st.st_mode) ? " belongs to uid " + std::to_string(st.st_uid) + ", not the student's"
+    *why = shown + (S_ISREG(st.st_mode) ? " belongs to uid " + std::to_string(st.st_uid) + ", not the student's"
                                        : " is not a regular file") + "; not read";
     close(fd);
     return false;

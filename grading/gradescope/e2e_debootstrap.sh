@@ -10,7 +10,8 @@
 # default deb.debian.org). With --share_cache the root's Bazel uses this machine's disk cache
 # (~/.cache/distlm/bazel-disk) and apt's downloads, so setup.sh does not compile or download
 # what this machine has; without it setup.sh starts from nothing, as on Gradescope.
-# Prints each step's time and "e2e: N of N submissions graded as expected".
+# Prints each step's time and "e2e: N of N submissions graded as expected". Exits 0 when all
+# were, 1 when one was not (or the package or setup.sh failed), 3 when no root could be made.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 checkout=$(pwd)
@@ -25,7 +26,10 @@ for arg in "$@"; do
   esac
 done
 [ "$(id -u)" -eq 0 ] || { echo "e2e: needs root (debootstrap, chroot, mounts)" >&2; exit 2; }
-command -v debootstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+command -v debootstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null || {
+  echo "e2e: debootstrap is not installed and could not be" >&2
+  exit 3
+}
 
 work=$(mktemp -d /tmp/distlm_e2e.XXXXXX)
 root=$work/root
@@ -53,7 +57,8 @@ step "package made: $(du -k "$zip" | cut -f1) KiB"
 
 debootstrap --variant=minbase bookworm "$root" "${DISTLM_DEBIAN_MIRROR:-http://deb.debian.org/debian}" >"$work/debootstrap.log" 2>&1 || {
   tail -20 "$work/debootstrap.log"
-  exit 1
+  echo "e2e: debootstrap failed: no Debian 12 root" >&2
+  exit 3
 }
 step "Debian 12 root made"
 
