@@ -39,6 +39,7 @@ ABSL_FLAG(std::string, device, "cpu",
           "state live");
 ABSL_FLAG(uint64_t, seed, 42, "random seed (model init, shuffling, dropout)");
 ABSL_FLAG(int64_t, logging_steps, 50, "print a progress line every this many updates");
+ABSL_FLAG(bool, plots, true, "write PNG plots of the run into OUTPUT_DIR/plots when it ends (needs gnuplot)");
 ABSL_FLAG(int64_t, save_steps, 0, "snapshot every this many updates (0: only at epoch ends)");
 ABSL_FLAG(double, hidden_dropout_prob, -1, "override the model's hidden dropout (< 0: keep)");
 ABSL_FLAG(double, attention_probs_dropout_prob, -1, "override the model's attention dropout (< 0: keep)");
@@ -149,6 +150,7 @@ TrainOptions TrainOptionsFromFlags() {
   o.device = absl::GetFlag(FLAGS_device);
   o.seed = absl::GetFlag(FLAGS_seed);
   o.logging_steps = absl::GetFlag(FLAGS_logging_steps);
+  o.plots = absl::GetFlag(FLAGS_plots);
   o.save_steps = absl::GetFlag(FLAGS_save_steps);
   o.hidden_dropout_prob = absl::GetFlag(FLAGS_hidden_dropout_prob);
   o.attention_probs_dropout_prob = absl::GetFlag(FLAGS_attention_probs_dropout_prob);

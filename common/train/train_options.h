@@ -44,6 +44,7 @@ struct TrainOptions {
   std::string device = "cpu";  // cpu | cuda (cuda:LOCAL_RANK); see common/runtime/device.h
   uint64_t seed = 42;
   int64_t logging_steps = 50;
+  bool plots = true;  // OUTPUT_DIR/plots/*.png at the end (common/train/plots.h)
   int64_t save_steps = 0;
   // Model overrides for experiments and tests: < 0 keeps the checkpoint's value.
   double hidden_dropout_prob = -1;

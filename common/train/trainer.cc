@@ -1,6 +1,8 @@
 #include "common/train/trainer.h"
 
 #include "common/train/resume.h"
+#include "common/train/plots.h"
+#include "common/train/progress.h"
 #include "common/train/run_dir.h"
 #include "common/train/snapshot.h"
 
@@ -315,7 +317,7 @@ void Trainer::Train() {
 
   stage_.BeforeTraining(*this);
 
-  const bool tty = isatty(STDOUT_FILENO);
+  terminal_ = isatty(STDOUT_FILENO);
   if (is_main_rank()) {
     std::printf("%s: %lld training examples, %d rank(s) x batch %lld x accumulation %lld = %lld per update; "
                 "%lld updates (%lld per epoch, %lld epoch(s)); output in %s\n",
@@ -328,6 +330,15 @@ void Trainer::Train() {
   }
 
   int64_t update = resumed ? resumed->update : 0;
+  // On rank 0: one line redrawn in place on a terminal, a plain line every --logging_steps
+  // updates elsewhere. Samples/s counts every rank's examples since this run (or resume) began.
+  ProgressLine progress("train", total, terminal_, options_.logging_steps, is_main_rank(), update);
+  progress_ = &progress;
+  struct Forget {
+    ProgressLine** p;
+    ~Forget() { *p = nullptr; }
+  } forget{&progress_};
+  int64_t progress_samples = 0;
   int64_t minibatch = resumed ? resumed->minibatches : 0;
   int64_t skip = resumed ? resumed->batch_in_epoch : 0;
   for (int64_t epoch = resumed ? resumed->epoch : 0; epoch < epochs && update < total; ++epoch) {
@@ -358,6 +369,7 @@ void Trainer::Train() {
       samples += batch.size();
       ++minibatch;
       if (minibatch <= 5 && is_main_rank()) {
+        progress.Interrupt();
         std::printf("minibatch %lld loss %.6f%s\n", static_cast<long long>(minibatch), micro_loss,
                     dist_.world_size > 1 ? " (rank 0's share)" : "");
         std::fflush(stdout);
@@ -377,19 +389,11 @@ void Trainer::Train() {
       const int64_t global_samples = samples * dist_.world_size;
       epoch_samples += global_samples;
       LogUpdate(update, epoch + 1, loss_mean, lr, grad_norm, step_ms, global_samples);
-      if (is_main_rank()) {
-        if (tty) {
-          std::printf("\r[%-30s] update %lld/%lld loss %.4f", std::string(30 * update / total, '#').c_str(),
-                      static_cast<long long>(update), static_cast<long long>(total), loss_mean);
-          if (update == total) std::printf("\n");
-          std::fflush(stdout);
-        } else if (update % options_.logging_steps == 0 || update == total) {
-          std::printf("update %lld/%lld epoch %lld loss %.6f lr %.3g grad_norm %.4f %.1f ms\n",
-                      static_cast<long long>(update), static_cast<long long>(total),
-                      static_cast<long long>(epoch + 1), loss_mean, lr, grad_norm, step_ms);
-          std::fflush(stdout);
-        }
-      }
+      progress_samples += global_samples;
+      char fields[160];
+      std::snprintf(fields, sizeof(fields), "epoch %lld loss %.6f lr %.3g grad_norm %.4f %.1f ms",
+                    static_cast<long long>(epoch + 1), loss_mean, lr, grad_norm, step_ms);
+      progress.Update(update, progress_samples, fields);
       if (options_.save_steps > 0 && update % options_.save_steps == 0 && update < total) {
         TrainingState at;
         at.update = update;
@@ -447,7 +451,12 @@ EvalResult Trainer::Evaluate(int64_t epoch) {
     double loss_sum = 0;
     int64_t steps = 0;
     std::vector<int64_t> preds, labels;
-    for (const auto& indices : data::MakeBatches(sequential.Indices(), options_.per_device_eval_batch_size)) {
+    if (progress_ != nullptr) progress_->Interrupt();
+    const auto eval_batches = data::MakeBatches(sequential.Indices(), options_.per_device_eval_batch_size);
+    // On a terminal only: elsewhere the result line below says it all.
+    ProgressLine progress("eval", static_cast<int64_t>(eval_batches.size()), terminal_,
+                          static_cast<int64_t>(eval_batches.size()), /*enabled=*/terminal_);
+    for (const auto& indices : eval_batches) {
       data::Batch b = data::MakeBatch(dev_data_, indices, !options_.pad_to_max_length).To(device_);
       auto out = model_(b.input_ids, b.segment_ids, b.input_mask, b.labels);
       loss_sum += out.loss.item<double>();
@@ -458,7 +467,9 @@ EvalResult Trainer::Evaluate(int64_t epoch) {
         preds.push_back(p[i].item<int64_t>());
         labels.push_back(b.labels[i].item<int64_t>());
       }
+      progress.Update(steps, static_cast<int64_t>(preds.size()), "");
     }
+    progress.Finish();
     double secs = MsSince(start) / 1000.0;
     if (was_training) model_->train();
     glue::Metrics m = glue::ComputeMetrics(preds, labels);
@@ -495,6 +506,12 @@ void Trainer::Run() {
   if (options_.do_train && is_main_rank()) {
     bert::SavePretrained(options_.output_dir, model_, vocab_path_);
     std::printf("model saved to %s\n", options_.output_dir.c_str());
+    if (options_.plots) {
+      std::string why;
+      const std::vector<std::string> plots = WriteRunPlots(options_.output_dir, &why);
+      if (!plots.empty()) std::printf("plots in %s/plots (%zu PNG files)\n", options_.output_dir.c_str(), plots.size());
+      if (!why.empty()) std::printf("%s\n", why.c_str());
+    }
   }
 }
 

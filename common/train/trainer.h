@@ -113,6 +113,8 @@ class Trainer {
   std::vector<EvalResult> eval_results_;
   double last_epoch_time_s_ = 0;
   double last_epoch_samples_per_s_ = 0;
+  bool terminal_ = false;             // stdout is a terminal: progress lines redrawn in place
+  class ProgressLine* progress_ = nullptr;  // training's, while Train() runs (evaluation ends its line)
   bool setup_done_ = false;
 };
 

@@ -1,0 +1,198 @@
+#include "common/train/plots.h"
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "common/runtime/errors.h"
+
+extern char** environ;
+
+namespace distlm::train {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct Update {
+  double step = 0, loss = NAN, lr = NAN, samples_per_s = NAN, step_time_ms = NAN;
+};
+
+double Num(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : NAN;
+}
+
+// The updates of a run's train_log.jsonl (lines that are not JSON objects are skipped).
+std::vector<Update> ReadLog(const std::string& run_dir) {
+  std::vector<Update> out;
+  std::ifstream in(run_dir + "/train_log.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) continue;
+    Update u;
+    u.step = Num(j, "step");
+    u.loss = Num(j, "loss");
+    u.lr = Num(j, "lr");
+    u.samples_per_s = Num(j, "samples_per_s");
+    u.step_time_ms = Num(j, "step_time_ms");
+    if (std::isfinite(u.step)) out.push_back(u);
+  }
+  return out;
+}
+
+// A path inside a gnuplot single-quoted string ('' is a quote there).
+std::string Quoted(const std::string& path) {
+  std::string q = "'";
+  for (char c : path) q += c == '\'' ? std::string("''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string Header(const std::string& png, const std::string& title, const std::string& xlabel,
+                   const std::string& ylabel) {
+  std::ostringstream s;
+  s << "set terminal pngcairo size " << kPlotWidth << "," << kPlotHeight << " font ',10'\n"
+    << "set output " << Quoted(png) << "\n"
+    << "set title " << Quoted(title) << "\nset xlabel " << Quoted(xlabel) << "\nset ylabel " << Quoted(ylabel)
+    << "\nset grid\nset key top right\n";
+  return s.str();
+}
+
+void WriteText(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  if (!out) throw UserError("cannot write " + path);
+}
+
+// Runs gnuplot on `script`; "" or why it failed.
+std::string RunGnuplot(const std::string& script, const std::string& log) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  std::vector<char*> argv = {const_cast<char*>("gnuplot"), const_cast<char*>(script.c_str()), nullptr};
+  pid_t pid = 0;
+  const int err = posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (err != 0) return "gnuplot is not installed (tools/setup.sh installs gnuplot-nox): no plots";
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return "gnuplot failed: see " + log;
+  return "";
+}
+
+std::vector<std::string> Existing(const std::vector<std::string>& files) {
+  std::vector<std::string> out;
+  for (const auto& f : files) {
+    if (fs::is_regular_file(f) && fs::file_size(f) > 0) out.push_back(f);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> WriteRunPlots(const std::string& run_dir, std::string* why) {
+  why->clear();
+  const std::vector<Update> log = ReadLog(run_dir);
+  if (log.empty()) {
+    *why = "no updates in " + run_dir + "/train_log.jsonl: no plots";
+    return {};
+  }
+  const std::string dir = run_dir + "/plots";
+  std::vector<std::string> files;
+  try {
+    fs::create_directories(dir);
+    std::ostringstream train;
+    train << "# update loss lr samples_per_s\n";
+    train.precision(9);
+    for (const auto& u : log) train << u.step << " " << u.loss << " " << u.lr << " " << u.samples_per_s << "\n";
+    WriteText(dir + "/train.dat", train.str());
+    std::ostringstream gp;
+    const std::string data = Quoted(dir + "/train.dat");
+    gp << Header(dir + "/loss.png", "training loss", "update", "loss") << "plot " << data
+       << " using 1:2 with linespoints pointtype 7 pointsize 0.4 title 'loss'\n";
+    gp << Header(dir + "/learning_rate.png", "learning rate", "update", "learning rate") << "plot " << data
+       << " using 1:3 with lines title 'lr'\n";
+    gp << Header(dir + "/throughput.png", "training throughput (all ranks)", "update", "samples/s") << "plot "
+       << data << " using 1:4 with linespoints pointtype 7 pointsize 0.4 title 'samples/s'\n";
+    files = {dir + "/loss.png", dir + "/learning_rate.png", dir + "/throughput.png"};
+    std::ifstream eval_in(run_dir + "/eval_results.json");
+    const json evals = json::parse(eval_in, nullptr, /*allow_exceptions=*/false);
+    if (evals.is_array() && !evals.empty()) {
+      std::ostringstream e;
+      e << "# epoch accuracy f1 loss\n";
+      for (const auto& r : evals) {
+        if (r.is_object()) e << Num(r, "epoch") << " " << Num(r, "accuracy") << " " << Num(r, "f1") << " " << Num(r, "loss") << "\n";
+      }
+      WriteText(dir + "/eval.dat", e.str());
+      const std::string ed = Quoted(dir + "/eval.dat");
+      gp << Header(dir + "/eval.png", "evaluation (dev set)", "epoch", "accuracy, F1") << "set y2label 'loss'\nset y2tics\n"
+         << "plot " << ed << " using 1:2 with linespoints pointtype 7 title 'accuracy', " << ed
+         << " using 1:3 with linespoints pointtype 5 title 'F1', " << ed
+         << " using 1:4 axes x1y2 with linespoints pointtype 9 title 'loss (right axis)'\nunset y2tics\nunset y2label\n";
+      files.push_back(dir + "/eval.png");
+    }
+    WriteText(dir + "/plots.gp", gp.str());
+  } catch (const std::exception& e) {
+    *why = std::string("no plots: ") + e.what();
+    return {};
+  }
+  *why = RunGnuplot(dir + "/plots.gp", dir + "/gnuplot.log");
+  return why->empty() ? Existing(files) : std::vector<std::string>{};
+}
+
+std::vector<std::string> WriteComparisonPlots(const std::vector<std::string>& run_dirs, const std::string& out_dir) {
+  if (run_dirs.empty()) throw UserError("no run folders to plot");
+  fs::create_directories(out_dir);
+  std::ostringstream loss, bars;
+  loss << Header(out_dir + "/loss.png", "training loss", "update", "loss") << "plot ";
+  std::ostringstream iter;
+  iter << "# run mean_iteration_ms\n";
+  for (size_t i = 0; i < run_dirs.size(); ++i) {
+    const std::vector<Update> log = ReadLog(run_dirs[i]);
+    if (log.empty()) throw UserError(run_dirs[i] + "/train_log.jsonl: missing, or no update in it");
+    std::string name = fs::path(run_dirs[i]).lexically_normal().filename().string();
+    if (name.empty()) name = fs::path(run_dirs[i]).lexically_normal().parent_path().filename().string();
+    std::ostringstream d;
+    d.precision(9);
+    for (const auto& u : log) d << u.step << " " << u.loss << "\n";
+    const std::string dat = out_dir + "/run" + std::to_string(i) + ".dat";
+    WriteText(dat, d.str());
+    loss << (i ? ", " : "") << Quoted(dat) << " using 1:2 with lines linewidth 2 title " << Quoted(name);
+    // The handout's figure: the mean over iterations 2..40 (the first pays for warming up).
+    double sum = 0;
+    int n = 0;
+    for (size_t k = 1; k < log.size() && k < 40; ++k) {
+      if (std::isfinite(log[k].step_time_ms)) {
+        sum += log[k].step_time_ms;
+        ++n;
+      }
+    }
+    std::string label = name;
+    for (char& c : label) if (c == '"' || c == ' ') c = '_';
+    iter << '"' << label << "\" " << (n > 0 ? sum / n : (log.empty() ? NAN : log[0].step_time_ms)) << "\n";
+  }
+  loss << "\n";
+  WriteText(out_dir + "/iteration_time.dat", iter.str());
+  bars << Header(out_dir + "/iteration_time.png", "mean iteration time (iterations 2..40)", "run", "ms")
+       << "set style fill solid 0.6\nset boxwidth 0.6\nset yrange [0:*]\nunset key\n"
+       << "plot " << Quoted(out_dir + "/iteration_time.dat") << " using 0:2:xtic(1) with boxes\n";
+  WriteText(out_dir + "/compare.gp", loss.str() + bars.str());
+  const std::string failed = RunGnuplot(out_dir + "/compare.gp", out_dir + "/gnuplot.log");
+  if (!failed.empty()) throw UserError(failed);
+  return Existing({out_dir + "/loss.png", out_dir + "/iteration_time.png"});
+}
+
+}  // namespace distlm::train

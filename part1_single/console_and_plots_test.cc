@@ -1,0 +1,76 @@
+// What a user sees and gets from a run (part 1's reference, the tiny built-in model): the
+// progress line redrawn in place on a terminal (a pseudo-terminal made by `script`), plain lines
+// in a pipe, and the PNG plots beside the logs.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "common/testing/subprocess.h"
+
+namespace distlm {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Flags(const std::string& out) {
+  return " --max_steps=5 --per_gpu_train_batch_size=8 --max_seq_length=64 --num_threads=1 --logging_steps=2"
+         " --output_dir=" + out;
+}
+
+// Width and height of a PNG file, or {-1, -1} when it is not one.
+std::pair<int64_t, int64_t> PngSize(const std::string& path) {
+  const std::string b = testing::ReadFileOrEmpty(path);
+  if (b.size() < 24 || b.compare(0, 8, "\x89PNG\r\n\x1a\n") != 0 || b.compare(12, 4, "IHDR") != 0) return {-1, -1};
+  auto be32 = [&](size_t at) {
+    int64_t v = 0;
+    for (size_t i = 0; i < 4; ++i) v = (v << 8) | static_cast<unsigned char>(b[at + i]);
+    return v;
+  };
+  return {be32(16), be32(20)};
+}
+
+TEST(ConsoleAndPlotsTest, OnATerminalTheProgressLineIsRedrawnInPlace) {
+  const std::string out = testing::MakeTempDir("tty") + "/run";
+  testing::Command c;
+  // `script` gives the run a pseudo-terminal and copies what it printed.
+  c.argv = {"/usr/bin/script", "-qec", testing::Runfile("part1_single/reference") + Flags(out), "/dev/null"};
+  auto p = testing::Run(c, 300);
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  EXPECT_NE(p.output.find("\r\033[Ktrain [####"), std::string::npos) << p.output;
+  EXPECT_NE(p.output.find("samples/s |"), std::string::npos) << p.output;
+  EXPECT_NE(p.output.find(", ETA "), std::string::npos) << p.output;
+  EXPECT_NE(p.output.find("train [####################] 5/5 100%"), std::string::npos) << p.output;
+  EXPECT_NE(p.output.find("\r\033[Keval ["), std::string::npos) << "evaluation has its own line: " << p.output;
+}
+
+TEST(ConsoleAndPlotsTest, InAPipePlainLinesAndPlotsBesideTheLogs) {
+  const std::string out = testing::MakeTempDir("pipe") + "/run";
+  testing::Command c;
+  c.argv = {"/bin/sh", "-c", testing::Runfile("part1_single/reference") + Flags(out) + " | cat"};
+  auto p = testing::Run(c, 300);
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  EXPECT_EQ(p.output.find('\r'), std::string::npos) << "no carriage returns in a pipe";
+  EXPECT_NE(p.output.find("\ntrain 2/5  40% epoch 1 loss "), std::string::npos) << p.output;
+  EXPECT_NE(p.output.find("\ntrain 5/5 100% epoch 1 loss "), std::string::npos) << p.output;
+  EXPECT_EQ(p.output.find("\ntrain 3/5"), std::string::npos) << "--logging_steps=2: " << p.output;
+  EXPECT_NE(p.output.find("plots in " + out + "/plots (4 PNG files)"), std::string::npos) << p.output;
+  for (const char* name : {"loss", "learning_rate", "throughput", "eval"}) {
+    const auto [w, h] = PngSize(out + "/plots/" + name + ".png");
+    EXPECT_EQ(w, 900) << name << ".png is not a 900x500 PNG";
+    EXPECT_EQ(h, 500) << name;
+  }
+}
+
+TEST(ConsoleAndPlotsTest, NoPlotsWhenAskedNot) {
+  const std::string out = testing::MakeTempDir("noplots") + "/run";
+  testing::Command c;
+  c.argv = {"/bin/sh", "-c", testing::Runfile("part1_single/reference") + Flags(out) + " --plots=false --do_eval=false"};
+  auto p = testing::Run(c, 300);
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  EXPECT_FALSE(fs::exists(out + "/plots"));
+}
+
+}  // namespace
+}  // namespace distlm
