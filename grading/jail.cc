@@ -126,7 +126,11 @@ int PreparedJail::Enter(const char** what) const {
       errno = err;
       return fail("bringing loopback up in the new network namespace");
     }
-    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return fail("making / private");
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+      // EINVAL: / is not a mount point (a chroot into a plain folder; a container's / is one).
+      return fail(errno == EINVAL ? "making / private (/ is not a mount point: in a chroot, bind-mount the root onto itself first)"
+                                  : "making / private");
+    }
     // Hold on to what is shown again before it is covered: a bind's source must be a mount of
     // this namespace, so these are opened after unshare; /proc/self/fd/N names them afterwards.
     int fds[kMaxBinds];

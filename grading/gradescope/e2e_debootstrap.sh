@@ -5,6 +5,7 @@
 #
 #   grading/gradescope/e2e_debootstrap.sh            # references (95), stubs (0), two mistakes
 #   grading/gradescope/e2e_debootstrap.sh --smoke    # the references only (what CI runs)
+#   grading/gradescope/e2e_debootstrap.sh --reuse=DIR  # grade again in a root kept by --keep
 #
 # Needs root, debootstrap (installed if missing) and a Debian mirror (DISTLM_DEBIAN_MIRROR,
 # default deb.debian.org). With --share_cache the root's Bazel uses this machine's disk cache
@@ -16,13 +17,14 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 checkout=$(pwd)
 
-smoke=0 share=0 keep=0
+smoke=0 share=0 keep=0 reuse=
 for arg in "$@"; do
   case "$arg" in
     --smoke) smoke=1 ;;
     --share_cache) share=1 ;;
     --keep) keep=1 ;;
-    *) echo "usage: $0 [--smoke] [--share_cache] [--keep]" >&2; exit 2 ;;
+    --reuse=*) reuse=${arg#--reuse=} keep=1 ;;
+    *) echo "usage: $0 [--smoke] [--share_cache] [--keep] [--reuse=DIR]" >&2; exit 2 ;;
   esac
 done
 [ "$(id -u)" -eq 0 ] || { echo "e2e: needs root (debootstrap, chroot, mounts)" >&2; exit 2; }
@@ -31,11 +33,11 @@ command -v debootstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get inst
   exit 3
 }
 
-work=$(mktemp -d /tmp/distlm_e2e.XXXXXX)
+work=${reuse:-$(mktemp -d /tmp/distlm_e2e.XXXXXX)}
 root=$work/root
 cleanup() {
-  for m in "$root/root/.cache/distlm/bazel-disk" "$root/var/cache/apt/archives" "$root/dev" "$root/sys" "$root/proc"; do
-    mountpoint -q "$m" 2>/dev/null && umount -R "$m" 2>/dev/null || umount -lR "$m" 2>/dev/null || true
+  for m in "$root/root/.cache/distlm/bazel-disk" "$root/var/cache/apt/archives" "$root/dev" "$root/sys" "$root/proc" "$root"; do
+    if mountpoint -q "$m" 2>/dev/null; then umount -R "$m" 2>/dev/null || umount -lR "$m" 2>/dev/null || true; fi
   done
   if [ "$keep" -eq 1 ]; then echo "e2e: kept $work"; else rm -rf "$work"; fi
 }
@@ -48,22 +50,27 @@ step() {
   step_start=$now
 }
 
-bazel run //grading:gradescope_package -- --out="$work/package" >"$work/package.log" 2>&1 || {
-  tail -20 "$work/package.log"
-  exit 1
-}
-zip=$work/package/autograder.zip
-step "package made: $(du -k "$zip" | cut -f1) KiB"
-
-debootstrap --variant=minbase bookworm "$root" "${DISTLM_DEBIAN_MIRROR:-http://deb.debian.org/debian}" >"$work/debootstrap.log" 2>&1 || {
-  tail -20 "$work/debootstrap.log"
-  echo "e2e: debootstrap failed: no Debian 12 root" >&2
-  exit 3
-}
-step "Debian 12 root made"
+if [ -z "$reuse" ]; then
+  bazel run //grading:gradescope_package -- --out="$work/package" >"$work/package.log" 2>&1 || {
+    tail -20 "$work/package.log"
+    exit 1
+  }
+  zip=$work/package/autograder.zip
+  step "package made: $(du -k "$zip" | cut -f1) KiB"
+  debootstrap --variant=minbase bookworm "$root" "${DISTLM_DEBIAN_MIRROR:-http://deb.debian.org/debian}" >"$work/debootstrap.log" 2>&1 || {
+    tail -20 "$work/debootstrap.log"
+    echo "e2e: debootstrap failed: no Debian 12 root" >&2
+    exit 3
+  }
+  step "Debian 12 root made"
+fi
 
 mkdir -p "$root/autograder/source" "$root/autograder/submission" "$root/autograder/results"
 apt_root() { chroot "$root" env DEBIAN_FRONTEND=noninteractive "$@"; }
+# The root a mount of its own, as a container's is (the grader's jail makes / private in its
+# namespace, which needs / to be a mount point), private so that nothing propagates back here.
+mount --bind "$root" "$root"
+mount --make-private "$root"
 mount -t proc proc "$root/proc"
 mount --rbind /sys "$root/sys" && mount --make-rslave "$root/sys"
 mount --rbind /dev "$root/dev" && mount --make-rslave "$root/dev"
@@ -72,17 +79,19 @@ if [ "$share" -eq 1 ]; then
   mount --bind "$HOME/.cache/distlm/bazel-disk" "$root/root/.cache/distlm/bazel-disk"
   mount --bind /var/cache/apt/archives "$root/var/cache/apt/archives"
 fi
-# What Gradescope's base image has before setup.sh: unzip to unpack the zip, ca-certificates.
-apt_root apt-get update -qq >/dev/null
-apt_root apt-get install -y -qq --no-install-recommends unzip ca-certificates >/dev/null
-cp "$zip" "$root/autograder/autograder.zip"
-chroot "$root" unzip -q /autograder/autograder.zip -d /autograder/source
-setup_start=$(date +%s)
-chroot "$root" bash -c 'cd /autograder/source && bash setup.sh' >"$work/setup.log" 2>&1 || {
-  tail -30 "$work/setup.log"
-  exit 1
-}
-step "setup.sh ran in $(($(date +%s) - setup_start)) s"
+if [ -z "$reuse" ]; then
+  # What Gradescope's base image has before setup.sh: unzip to unpack the zip, ca-certificates.
+  apt_root apt-get update -qq >/dev/null
+  apt_root apt-get install -y -qq --no-install-recommends unzip ca-certificates >/dev/null
+  cp "$zip" "$root/autograder/autograder.zip"
+  chroot "$root" unzip -q /autograder/autograder.zip -d /autograder/source
+  setup_start=$(date +%s)
+  chroot "$root" bash -c 'cd /autograder/source && bash setup.sh' >"$work/setup.log" 2>&1 || {
+    tail -30 "$work/setup.log"
+    exit 1
+  }
+  step "setup.sh ran in $(($(date +%s) - setup_start)) s"
+fi
 
 # One grading: the files of `from` (reference/ or student/, "" for none) for every stage, with
 # `edit` (a sed expression on one file: STAGE:FILE:EXPR) applied; then checks with python3.
