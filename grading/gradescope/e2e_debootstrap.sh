@@ -12,7 +12,8 @@
 # (~/.cache/distlm/bazel-disk) and apt's downloads, so setup.sh does not compile or download
 # what this machine has; without it setup.sh starts from nothing, as on Gradescope.
 # Prints each step's time and "e2e: N of N submissions graded as expected". Exits 0 when all
-# were, 1 when one was not (or the package or setup.sh failed), 3 when no root could be made.
+# were, 1 when one was not (or the package or setup.sh failed), 3 when no root could be made
+# (not root, no debootstrap, no mirror).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 checkout=$(pwd)
@@ -27,7 +28,7 @@ for arg in "$@"; do
     *) echo "usage: $0 [--smoke] [--share_cache] [--keep] [--reuse=DIR]" >&2; exit 2 ;;
   esac
 done
-[ "$(id -u)" -eq 0 ] || { echo "e2e: needs root (debootstrap, chroot, mounts)" >&2; exit 2; }
+[ "$(id -u)" -eq 0 ] || { echo "e2e: needs root (debootstrap, chroot, mounts): not run" >&2; exit 3; }
 command -v debootstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null || {
   echo "e2e: debootstrap is not installed and could not be" >&2
   exit 3
@@ -39,7 +40,14 @@ cleanup() {
   for m in "$root/root/.cache/distlm/bazel-disk" "$root/var/cache/apt/archives" "$root/dev" "$root/sys" "$root/proc" "$root"; do
     if mountpoint -q "$m" 2>/dev/null; then umount -R "$m" 2>/dev/null || umount -lR "$m" 2>/dev/null || true; fi
   done
-  if [ "$keep" -eq 1 ]; then echo "e2e: kept $work"; else rm -rf "$work"; fi
+  if [ "$keep" -eq 1 ]; then
+    echo "e2e: kept $work"
+  elif grep -q " $work/" /proc/self/mounts; then
+    # Never delete through a mount (the root holds this machine's /dev and /sys).
+    echo "e2e: mounts remain under $work; left in place" >&2
+  else
+    rm -rf --one-file-system "$work"
+  fi
 }
 trap cleanup EXIT
 step_start=$(date +%s)
