@@ -4,6 +4,7 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <limits>
 #include <map>
 
@@ -162,6 +163,12 @@ ParityReport CompareWithHfDump(const std::string& dump_dir, const std::string& m
   report.dump_dir = dump_dir;
   report.model_dir = model_dir_arg.empty() ? meta.at("model_dir").get<std::string>() : model_dir_arg;
   const std::string& model_dir = report.model_dir;
+  // A dump made on another machine (or before its model folder was removed) names a folder
+  // that is not here: say how to make a fresh one rather than fail on a missing config.json.
+  if (!std::filesystem::is_directory(model_dir)) {
+    throw UserError(meta_path + " names the model folder " + model_dir +
+                    ", which is not here: regenerate the dumps with tools/peers/make_dumps.sh (or pass --model)");
+  }
   const int64_t B = s.at("batch_size").get<int64_t>(), S = s.at("max_seq_length").get<int64_t>(),
                 steps = s.at("steps").get<int64_t>();
   const double lr = s.at("lr").get<double>(), max_norm = s.at("max_grad_norm").get<double>();
