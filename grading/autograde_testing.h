@@ -14,7 +14,7 @@
 
 #include "common/testing/subprocess.h"
 #include "grading/checkout_testing.h"
-#include "grading/jail.h"
+#include "grading/sandbox.h"
 
 namespace distlm::grading {
 
@@ -29,10 +29,7 @@ inline std::string UsersDiskCache() {
 // Gradescope image), --sandbox=user as root without them (a plain container), and
 // --unsafe_no_sandbox when not root, so the real path is tested wherever the tests run.
 inline std::string SandboxFlag() {
-  JailUser user;
-  std::string error;
-  if (!FindJailUser(&user, &error)) return "--unsafe_no_sandbox";
-  switch (ProbeIsolation(user).best) {
+  switch (ProbeIsolation().best) {
     case Isolation::kFull: return "--sandbox=full";
     case Isolation::kUser: return "--sandbox=user";
     case Isolation::kNone: break;

@@ -100,7 +100,7 @@ struct Autograder::Impl {
   }
 
   // Part 1's reference on one process with the whole batch: what every stage must reproduce.
-  const Trace& Expected(const std::string& work) {
+  const Trace& Expected() {
     if (have_expected) return expected;
     Progress("running the grader's own single-node trace (part 1 reference, batch 8)");
     std::string binary;
@@ -123,17 +123,17 @@ struct Autograder::Impl {
   }
 
   // The grader's runs of the known mistakes, made once, when a failing trace needs a name.
-  const std::vector<KnownMistake>& Mistakes(const std::string& work) {
-    return RunMistakes(work,
+  const std::vector<KnownMistake>& Mistakes() {
+    return RunMistakes(
                        {"no_sync", "sum_without_average", "some_params_only", "rank0_keeps_own", "root_only_average",
                         "same_data"},
                        &mistakes_tried, &mistakes);
   }
-  const std::vector<KnownMistake>& ZeroMistakes(const std::string& work) {
-    return RunMistakes(work, {"zero_no_allgather", "zero_wrong_shard", "zero_local_norm"}, &zero_mistakes_tried,
+  const std::vector<KnownMistake>& ZeroMistakes() {
+    return RunMistakes({"zero_no_allgather", "zero_wrong_shard", "zero_local_norm"}, &zero_mistakes_tried,
                        &zero_mistakes);
   }
-  const std::vector<KnownMistake>& RunMistakes(const std::string& work, const std::vector<std::string>& names,
+  const std::vector<KnownMistake>& RunMistakes(const std::vector<std::string>& names,
                                                bool* tried, std::vector<KnownMistake>* out) {
     if (*tried || !config.recognise_mistakes) return *out;
     *tried = true;
@@ -164,7 +164,7 @@ struct Autograder::Impl {
 
   // Why a completed run's losses differ from the single-node ones: known mistakes first,
   // then what the numbers themselves say.
-  std::string Diagnose(const Trace& got, const Trace& want, const stages::Stage& st, const std::string& work) {
+  std::string Diagnose(const Trace& got, const Trace& want, const stages::Stage& st) {
     const double n = st.grading.ranks > 1 ? config.ranks : 1;
     for (size_t i = 0; i < kSteps && i < got.losses.size(); ++i) {
       if (!std::isfinite(got.losses[i])) {
@@ -179,7 +179,7 @@ struct Autograder::Impl {
           "the very first loss (computed before any optimizer step) already differs, so the ranks did not "
           "train on the right examples: each rank must take its own share of every batch (a DistributedSampler), "
           "not the same examples as the others.";
-      for (const auto& km : Mistakes(work)) {
+      for (const auto& km : Mistakes()) {
         if (km.mutation == "same_data" && Close(got.losses, km.trace.losses, kSteps, kMistakeTol)) {
           msg += " Your losses match, update for update, a run in which every rank reads the whole data set in "
                  "the same order.";
@@ -188,7 +188,7 @@ struct Autograder::Impl {
       return msg;
     }
     if (st.id == "task5") {
-      for (const auto& km : ZeroMistakes(work)) {
+      for (const auto& km : ZeroMistakes()) {
         if (!Close(got.losses, km.trace.losses, kSteps, kMistakeTol) ||
             !Close(got.grad_norms, km.trace.grad_norms, 1, kMistakeTol)) {
           continue;
@@ -214,7 +214,7 @@ struct Autograder::Impl {
         }
       }
     }
-    for (const auto& km : Mistakes(work)) {
+    for (const auto& km : Mistakes()) {
       if (!Close(got.losses, km.trace.losses, kSteps, kMistakeTol) ||
           !Close(got.grad_norms, km.trace.grad_norms, 1, kMistakeTol)) {
         continue;
@@ -294,7 +294,7 @@ struct Autograder::Impl {
     return msg;
   }
 
-  void GradeStage(const stages::Stage& st, const SubmittedStage& sub, const BuildOutcome& build, const std::string& work,
+  void GradeStage(const stages::Stage& st, const SubmittedStage& sub, const BuildOutcome& build,
                   GradeReport* report) {
     const std::string ranks_text = st.grading.ranks > 1 ? std::to_string(config.ranks) + " ranks" : "one process";
     TestResult t_build{st.id + ": builds", 0, 0, build.ok, ""};
@@ -368,7 +368,7 @@ struct Autograder::Impl {
     t_run.passed = true;
     t_run.output = "completed " + std::to_string(r.log.size()) + " updates (" + confinement + ")\n";
 
-    const Trace& want = Expected(work);
+    const Trace& want = Expected();
     const Trace got = TraceOf(r);
     std::string diff = ParityDiff(want, got);
     if (diff.empty()) {
@@ -379,7 +379,7 @@ struct Autograder::Impl {
                         std::to_string(kTotalBatch) + ") within " + Fmt("%.0e", kParityTol) +
                         " relative (worst " + Fmt("%.1e", worst) + ")\n" + TraceTable(want, got);
     } else {
-      t_parity.output = Diagnose(got, want, st, work) + "\n\n" + diff + ".\n" + TraceTable(want, got);
+      t_parity.output = Diagnose(got, want, st) + "\n\n" + diff + ".\n" + TraceTable(want, got);
     }
 
     if (st.grading.ddp_checks) {
@@ -388,7 +388,7 @@ struct Autograder::Impl {
       c.bucket_cap_mb = st.grading.bucket_cap_mb;
       c.expected = &want;
       c.run = run;
-      c.diagnose = [&](const Trace& trace) { return Diagnose(trace, want, st, work); };
+      c.diagnose = [&](const Trace& trace) { return Diagnose(trace, want, st); };
       c.run_failure = [&](const StageRun& failed) { return RunFailureMessage(failed, st, config); };
       extra = DdpTests(r, c);
     }
@@ -483,7 +483,7 @@ GradeReport Autograder::Grade(const GradeRequest& req) {
     builds = BuildSubmission(im.config, graded, sub, req.prebuilt, im.space.get(), &report.notes);
   }
   if (const std::string d = im.space->Description(); !d.empty()) report.notes.push_back(d);
-  for (const stages::Stage* st : graded) im.GradeStage(*st, sub.stages.at(st->id), builds[st->id], work, &report);
+  for (const stages::Stage* st : graded) im.GradeStage(*st, sub.stages.at(st->id), builds[st->id], &report);
   if (!im.mistakes_note.empty()) report.notes.push_back(im.mistakes_note);
   report.execution_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return report;

@@ -14,7 +14,7 @@
 #include "common/stages/stages.h"
 #include "common/testing/subprocess.h"
 #include "grading/autograde_testing.h"
-#include "grading/jail.h"
+#include "grading/sandbox.h"
 
 namespace distlm::grading {
 namespace {
@@ -119,10 +119,7 @@ void ExpectValidResults(const Graded& g) {
 class HostileSubmissionTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    JailUser user;
-    std::string error;
-    if (!FindJailUser(&user, &error)) GTEST_SKIP() << "SKIPPED: " << error;
-    const IsolationProbe probe = ProbeIsolation(user);
+    const IsolationProbe probe = ProbeIsolation();
     if (probe.best != Isolation::kFull) {
       GTEST_SKIP() << "SKIPPED: the full jail cannot be made here (" << probe.why_not_full
                    << "); the hostile suite needs root with namespaces";

@@ -205,64 +205,6 @@ bool FindJailUser(JailUser* user, std::string* error) {
   return true;
 }
 
-IsolationProbe ProbeIsolation(const JailUser& user) {
-  IsolationProbe probe;
-  if (geteuid() != 0) {
-    probe.why_not_user = "the grader runs as uid " + std::to_string(geteuid()) +
-                         ", not root, so it cannot run student code as another user";
-    probe.why_not_full = probe.why_not_user;
-    return probe;
-  }
-  // Each level tried in a child that exits at once.
-  auto attempt = [&](Isolation level) -> std::string {
-    JailSpec spec;
-    spec.level = level;
-    spec.user = user;
-    spec.private_tmp = {"/tmp"};
-    PreparedJail jail(spec);
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) return std::string("pipe2: ") + strerror(errno);
-    pid_t pid = fork();
-    if (pid < 0) {
-      close(fds[0]);
-      close(fds[1]);
-      return std::string("fork: ") + strerror(errno);
-    }
-    if (pid == 0) {
-      close(fds[0]);
-      const char* what = "";
-      int err = jail.Enter(&what);
-      struct {
-        int err;
-        const char* what;
-      } msg{err, what};
-      (void)!write(fds[1], &msg, sizeof(msg));
-      _exit(err == 0 ? 0 : 1);
-    }
-    close(fds[1]);
-    struct {
-      int err;
-      const char* what;
-    } msg{EIO, "the probe child"};
-    (void)!read(fds[0], &msg, sizeof(msg));
-    close(fds[0]);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (msg.err == 0) return "";
-    return std::string(msg.what) + " failed: " + strerror(msg.err);
-  };
-  probe.why_not_full = attempt(Isolation::kFull);
-  if (probe.why_not_full.empty()) {
-    probe.best = Isolation::kFull;
-    return probe;
-  }
-  probe.why_not_full += " (a container needs CAP_SYS_ADMIN for namespaces: docker run --cap-add=SYS_ADMIN)";
-  probe.why_not_user = attempt(Isolation::kUser);
-  if (probe.why_not_user.empty()) probe.best = Isolation::kUser;
-  return probe;
-}
-
 int LiveProcessesOf(uid_t uid) {
   int n = 0;
   std::error_code ec;

@@ -95,15 +95,6 @@ class PreparedJail {
 // The student user of this machine, or an error saying why there is none.
 bool FindJailUser(JailUser* user, std::string* error);
 
-// What this machine allows: kFull, kUser or kNone, with the reason the better levels fail
-// (tried for real, in a child process).
-struct IsolationProbe {
-  Isolation best = Isolation::kNone;
-  std::string why_not_full;
-  std::string why_not_user;
-};
-IsolationProbe ProbeIsolation(const JailUser& user);
-
 // Brings loopback up in a fresh network namespace, where it starts down; 0 or an errno. Only
 // system calls: for use between fork and exec.
 int LoopbackUp();

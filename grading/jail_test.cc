@@ -24,10 +24,9 @@ using ::distlm::testing::WriteFileMakingDirs;
 class JailTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string error;
-    if (!FindJailUser(&user_, &error)) GTEST_SKIP() << "SKIPPED: no user to jail student code as: " << error;
-    probe_ = ProbeIsolation(user_);
+    probe_ = ProbeIsolation();
     if (probe_.best == Isolation::kNone) GTEST_SKIP() << "SKIPPED (the jail needs root): " << probe_.why_not_user;
+    user_ = probe_.user;
     // In /tmp, not the test's folder under root's home: the student's user must reach it.
     work_ = MakeTempDir("distlm_jail_test", "/tmp");
     chmod(work_.c_str(), 0711);

@@ -6,7 +6,6 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -192,7 +191,10 @@ SandboxResult RunSandboxed(const SandboxCommand& command, const SandboxLimits& l
   while (read(status_pipe[0], &s, sizeof(s)) == static_cast<ssize_t>(sizeof(s))) {
     if (s.stage == 'n') result.network_isolated = true;
     if (s.stage == 'N') result.isolation_note = std::string("could not isolate the network: ") + strerror(s.err);
-    if (s.stage == 'j') notes += std::string("the sandbox could not start: ") + s.what + ": " + strerror(s.err) + "\n";
+    if (s.stage == 'j') {
+      result.jail_error = std::string(s.what) + " failed: " + strerror(s.err);
+      notes += "the sandbox could not start: " + result.jail_error + "\n";
+    }
     if (s.stage == 'c') notes += "cannot enter " + command.working_dir + ": " + strerror(s.err) + "\n";
     if (s.stage == 'e') notes += "cannot execute " + command.argv[0] + ": " + strerror(s.err) + "\n";
   }
@@ -248,6 +250,46 @@ SandboxResult RunSandboxed(const SandboxCommand& command, const SandboxLimits& l
   close(out_fd);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
+}
+
+IsolationProbe ProbeIsolation() {
+  IsolationProbe probe;
+  std::string error;
+  if (!FindJailUser(&probe.user, &error)) {
+    probe.why_not_user = probe.why_not_full = error;
+    return probe;
+  }
+  if (geteuid() != 0) {
+    probe.why_not_user = "the grader runs as uid " + std::to_string(geteuid()) +
+                         ", not root, so it cannot run student code as another user";
+    probe.why_not_full = probe.why_not_user;
+    return probe;
+  }
+  auto attempt = [&](Isolation level) -> std::string {
+    JailSpec spec;
+    spec.level = level;
+    spec.user = probe.user;
+    spec.private_tmp = {"/tmp"};
+    PreparedJail jail(spec);
+    SandboxCommand c;
+    c.argv = {"/bin/true"};
+    c.working_dir = "/";
+    SandboxLimits limits;
+    limits.timeout_s = 30;
+    limits.jail = &jail;
+    const SandboxResult r = RunSandboxed(c, limits);
+    if (!r.jail_error.empty()) return r.jail_error;
+    return r.exit_code == 0 ? "" : "a jailed /bin/true exited with " + std::to_string(r.exit_code) + ": " + r.output;
+  };
+  probe.why_not_full = attempt(Isolation::kFull);
+  if (probe.why_not_full.empty()) {
+    probe.best = Isolation::kFull;
+    return probe;
+  }
+  probe.why_not_full += " (a container needs CAP_SYS_ADMIN for namespaces: docker run --cap-add=SYS_ADMIN)";
+  probe.why_not_user = attempt(Isolation::kUser);
+  if (probe.why_not_user.empty()) probe.best = Isolation::kUser;
+  return probe;
 }
 
 bool ReadUntrustedFile(const std::string& trusted_root, const std::string& path, int64_t owner, size_t max_bytes,

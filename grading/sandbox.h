@@ -40,6 +40,7 @@ struct SandboxResult {
   bool network_isolated = false;
   std::string isolation_note;  // why the network could not be isolated, when asked and it failed
   bool disk_limit_hit = false;  // stopped for writing more than the jail's disk_bytes
+  std::string jail_error;       // "<step> failed: <error>" when the jail could not be entered
   std::string output;          // stdout and stderr interleaved, possibly cut in the middle
   double seconds = 0;          // wall time
 };
@@ -48,6 +49,16 @@ struct SandboxResult {
 // grader itself cannot work (fork or a temporary file fails); a command that cannot be
 // executed gives exit code 127 and says so in its output.
 SandboxResult RunSandboxed(const SandboxCommand& command, const SandboxLimits& limits);
+
+// What this machine allows student code: the jail's user (when there is one) and the best
+// level, with why the better levels fail (each tried for real: a jailed /bin/true).
+struct IsolationProbe {
+  JailUser user;
+  Isolation best = Isolation::kNone;
+  std::string why_not_full;
+  std::string why_not_user;
+};
+IsolationProbe ProbeIsolation();
 
 // Reads a file that untrusted code wrote, once that code has ended: only a regular file whose
 // real path (symbolic links resolved) lies inside `trusted_root`, owned by `owner` when owner >= 0

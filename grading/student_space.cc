@@ -35,13 +35,11 @@ StudentSpace::StudentSpace(const GraderConfig& config, const std::string& work)
   chmod(grader_dir_.c_str(), 0700);
   chmod(student_dir_.c_str(), 0700);
   if (config_.isolation != Isolation::kNone) chmod(work_.c_str(), 0711);  // the student walks through
-  disk_cache_ = GraderDiskCache();
-}
-
-std::string StudentSpace::GraderDiskCache() const {
+  // The grader's own disk cache: config.disk_cache, or ~/.cache/distlm/bazel-disk, if it exists.
   std::string cache = config_.disk_cache;
   if (cache.empty() && !Env("HOME").empty()) cache = Env("HOME") + "/.cache/distlm/bazel-disk";
-  return fs::is_directory(cache) ? cache : "";
+  if (fs::is_directory(cache)) grader_cache_ = cache;
+  disk_cache_ = grader_cache_;
 }
 
 StudentSpace::~StudentSpace() = default;
@@ -76,10 +74,7 @@ JailSpec StudentSpace::BaseSpec() const {
 void StudentSpace::Confine() {
   if (confine_tried_ || config_.isolation == Isolation::kNone) return;
   confine_tried_ = true;
-  std::string error;
-  JailUser user;
-  if (!FindJailUser(&user, &error)) throw GraderError("cannot confine student code: " + error);
-  const IsolationProbe probe = ProbeIsolation(user);
+  const IsolationProbe probe = ProbeIsolation();
   const std::string refuse = "refusing to grade: student code would run without the isolation asked for (--sandbox=" +
                              IsolationName(config_.isolation) + "): ";
   if (config_.isolation == Isolation::kFull && probe.best != Isolation::kFull) {
@@ -90,14 +85,14 @@ void StudentSpace::Confine() {
   if (probe.best == Isolation::kNone) {
     throw GraderError(refuse + probe.why_not_user + "; --unsafe_no_sandbox runs it as the grader (your own code only)");
   }
-  user_ = user;
+  user_ = probe.user;
   level_ = config_.isolation;
   for (const char* sub : {"home", "tmp"}) fs::create_directories(student_dir_ + "/" + sub);
   GiveToStudent(student_dir_);
 
   // The build cache the kit was built with (setup.sh), shown read-only in a full jail; linked
   // file by file into the student's folder otherwise (the files stay the grader's, read-only).
-  const std::string cache = GraderDiskCache();
+  const std::string& cache = grader_cache_;
   disk_cache_.clear();
   JailSpec build = BaseSpec();
   if (!cache.empty()) {

@@ -43,7 +43,7 @@ class StudentSpace {
   // grader's own when not confined, read-only in a full jail, linked file by file otherwise.
   const std::string& disk_cache() const { return disk_cache_; }
   // The grader's own (writable by the grader), "" when there is none.
-  std::string grader_disk_cache() const { return GraderDiskCache(); }
+  const std::string& grader_disk_cache() const { return grader_cache_; }
 
   // A fresh folder in work/student (given to the student's user) or in work/grader.
   std::string StudentFolder(const std::string& name) const;
@@ -57,13 +57,13 @@ class StudentSpace {
 
  private:
   JailSpec BaseSpec() const;
-  std::string GraderDiskCache() const;  // config.disk_cache or ~/.cache/distlm/bazel-disk, if it exists
 
   GraderConfig config_;
   std::string work_, grader_dir_, student_dir_;
   bool confine_tried_ = false;
   Isolation level_ = Isolation::kNone;
   JailUser user_;
+  std::string grader_cache_;  // the grader's own disk cache ("" when there is none)
   std::string disk_cache_;
   std::unique_ptr<PreparedJail> build_jail_, run_jail_;
 };

@@ -51,6 +51,7 @@
 #include "absl/strings/str_split.h"
 #include "common/bert/bert_config.h"
 #include "common/runtime/atomic_file.h"
+#include "common/train/plots.h"
 #include "common/runtime/errors.h"
 #include "common/runtime/runfiles.h"
 #include "task4_bench/accounting.h"
@@ -626,9 +627,7 @@ std::string Plot(const Config& c, const std::vector<ScalingRow>& scaling, const 
         c.out, c.traffic_ranks, dir);
   }
   WriteFileAtomically(dir + "/plots.gp", gp);
-  const std::string cmd = "gnuplot '" + dir + "/plots.gp' > '" + dir + "/gnuplot.log' 2>&1";
-  if (system(cmd.c_str()) != 0) return "gnuplot failed: see " + dir + "/gnuplot.log";
-  return "";
+  return train::RunGnuplot(dir + "/plots.gp", dir + "/gnuplot.log");
 }
 
 std::string MachineLine() {

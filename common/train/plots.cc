@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/runtime/atomic_file.h"
 #include "common/runtime/errors.h"
 
 extern char** environ;
@@ -68,13 +69,16 @@ std::string Header(const std::string& png, const std::string& title, const std::
   return s.str();
 }
 
-void WriteText(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  if (!out) throw UserError("cannot write " + path);
+std::vector<std::string> Existing(const std::vector<std::string>& files) {
+  std::vector<std::string> out;
+  for (const auto& f : files) {
+    if (fs::is_regular_file(f) && fs::file_size(f) > 0) out.push_back(f);
+  }
+  return out;
 }
 
-// Runs gnuplot on `script`; "" or why it failed.
+}  // namespace
+
 std::string RunGnuplot(const std::string& script, const std::string& log) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -93,16 +97,6 @@ std::string RunGnuplot(const std::string& script, const std::string& log) {
   return "";
 }
 
-std::vector<std::string> Existing(const std::vector<std::string>& files) {
-  std::vector<std::string> out;
-  for (const auto& f : files) {
-    if (fs::is_regular_file(f) && fs::file_size(f) > 0) out.push_back(f);
-  }
-  return out;
-}
-
-}  // namespace
-
 std::vector<std::string> WriteRunPlots(const std::string& run_dir, std::string* why) {
   why->clear();
   const std::vector<Update> log = ReadLog(run_dir);
@@ -118,7 +112,7 @@ std::vector<std::string> WriteRunPlots(const std::string& run_dir, std::string* 
     train << "# update loss lr samples_per_s\n";
     train.precision(9);
     for (const auto& u : log) train << u.step << " " << u.loss << " " << u.lr << " " << u.samples_per_s << "\n";
-    WriteText(dir + "/train.dat", train.str());
+    WriteFileAtomically(dir + "/train.dat", train.str());
     std::ostringstream gp;
     const std::string data = Quoted(dir + "/train.dat");
     gp << Header(dir + "/loss.png", "training loss", "update", "loss") << "plot " << data
@@ -136,7 +130,7 @@ std::vector<std::string> WriteRunPlots(const std::string& run_dir, std::string* 
       for (const auto& r : evals) {
         if (r.is_object()) e << Num(r, "epoch") << " " << Num(r, "accuracy") << " " << Num(r, "f1") << " " << Num(r, "loss") << "\n";
       }
-      WriteText(dir + "/eval.dat", e.str());
+      WriteFileAtomically(dir + "/eval.dat", e.str());
       const std::string ed = Quoted(dir + "/eval.dat");
       gp << Header(dir + "/eval.png", "evaluation (dev set)", "epoch", "accuracy, F1") << "set y2label 'loss'\nset y2tics\n"
          << "plot " << ed << " using 1:2 with linespoints pointtype 7 title 'accuracy', " << ed
@@ -144,7 +138,7 @@ std::vector<std::string> WriteRunPlots(const std::string& run_dir, std::string* 
          << " using 1:4 axes x1y2 with linespoints pointtype 9 title 'loss (right axis)'\nunset y2tics\nunset y2label\n";
       files.push_back(dir + "/eval.png");
     }
-    WriteText(dir + "/plots.gp", gp.str());
+    WriteFileAtomically(dir + "/plots.gp", gp.str());
   } catch (const std::exception& e) {
     *why = std::string("no plots: ") + e.what();
     return {};
@@ -169,7 +163,7 @@ std::vector<std::string> WriteComparisonPlots(const std::vector<std::string>& ru
     d.precision(9);
     for (const auto& u : log) d << u.step << " " << u.loss << "\n";
     const std::string dat = out_dir + "/run" + std::to_string(i) + ".dat";
-    WriteText(dat, d.str());
+    WriteFileAtomically(dat, d.str());
     loss << (i ? ", " : "") << Quoted(dat) << " using 1:2 with lines linewidth 2 title " << Quoted(name);
     // The handout's figure: the mean over iterations 2..40 (the first pays for warming up).
     double sum = 0;
@@ -185,11 +179,11 @@ std::vector<std::string> WriteComparisonPlots(const std::vector<std::string>& ru
     iter << '"' << label << "\" " << (n > 0 ? sum / n : (log.empty() ? NAN : log[0].step_time_ms)) << "\n";
   }
   loss << "\n";
-  WriteText(out_dir + "/iteration_time.dat", iter.str());
+  WriteFileAtomically(out_dir + "/iteration_time.dat", iter.str());
   bars << Header(out_dir + "/iteration_time.png", "mean iteration time (iterations 2..40)", "run", "ms")
        << "set style fill solid 0.6\nset boxwidth 0.6\nset yrange [0:*]\nunset key\n"
        << "plot " << Quoted(out_dir + "/iteration_time.dat") << " using 0:2:xtic(1) with boxes\n";
-  WriteText(out_dir + "/compare.gp", loss.str() + bars.str());
+  WriteFileAtomically(out_dir + "/compare.gp", loss.str() + bars.str());
   const std::string failed = RunGnuplot(out_dir + "/compare.gp", out_dir + "/gnuplot.log");
   if (!failed.empty()) throw UserError(failed);
   return Existing({out_dir + "/loss.png", out_dir + "/iteration_time.png"});

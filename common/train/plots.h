@@ -20,6 +20,10 @@ namespace distlm::train {
 inline constexpr int kPlotWidth = 900;
 inline constexpr int kPlotHeight = 500;
 
+// Runs `gnuplot SCRIPT` (no shell), its output into `log`. "" on success, otherwise why not
+// ("gnuplot is not installed ...", "gnuplot failed: see LOG").
+std::string RunGnuplot(const std::string& script, const std::string& log);
+
 // Writes RUN_DIR/plots/*.png. Returns the files written; *why says why none were (no gnuplot,
 // no log) or what failed. Never throws for a missing or broken log: plots are a by-product.
 std::vector<std::string> WriteRunPlots(const std::string& run_dir, std::string* why);

@@ -81,6 +81,5 @@ void ProgressLine::Finish() {
   drawn_ = false;
 }
 
-void ProgressLine::Interrupt() { Finish(); }
 
 }  // namespace distlm::train

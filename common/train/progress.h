@@ -32,11 +32,10 @@ class ProgressLine {
   // samples/s), and what else to show ("loss 0.6931").
   void Update(int64_t done, int64_t samples, const std::string& fields);
 
-  // Ends the line on a terminal (so what is printed next starts on its own line); idempotent.
+  // Ends the line on a terminal (so what is printed next starts on its own line: call it before
+  // printing anything else); idempotent. The next Update draws a new line.
   void Finish();
 
-  // Something else is about to be printed: ends a half-drawn line first.
-  void Interrupt();
 
  private:
   std::string label_;

@@ -72,7 +72,7 @@ TEST(ProgressLineTest, OtherRanksPrintNothing) {
   {
     ProgressLine p("train", 2, /*terminal=*/true, 1, /*enabled=*/false, 0, c.f);
     p.Update(1, 8, "");
-    p.Interrupt();
+    p.Finish();
     p.Update(2, 16, "");
   }
   EXPECT_EQ(c.Text(), "");

@@ -369,7 +369,7 @@ void Trainer::Train() {
       samples += batch.size();
       ++minibatch;
       if (minibatch <= 5 && is_main_rank()) {
-        progress.Interrupt();
+        progress.Finish();
         std::printf("minibatch %lld loss %.6f%s\n", static_cast<long long>(minibatch), micro_loss,
                     dist_.world_size > 1 ? " (rank 0's share)" : "");
         std::fflush(stdout);
@@ -451,7 +451,7 @@ EvalResult Trainer::Evaluate(int64_t epoch) {
     double loss_sum = 0;
     int64_t steps = 0;
     std::vector<int64_t> preds, labels;
-    if (progress_ != nullptr) progress_->Interrupt();
+    if (progress_ != nullptr) progress_->Finish();
     const auto eval_batches = data::MakeBatches(sequential.Indices(), options_.per_device_eval_batch_size);
     // On a terminal only: elsewhere the result line below says it all.
     ProgressLine progress("eval", static_cast<int64_t>(eval_batches.size()), terminal_,
