@@ -7,18 +7,28 @@
 //   grader/autograde           the grader, with autograde.runfiles/: the binaries it compares
 //                              with (part 1's reference, the mutant stages, the launcher),
 //                              compiled; none of their sources
-// The binaries are linked against this machine's LibTorch: build the package on the Debian 12
-// the image uses.
+//   grader/libtorch.env        which LibTorch the grader was linked against, for setup.sh and
+//                              run_autograder: Debian's (DISTLM_TORCH_WHEEL empty) or PyPI's
+//                              `torch` wheel VERSION (DISTLM_TORCH_WHEEL=VERSION; setup.sh installs
+//                              it in /opt/distlm and builds the kit against it)
+// Package with the LibTorch the image will have: Debian's on Debian 12, or the wheel
+// (DISTLM_LIBTORCH=$(tools/torch_wheel.sh 2.11.0 | tail -1) bazel run ...) for any other base.
 #include <sys/stat.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
 #include <string>
+
+#include <libtorch_info.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "common/runtime/atomic_file.h"
 #include "common/runtime/errors.h"
 #include "common/runtime/runfiles.h"
 #include "common/runtime/user_path.h"
@@ -36,6 +46,27 @@ std::string Quote(const std::string& s) {
   std::string q = "'";
   for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return q + "'";
+}
+
+// The torch wheel VERSION this build's LibTorch came from ("" for Debian's): tools/torch_wheel.sh
+// leaves distlm_torch_wheel.txt ("torch==VERSION (...)") beside the wheel's torch/ folder. Any
+// other LibTorch is refused: the image would have no way to install the same one.
+std::string WheelVersionOfThisBuild() {
+  const std::string source = DISTLM_LIBTORCH_SOURCE;
+  if (source == "system") return "";
+  const fs::path record = fs::path(DISTLM_LIBTORCH_ROOT).parent_path() / "distlm_torch_wheel.txt";
+  std::ifstream in(record);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::smatch m;
+  const std::string line = text.str();
+  if (!in || !std::regex_search(line, m, std::regex(R"(torch==([0-9]+\.[0-9]+(\.[0-9]+)?))"))) {
+    throw distlm::UserError(std::string("DISTLM_LIBTORCH=") + DISTLM_LIBTORCH_ROOT +
+                            " is not a torch wheel installed by tools/torch_wheel.sh (no " + record.string() +
+                            "): the image could not install the LibTorch the grader is linked against; package with"
+                            " Debian's LibTorch or DISTLM_LIBTORCH=$(tools/torch_wheel.sh VERSION | tail -1)");
+  }
+  return m[1];
 }
 
 void CopyExecutable(const std::string& from, const fs::path& to) {
@@ -89,10 +120,17 @@ int Main(int argc, char** argv) {
   fs::copy_file(distlm::FindRunfile("grading/gradescope/Dockerfile"), root / "Dockerfile",
                 fs::copy_options::overwrite_existing);
 
+  const std::string wheel = WheelVersionOfThisBuild();
+  distlm::WriteFileAtomically((root / "grader" / "libtorch.env").string(),
+                              "# Written by //grading:gradescope_package: the LibTorch grader/ is linked against.\n"
+                              "DISTLM_TORCH_WHEEL=" + wheel + "\n");
+
   const std::string cmd = "cd " + Quote(root.string()) + " && /usr/bin/zip -qr " + Quote(zip.string()) + " .";
   if (std::system(cmd.c_str()) != 0) throw distlm::UserError("zip failed: " + cmd);
   std::printf("gradescope_package: %s (%s: %zu kit files, the grader and its binaries)\n", zip.string().c_str(),
               root.string().c_str(), report.copied.size());
+  std::printf("gradescope_package: LibTorch %s\n",
+              wheel.empty() ? "Debian's (the image: Debian 12)" : ("torch wheel " + wheel + " (setup.sh installs it)").c_str());
   return 0;
 }
 

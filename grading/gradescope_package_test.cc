@@ -13,6 +13,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <libtorch_info.h>
+
 #include "common/testing/subprocess.h"
 #include "grading/checkout_testing.h"
 
@@ -59,6 +61,20 @@ TEST(GradescopePackageTest, HoldsTheKitAndTheCompiledGraderAndGradesFromTheZip) 
     EXPECT_EQ(e.find("common/ddp/"), std::string::npos) << "the finished DDP is task 3's answer: " << e;
   }
 
+  // Which LibTorch the grader is linked against, for setup.sh and run_autograder: Debian's, or
+  // the wheel this build used (tools/torch_wheel.sh's folder is torch-VERSION/torch).
+  const std::string env = testing::ReadFileOrEmpty(out + "/autograder/grader/libtorch.env");
+  const std::string libtorch_source = DISTLM_LIBTORCH_SOURCE;
+  std::string wheel;
+  if (libtorch_source != "system") {
+    const std::string folder = fs::path(DISTLM_LIBTORCH_ROOT).parent_path().filename().string();
+    ASSERT_EQ(folder.rfind("torch-", 0), 0u) << "this build's LibTorch is not from tools/torch_wheel.sh: " << folder;
+    wheel = folder.substr(6);
+  }
+  EXPECT_NE(env.find("\nDISTLM_TORCH_WHEEL=" + wheel + "\n"), std::string::npos)
+      << "grader/libtorch.env should name " << (wheel.empty() ? "no wheel (Debian's LibTorch)" : "wheel " + wheel)
+      << ":\n" << env;
+
   // Unpacked elsewhere, run_autograder grades with the package's own binaries (task 2b's build
   // stands in through the grader's test seam: no Bazel here).
   const std::string root = testing::MakeTempDir("unpacked");
@@ -74,6 +90,8 @@ TEST(GradescopePackageTest, HoldsTheKitAndTheCompiledGraderAndGradesFromTheZip) 
                 root + "/run_autograder", "--prebuilt=task2b=" + testing::Runfile("task2b/reference"),
                 "--recognise_mistakes=false"};
   grade.env = {{"DISTLM_SUBMISSION", sub}, {"DISTLM_RESULTS", out + "/results.json"}};
+  // The wheel lives where this machine installed it, not in the image's /opt/distlm.
+  if (!wheel.empty()) grade.env["DISTLM_LIBTORCH"] = DISTLM_LIBTORCH_ROOT;
   auto g = testing::Run(grade, 240);
   ASSERT_EQ(g.exit_code, 0) << g.output;
   const nlohmann::json r = nlohmann::json::parse(testing::ReadFileOrEmpty(out + "/results.json"));

@@ -105,6 +105,8 @@ def _libtorch_impl(rctx):
             found = _first_existing(rctx, [c + "/" + want for c in candidates])
             if found == None:
                 fail("distlm: %s is a CUDA build of LibTorch, but no %s was found (looked in %s); install the CUDA toolkit and NCCL, or use tools/torch_wheel.sh" % (libdir, want, ", ".join(candidates)))
+            if want == "cuda_runtime_api.h" and not rctx.path(rctx.path(found).dirname).get_child("crt").get_child("host_config.h").exists:
+                fail("distlm: %s has no crt/host_config.h beside it (LibTorch's CUDA headers include it); run tools/torch_wheel.sh again, which adds NVIDIA's crt and CCCL header wheels" % found)
             link = "cuda_include/%d" % len(cuda_includes)
             rctx.symlink(rctx.path(found).dirname, link)
             cuda_includes.append(link)

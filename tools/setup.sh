@@ -39,6 +39,24 @@ PACKAGES=(
   python3-pip python3-venv
 )
 
+# DISTLM_WITH_SLURM=1: Slurm's daemons and client, for tools/slurm (a one-node cluster on
+# loopback, and the test that runs task 2b under srun and sbatch). Not by default: on a machine
+# with systemd, Debian enables the daemons' services when it installs them.
+if [ "${DISTLM_WITH_SLURM:-0}" = 1 ]; then
+  PACKAGES+=(slurmctld slurmd slurm-client)
+fi
+
+# With DISTLM_LIBTORCH set (LibTorch 2.x from the torch wheel: tools/torch_wheel.sh), Debian's
+# LibTorch 1.13 and Gloo are not needed: the wheel carries its own Gloo.
+if [ -n "${DISTLM_LIBTORCH:-}" ]; then
+  kept=()
+  for p in "${PACKAGES[@]}"; do
+    case "$p" in libtorch-dev | libgloo-dev) ;; *) kept+=("$p") ;; esac
+  done
+  PACKAGES=("${kept[@]}")
+  echo "tools/setup.sh: DISTLM_LIBTORCH=$DISTLM_LIBTORCH: Debian's libtorch-dev and libgloo-dev skipped"
+fi
+
 missing=()
 for p in "${PACKAGES[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

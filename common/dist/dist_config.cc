@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/dist/slurm_nodelist.h"
 #include "common/runtime/errors.h"
 
 namespace distlm::dist {
@@ -73,7 +74,8 @@ bool NcclAvailable() {
 }
 
 std::map<std::string, std::string> LauncherEnvironment() {
-  std::vector<std::string> names = {"MASTER_ADDR", "MASTER_PORT"};
+  std::vector<std::string> names = {"MASTER_ADDR", "MASTER_PORT", "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST",
+                                    "SLURM_JOB_ID"};
   for (const Launcher& l : Launchers()) {
     names.push_back(l.rank_var);
     names.push_back(l.size_var);
@@ -173,21 +175,46 @@ DistConfig ResolveDistConfig(const DistFlagValues& flags,
                                  c.world_size_origin, ")"));
   }
 
+  // Slurm sets no MASTER_ADDR/PORT: when it started the ranks, the master is the first host of
+  // the step (rank 0's) and the port comes from the job id, the same on every rank.
+  const bool slurm = c.source == "slurm";
   if (!flags.master_ip.empty()) {
     c.master_ip = flags.master_ip;
+    c.master_ip_origin = "--master_ip";
   } else if (auto addr = Lookup(env, "MASTER_ADDR")) {
     c.master_ip = *addr;
+    c.master_ip_origin = "MASTER_ADDR";
+  } else if (slurm) {
+    for (const char* name : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST"}) {
+      if (auto nodes = Lookup(env, name)) {
+        c.master_ip = FirstSlurmHost(*nodes, name);
+        c.master_ip_origin = name;
+        break;
+      }
+    }
   }
   if (flags.master_port > 0) {
     c.master_port = flags.master_port;
+    c.master_port_origin = "--master_port";
   } else if (auto port = EnvInt(env, "MASTER_PORT", "the master's port", 1)) {
     if (*port > 65535) {
       throw UserError(absl::StrCat("environment variable MASTER_PORT=", *port,
                                    " is not a TCP port (1..65535)"));
     }
     c.master_port = *port;
+    c.master_port_origin = "MASTER_PORT";
+  } else if (slurm) {
+    if (auto id = EnvInt(env, "SLURM_JOB_ID", "slurm", 0)) {
+      c.master_port = SlurmMasterPort(*id);
+      c.master_port_origin = "SLURM_JOB_ID";
+    }
   }
   return c;
+}
+
+std::string DescribeDistConfig(const DistConfig& c) {
+  return absl::StrCat(c.world_size, " ranks (", c.source, ": ", c.world_size_origin, "), master ", c.master_ip, " (",
+                      c.master_ip_origin, ") port ", c.master_port, " (", c.master_port_origin, ")");
 }
 
 }  // namespace distlm::dist

@@ -8,7 +8,9 @@
 //   world_size  --world_size (> 0); the launcher's size (WORLD_SIZE, OMPI_COMM_WORLD_SIZE,
 //               SLURM_NTASKS); 1.
 //   local_rank  --local_rank; LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID; 0.
-//   master      --master_ip / --master_port; MASTER_ADDR / MASTER_PORT; 127.0.0.1:29500.
+//   master      --master_ip / --master_port; MASTER_ADDR / MASTER_PORT; when Slurm started
+//               the ranks, the first host of SLURM_STEP_NODELIST (else SLURM_JOB_NODELIST) and
+//               a port from SLURM_JOB_ID (slurm_nodelist.h); 127.0.0.1:29500.
 // When several launchers' variables are present the innermost launcher wins: torchrun (run
 // inside an allocation) over Open MPI over Slurm, because the outer launcher's variables then
 // describe its tasks, not the ranks.
@@ -45,7 +47,15 @@ struct DistConfig {
   // How rank and world size were given, for error messages, e.g. "--rank=3" or "RANK=3".
   std::string rank_origin = "default rank 0";
   std::string world_size_origin = "default world size 1";
+  // Where the master's address and port came from: "--master_ip", "MASTER_ADDR",
+  // "SLURM_STEP_NODELIST", "default"; "--master_port", "MASTER_PORT", "SLURM_JOB_ID", "default".
+  std::string master_ip_origin = "default";
+  std::string master_port_origin = "default";
 };
+
+// One line for rank 0's start-up: "4 ranks (slurm: SLURM_PROCID, SLURM_NTASKS=4), master
+// node01 (SLURM_STEP_NODELIST) port 12345 (SLURM_JOB_ID)".
+std::string DescribeDistConfig(const DistConfig& c);
 
 // Resolves and validates. Throws distlm::UserError naming the flag or variable at fault: bad
 // backend, negative or non-numeric values, rank >= world size, a port outside 1..65535, a

@@ -8,6 +8,7 @@
 
 #include "absl/flags/flag.h"
 #include "common/dist/dist_flags.h"
+#include "common/dist/slurm_nodelist.h"
 #include "common/runtime/errors.h"
 
 namespace distlm::dist {
@@ -114,6 +115,58 @@ TEST(ResolveDistConfigTest, SlurmVariables) {
   EXPECT_EQ(c.rank, 5);
   EXPECT_EQ(c.world_size, 8);
   EXPECT_EQ(c.local_rank, 1);
+}
+
+TEST(ResolveDistConfigTest, SlurmGivesTheMasterFromTheNodeListAndJobId) {
+  Env slurm = {{"SLURM_PROCID", "2"},
+               {"SLURM_NTASKS", "4"},
+               {"SLURM_JOB_NODELIST", "login1,node[03-06]"},
+               {"SLURM_STEP_NODELIST", "node[03-06]"},
+               {"SLURM_JOB_ID", "123456"}};
+  DistConfig c = ResolveDistConfig(Flags(), slurm);
+  EXPECT_EQ(c.master_ip, "node03") << "rank 0 runs on the step's first node";
+  EXPECT_EQ(c.master_port, 10000 + 123456 % 20000);
+  EXPECT_EQ(DescribeDistConfig(c),
+            "4 ranks (slurm: SLURM_NTASKS=4), master node03 (SLURM_STEP_NODELIST) port 13456 (SLURM_JOB_ID)");
+  slurm.erase("SLURM_STEP_NODELIST");
+  EXPECT_EQ(ResolveDistConfig(Flags(), slurm).master_ip, "login1");
+  // Flags and MASTER_ADDR/PORT still win; without Slurm's rank they are not read at all.
+  DistFlagValues f = Flags();
+  f.master_ip = "10.0.0.9";
+  f.master_port = 4000;
+  c = ResolveDistConfig(f, slurm);
+  EXPECT_EQ(c.master_ip, "10.0.0.9");
+  EXPECT_EQ(c.master_port, 4000);
+  slurm["MASTER_ADDR"] = "head";
+  slurm["MASTER_PORT"] = "4100";
+  c = ResolveDistConfig(Flags(), slurm);
+  EXPECT_EQ(c.master_ip, "head");
+  EXPECT_EQ(c.master_port, 4100);
+  c = ResolveDistConfig(Flags(), {{"SLURM_JOB_NODELIST", "node1"}, {"SLURM_JOB_ID", "7"}});
+  EXPECT_EQ(c.master_ip, "127.0.0.1") << "an allocation without srun's ranks is one local rank";
+  EXPECT_EQ(c.master_port, 29500);
+  // A rank started by torchrun inside an allocation takes torchrun's master, not Slurm's.
+  c = ResolveDistConfig(Flags(), {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"},
+                                  {"SLURM_JOB_NODELIST", "node1"}, {"SLURM_JOB_ID", "7"}});
+  EXPECT_EQ(c.master_ip, "127.0.0.1");
+}
+
+TEST(FirstSlurmHostTest, ExpandsTheFirstHostOnly) {
+  EXPECT_EQ(FirstSlurmHost("node7", "V"), "node7");
+  EXPECT_EQ(FirstSlurmHost("node[01-04,07],login2", "V"), "node01");
+  EXPECT_EQ(FirstSlurmHost("node[7,3-4]", "V"), "node7");
+  EXPECT_EQ(FirstSlurmHost("rack[1-2]-gpu[003-008]", "V"), "rack1-gpu003");
+  EXPECT_EQ(FirstSlurmHost("a,b[1-2]", "V"), "a");
+  EXPECT_EQ(FirstSlurmHost("localhost", "V"), "localhost");
+  for (const char* bad : {"", ",node1", "node[1-4", "node[]", "node[-3]"}) {
+    try {
+      FirstSlurmHost(bad, "SLURM_JOB_NODELIST");
+      ADD_FAILURE() << "'" << bad << "' was accepted";
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("SLURM_JOB_NODELIST=\"" + std::string(bad) + "\""), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST(ResolveDistConfigTest, InnermostLauncherWins) {

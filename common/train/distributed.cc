@@ -41,6 +41,7 @@ DistInfo InitDistributedFromFlags(at::ScalarType comm_dtype) {
   info.world_size = ctx->world_size;
   info.local_rank = ctx->config.local_rank;
   info.backend = ctx->backend_name;
+  info.described = dist::DescribeDistConfig(ctx->config);
   info.check_agreement = [ctx](const std::string& what, const std::string& value) {
     dist::CheckAgreement(*ctx, what, value);
   };

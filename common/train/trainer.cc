@@ -326,6 +326,9 @@ void Trainer::Train() {
                 static_cast<long long>(B * accum * dist_.world_size), static_cast<long long>(total),
                 static_cast<long long>(updates_per_epoch), static_cast<long long>(epochs),
                 options_.output_dir.c_str());
+    if (dist_.world_size > 1 && !dist_.described.empty()) {
+      std::printf("%s: %s\n", stage_.name().c_str(), dist_.described.c_str());
+    }
     std::fflush(stdout);
   }
 

@@ -50,6 +50,7 @@ struct DistInfo {
   int world_size = 1;
   int local_rank = 0;  // picks the GPU under --device=cuda
   std::string backend = "none";
+  std::string described;  // how the ranks were started and found each other (rank 0 prints it)
   // Throws a one-line UserError on every rank when ranks disagree on (what, value).
   std::function<void(const std::string& what, const std::string& value)> check_agreement;
   // Turns a failed collective into a message naming the lost rank.

@@ -6,11 +6,16 @@
 #   grading/gradescope/e2e_debootstrap.sh            # references (95), stubs (0), two mistakes
 #   grading/gradescope/e2e_debootstrap.sh --smoke    # the references only (what CI runs)
 #   grading/gradescope/e2e_debootstrap.sh --reuse=DIR  # grade again in a root kept by --keep
+#   grading/gradescope/e2e_debootstrap.sh --wheel=2.11.0  # the package linked against PyPI's
+#       torch wheel (tools/torch_wheel.sh), which setup.sh installs with pip: the route for a base
+#       image without Debian's LibTorch
 #
 # Needs root, debootstrap (installed if missing) and a Debian mirror (DISTLM_DEBIAN_MIRROR,
 # default deb.debian.org). With --share_cache the root's Bazel uses this machine's disk cache
 # (~/.cache/distlm/bazel-disk) and apt's downloads, so setup.sh does not compile or download
-# what this machine has; without it setup.sh starts from nothing, as on Gradescope.
+# what this machine has (with --wheel, this machine's installed wheel too); without it setup.sh
+# starts from nothing, as on Gradescope. The root gets this machine's pip configuration and CA
+# bundle (PyPI may be reached through a proxy here).
 # Prints each step's time and "e2e: N of N submissions graded as expected". Exits 0 when all
 # were, 1 when one was not (or the package or setup.sh failed), 3 when no root could be made
 # (not root, no debootstrap, no mirror).
@@ -18,14 +23,15 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 checkout=$(pwd)
 
-smoke=0 share=0 keep=0 reuse=
+smoke=0 share=0 keep=0 reuse= wheel=
 for arg in "$@"; do
   case "$arg" in
     --smoke) smoke=1 ;;
     --share_cache) share=1 ;;
     --keep) keep=1 ;;
     --reuse=*) reuse=${arg#--reuse=} keep=1 ;;
-    *) echo "usage: $0 [--smoke] [--share_cache] [--keep] [--reuse=DIR]" >&2; exit 2 ;;
+    --wheel=*) wheel=${arg#--wheel=} ;;
+    *) echo "usage: $0 [--smoke] [--share_cache] [--keep] [--reuse=DIR] [--wheel=VERSION]" >&2; exit 2 ;;
   esac
 done
 [ "$(id -u)" -eq 0 ] || { echo "e2e: needs root (debootstrap, chroot, mounts): not run" >&2; exit 3; }
@@ -37,7 +43,7 @@ command -v debootstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get inst
 work=${reuse:-$(mktemp -d /tmp/distlm_e2e.XXXXXX)}
 root=$work/root
 cleanup() {
-  for m in "$root/root/.cache/distlm/bazel-disk" "$root/var/cache/apt/archives" "$root/dev" "$root/sys" "$root/proc" "$root"; do
+  for m in "$root/root/.cache/distlm/bazel-disk" "$root/opt/distlm/torch-$wheel" "$root/var/cache/apt/archives" "$root/dev" "$root/sys" "$root/proc" "$root"; do
     if mountpoint -q "$m" 2>/dev/null; then umount -R "$m" 2>/dev/null || umount -lR "$m" 2>/dev/null || true; fi
   done
   if [ "$keep" -eq 1 ]; then
@@ -59,7 +65,11 @@ step() {
 }
 
 if [ -z "$reuse" ]; then
-  bazel run //grading:gradescope_package -- --out="$work/package" >"$work/package.log" 2>&1 || {
+  libtorch=
+  if [ -n "$wheel" ]; then
+    libtorch=$(tools/torch_wheel.sh "$wheel" | tail -1) || exit 1
+  fi
+  DISTLM_LIBTORCH=$libtorch bazel run //grading:gradescope_package -- --out="$work/package" >"$work/package.log" 2>&1 || {
     tail -20 "$work/package.log"
     exit 1
   }
@@ -86,6 +96,16 @@ if [ "$share" -eq 1 ]; then
   mkdir -p "$root/root/.cache/distlm/bazel-disk" "$HOME/.cache/distlm/bazel-disk"
   mount --bind "$HOME/.cache/distlm/bazel-disk" "$root/root/.cache/distlm/bazel-disk"
   mount --bind /var/cache/apt/archives "$root/var/cache/apt/archives"
+  if [ -n "$wheel" ] && [ -f "$HOME/.cache/distlm/torch-$wheel/.complete" ]; then
+    mkdir -p "$root/opt/distlm/torch-$wheel"
+    mount --bind "$HOME/.cache/distlm/torch-$wheel" "$root/opt/distlm/torch-$wheel"
+  fi
+fi
+if [ -n "$wheel" ]; then
+  # This machine's way to PyPI (a proxy's CA, an index), as any machine's would be configured.
+  [ -f /etc/pip.conf ] && cp /etc/pip.conf "$root/etc/pip.conf"
+  mkdir -p "$root/etc/ssl/certs"
+  [ -f /etc/ssl/certs/ca-certificates.crt ] && cp /etc/ssl/certs/ca-certificates.crt "$root/etc/distlm-host-ca.crt"
 fi
 if [ -z "$reuse" ]; then
   # What Gradescope's base image has before setup.sh: unzip to unpack the zip, ca-certificates.
@@ -94,7 +114,12 @@ if [ -z "$reuse" ]; then
   cp "$zip" "$root/autograder/autograder.zip"
   chroot "$root" unzip -q /autograder/autograder.zip -d /autograder/source
   setup_start=$(date +%s)
-  chroot "$root" bash -c 'cd /autograder/source && bash setup.sh' >"$work/setup.log" 2>&1 || {
+  pip_env=()
+  if [ -n "$wheel" ] && [ -f "$root/etc/distlm-host-ca.crt" ]; then
+    pip_env=(PIP_CERT=/etc/distlm-host-ca.crt)
+    [ -n "${PIP_INDEX_URL:-}" ] && pip_env+=(PIP_INDEX_URL="$PIP_INDEX_URL")
+  fi
+  chroot "$root" env "${pip_env[@]}" bash -c 'cd /autograder/source && bash setup.sh' >"$work/setup.log" 2>&1 || {
     tail -30 "$work/setup.log"
     exit 1
   }
