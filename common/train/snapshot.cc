@@ -57,7 +57,7 @@ struct Hasher {
 nlohmann::json TrainingState::ToJson() const {
   return {{"update", update},   {"epoch", epoch},         {"batch_in_epoch", batch_in_epoch},
           {"minibatches", minibatches}, {"losses", losses}, {"eval_results", eval_results},
-          {"fingerprint", fingerprint}};
+          {"fingerprint", fingerprint}, {"loss_scaler", loss_scaler}};
 }
 
 TrainingState TrainingState::FromJson(const nlohmann::json& j) {
@@ -69,6 +69,7 @@ TrainingState TrainingState::FromJson(const nlohmann::json& j) {
   s.losses = j.at("losses").get<std::vector<double>>();
   s.eval_results = j.at("eval_results");
   s.fingerprint = j.at("fingerprint");
+  if (j.contains("loss_scaler")) s.loss_scaler = j.at("loss_scaler");
   return s;
 }
 

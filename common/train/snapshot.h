@@ -27,6 +27,8 @@ struct TrainingState {
   std::vector<double> losses;  // logged loss of every update so far
   nlohmann::json eval_results = nlohmann::json::array();
   nlohmann::json fingerprint = nlohmann::json::object();  // options a resume must share
+  // --fp16's loss scaler: {"scale", "clean_updates", "skipped"}; null without loss scaling.
+  nlohmann::json loss_scaler = nullptr;
 
   nlohmann::json ToJson() const;
   static TrainingState FromJson(const nlohmann::json& j);

@@ -40,6 +40,11 @@ ABSL_FLAG(std::string, device, "cpu",
 ABSL_FLAG(uint64_t, seed, 42, "random seed (model init, shuffling, dropout)");
 ABSL_FLAG(int64_t, logging_steps, 50, "print a progress line every this many updates");
 ABSL_FLAG(bool, plots, true, "write PNG plots of the run into OUTPUT_DIR/plots when it ends (needs gnuplot)");
+ABSL_FLAG(bool, bf16, false,
+          "mixed precision in bfloat16: forward passes under autocast, weights, gradients and optimizer in float32");
+ABSL_FLAG(bool, fp16, false,
+          "mixed precision in float16 with dynamic loss scaling (as run_glue's --fp16); needs --device=cuda "
+          "(or LibTorch 2.4+ on CPU, slow)");
 ABSL_FLAG(int64_t, save_steps, 0, "snapshot every this many updates (0: only at epoch ends)");
 ABSL_FLAG(double, hidden_dropout_prob, -1, "override the model's hidden dropout (< 0: keep)");
 ABSL_FLAG(double, attention_probs_dropout_prob, -1, "override the model's attention dropout (< 0: keep)");
@@ -74,6 +79,8 @@ nlohmann::json TrainOptions::ToJson() const {
       {"device", device},
       {"logging_steps", logging_steps},
       {"save_steps", save_steps},
+      {"bf16", bf16},
+      {"fp16", fp16},
       {"hidden_dropout_prob", hidden_dropout_prob},
       {"attention_probs_dropout_prob", attention_probs_dropout_prob},
   };
@@ -151,6 +158,8 @@ TrainOptions TrainOptionsFromFlags() {
   o.seed = absl::GetFlag(FLAGS_seed);
   o.logging_steps = absl::GetFlag(FLAGS_logging_steps);
   o.plots = absl::GetFlag(FLAGS_plots);
+  o.bf16 = absl::GetFlag(FLAGS_bf16);
+  o.fp16 = absl::GetFlag(FLAGS_fp16);
   o.save_steps = absl::GetFlag(FLAGS_save_steps);
   o.hidden_dropout_prob = absl::GetFlag(FLAGS_hidden_dropout_prob);
   o.attention_probs_dropout_prob = absl::GetFlag(FLAGS_attention_probs_dropout_prob);

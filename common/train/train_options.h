@@ -44,7 +44,10 @@ struct TrainOptions {
   std::string device = "cpu";  // cpu | cuda (cuda:LOCAL_RANK); see common/runtime/device.h
   uint64_t seed = 42;
   int64_t logging_steps = 50;
-  bool plots = true;  // OUTPUT_DIR/plots/*.png at the end (common/train/plots.h)
+  bool plots = true;
+  // Mixed precision (common/train/mixed_precision.h): autocast forward passes, float32 weights.
+  bool bf16 = false;
+  bool fp16 = false;  // with dynamic loss scaling  // OUTPUT_DIR/plots/*.png at the end (common/train/plots.h)
   int64_t save_steps = 0;
   // Model overrides for experiments and tests: < 0 keeps the checkpoint's value.
   double hidden_dropout_prob = -1;

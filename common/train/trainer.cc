@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <csignal>
 #include <cstdlib>
+#include <limits>
 #include <ctime>
 #include <optional>
 
@@ -81,6 +82,27 @@ void Trainer::MaybeInjectFault(int64_t update) const {
   }
 }
 
+bool Trainer::UnscaleGradients(int64_t update) {
+  if (!scaler_.enabled()) return true;
+  // DISTLM_FAULT_INF_GRAD=U: an overflow in update U's gradients, for the tests of the skip.
+  if (const char* at = std::getenv("DISTLM_FAULT_INF_GRAD"); at != nullptr && std::atoll(at) == update) {
+    torch::NoGradGuard no_grad;
+    for (auto& p : parameters_) {
+      if (p.grad().defined()) {
+        p.grad().view(-1)[0] = std::numeric_limits<float>::infinity();
+        break;
+      }
+    }
+  }
+  // Task 5's gradients differ between ranks until its optimizer step syncs them: the ranks vote.
+  // Elsewhere they are already the mean over ranks, the same everywhere.
+  c10d::ProcessGroup* vote = stage_.shards_optimizer_state() && dist_.world_size > 1 ? dist_.pg.get() : nullptr;
+  if (scaler_.UnscaleAndCheck(parameters_, vote)) return true;
+  torch::NoGradGuard no_grad;
+  for (auto& p : parameters_) p.mutable_grad() = torch::Tensor();  // as ZeroGrad
+  return false;
+}
+
 Trainer::Trainer(TrainOptions options, Stage& stage, DistInfo dist)
     : options_(std::move(options)), stage_(stage), dist_(std::move(dist)) {}
 
@@ -99,6 +121,8 @@ void Trainer::PrepareOutputDir() {
 void Trainer::Setup() {
   if (setup_done_) return;
   device_ = runtime::ResolveDevice(options_.device, dist_.local_rank);
+  precision_ = PrecisionFromFlags(options_.bf16, options_.fp16, device_);
+  scaler_ = LossScaler(precision_ == Precision::kFp16);
   // Data: the task's processor, the model's vocabulary.
   auto processor = glue::MakeProcessor(options_.task_name);
   std::string data_dir = options_.data_dir.empty() ? FindRunfile(kBuiltinData) : options_.data_dir;
@@ -181,7 +205,7 @@ double Trainer::AverageOverRanks(double value) {
 }
 
 void Trainer::LogUpdate(int64_t step, int64_t epoch, double loss, double lr, double grad_norm,
-                        double step_ms, int64_t samples) {
+                        double step_ms, int64_t samples, std::optional<double> loss_scale, bool skipped) {
   json line = {{"step", step},
                {"epoch", epoch},
                {"loss", loss},
@@ -193,6 +217,10 @@ void Trainer::LogUpdate(int64_t step, int64_t epoch, double loss, double lr, dou
   const json fields = figures.ToJson();  // named: items() would not keep a temporary alive
   for (auto& [k, v] : fields.items()) line[k] = v;
   if (figures.comm) line["compute_time_ms"] = step_ms - figures.comm_time_ms;
+  if (loss_scale) {
+    line["loss_scale"] = *loss_scale;
+    line["skipped"] = skipped;  // an overflow: no optimizer step, grad_norm null
+  }
   if (is_main_rank()) AppendLineDurably(options_.output_dir + "/train_log.jsonl", line.dump());
 }
 
@@ -249,6 +277,9 @@ void Trainer::Snapshot(const TrainingState& state) {
   s.eval_results = json::array();
   for (const auto& e : eval_results_) s.eval_results.push_back(e.ToJson());
   s.fingerprint = Fingerprint();
+  if (scaler_.enabled()) {
+    s.loss_scaler = {{"scale", scaler_.scale()}, {"clean_updates", scaler_.clean_updates()}, {"skipped", scaler_.skipped()}};
+  }
   WriteSnapshot(options_.output_dir, s, tensors);
 }
 
@@ -262,12 +293,19 @@ std::optional<TrainingState> Trainer::TryResume(LinearSchedule& schedule) {
   BertAdamW::State gathered;
   // This rank's tensors, in a fixed order; the parameters and moments share storage with them.
   RestoreTensors(pg, is_main_rank(), snap ? &*snap : nullptr, SnapshotTensors(gathered));
-  optimizer_->SetStepCount(state->update);
+  // Updates an overflow skipped (--fp16) stepped neither the optimizer nor the schedule.
+  int64_t skipped = 0;
+  if (scaler_.enabled() && state->loss_scaler.is_object()) {
+    skipped = state->loss_scaler.at("skipped").get<int64_t>();
+    scaler_.Restore(state->loss_scaler.at("scale").get<double>(), state->loss_scaler.at("clean_updates").get<int64_t>(),
+                    skipped);
+  }
+  optimizer_->SetStepCount(state->update - skipped);
   if (stage_.shards_optimizer_state()) {
-    gathered.step = state->update;  // the moments SnapshotTensors returned, now loaded
+    gathered.step = state->update - skipped;  // the moments SnapshotTensors returned, now loaded
     stage_.LoadOptimizerState(*this, gathered);
   }
-  schedule.set_updates_done(state->update);
+  schedule.set_updates_done(state->update - skipped);
   optimizer_->set_lr(schedule.current_lr());
   losses_ = state->losses;
   eval_results_.clear();
@@ -326,6 +364,12 @@ void Trainer::Train() {
                 static_cast<long long>(B * accum * dist_.world_size), static_cast<long long>(total),
                 static_cast<long long>(updates_per_epoch), static_cast<long long>(epochs),
                 options_.output_dir.c_str());
+    if (precision_ != Precision::kFp32) {
+      std::printf("%s: mixed precision %s: forward passes under autocast; weights, gradients and optimizer in "
+                  "float32%s\n",
+                  stage_.name().c_str(), PrecisionName(precision_).c_str(),
+                  scaler_.enabled() ? "; dynamic loss scaling from 65536" : "");
+    }
     if (dist_.world_size > 1 && !dist_.described.empty()) {
       std::printf("%s: %s\n", stage_.name().c_str(), dist_.described.c_str());
     }
@@ -363,10 +407,14 @@ void Trainer::Train() {
         samples = 0;
       }
       data::Batch batch = data::MakeBatch(train_data_, indices, !options_.pad_to_max_length).To(device_);
-      auto out = model_(batch.input_ids, batch.segment_ids, batch.input_mask, batch.labels);
+      bert::ClassifierOutputs out;
+      {
+        AutocastScope autocast(precision_, device_);
+        out = model_(batch.input_ids, batch.segment_ids, batch.input_mask, batch.labels);
+      }
       torch::Tensor loss = accum > 1 ? out.loss / static_cast<double>(accum) : out.loss;
       stage_.BeforeBackward(*this, micro + 1 == accum);
-      stage_.Backward(loss);
+      stage_.Backward(scaler_.Scale(loss));
       double micro_loss = out.loss.item<double>();
       loss_sum += micro_loss;
       samples += batch.size();
@@ -382,7 +430,11 @@ void Trainer::Train() {
 
       stage_.SyncGradients(*this);
       const double lr = optimizer_->lr();
-      const double grad_norm = stage_.OptimizerStep(ctx);
+      const double loss_scale = scaler_.scale();
+      const bool finite = UnscaleGradients(update + 1);
+      // An overflowed update is skipped (no optimizer or schedule step), as GradScaler does.
+      const double grad_norm = finite ? stage_.OptimizerStep(ctx) : std::numeric_limits<double>::quiet_NaN();
+      scaler_.Update(finite);
       ++update;
       const double step_ms = MsSince(update_start);
       step_ms_.push_back(step_ms);
@@ -391,7 +443,8 @@ void Trainer::Train() {
       MaybeInjectFault(update);
       const int64_t global_samples = samples * dist_.world_size;
       epoch_samples += global_samples;
-      LogUpdate(update, epoch + 1, loss_mean, lr, grad_norm, step_ms, global_samples);
+      LogUpdate(update, epoch + 1, loss_mean, lr, grad_norm, step_ms, global_samples,
+                scaler_.enabled() ? std::optional<double>(loss_scale) : std::nullopt, !finite);
       progress_samples += global_samples;
       char fields[160];
       std::snprintf(fields, sizeof(fields), "epoch %lld loss %.6f lr %.3g grad_norm %.4f %.1f ms",
@@ -461,7 +514,11 @@ EvalResult Trainer::Evaluate(int64_t epoch) {
                           static_cast<int64_t>(eval_batches.size()), /*enabled=*/terminal_);
     for (const auto& indices : eval_batches) {
       data::Batch b = data::MakeBatch(dev_data_, indices, !options_.pad_to_max_length).To(device_);
-      auto out = model_(b.input_ids, b.segment_ids, b.input_mask, b.labels);
+      bert::ClassifierOutputs out;
+      {
+        AutocastScope autocast(precision_, device_);
+        out = model_(b.input_ids, b.segment_ids, b.input_mask, b.labels);
+      }
       loss_sum += out.loss.item<double>();
       ++steps;
       auto p = out.logits.argmax(1).cpu();

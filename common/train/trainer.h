@@ -21,6 +21,7 @@
 
 #include "common/bert/bert_model.h"
 #include "common/data/batch.h"
+#include "common/train/mixed_precision.h"
 #include "common/train/bert_adamw.h"
 #include "common/train/schedule.h"
 #include "common/train/snapshot.h"
@@ -89,9 +90,11 @@ class Trainer {
   void Train();
   void PrepareOutputDir();
   void LogUpdate(int64_t step, int64_t epoch, double loss, double lr, double grad_norm, double step_ms,
-                 int64_t samples);
+                 int64_t samples, std::optional<double> loss_scale, bool skipped);
   double AverageOverRanks(double value);
   void MaybeInjectFault(int64_t update) const;
+  // --fp16: unscales the gradients; false (gradients dropped) when they overflowed.
+  bool UnscaleGradients(int64_t update);
   // Snapshots (see snapshot.h): what a resume must agree on, the tensors saved, writing one,
   // and resuming from the newest valid one (rank 0 reads, every rank receives).
   nlohmann::json Fingerprint() const;
@@ -115,7 +118,9 @@ class Trainer {
   double last_epoch_time_s_ = 0;
   double last_epoch_samples_per_s_ = 0;
   bool terminal_ = false;             // stdout is a terminal: progress lines redrawn in place
-  class ProgressLine* progress_ = nullptr;  // training's, while Train() runs (evaluation ends its line)
+  class ProgressLine* progress_ = nullptr;
+  Precision precision_ = Precision::kFp32;  // --bf16 / --fp16 (set by Setup)
+  LossScaler scaler_{false};                // --fp16's; the identity otherwise  // training's, while Train() runs (evaluation ends its line)
   bool setup_done_ = false;
 };
 
