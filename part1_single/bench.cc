@@ -18,12 +18,14 @@
 #include "common/runtime/errors.h"
 #include "common/runtime/runtime_flags.h"
 #include "common/train/bert_adamw.h"
+#include "common/train/mixed_precision.h"
 
 ABSL_FLAG(std::string, model, "tiny", "tiny (hidden 128, 2 layers, 2 heads, intermediate 512) or base (bert-base)");
 ABSL_FLAG(int64_t, batch_size, 32, "examples per step");
 ABSL_FLAG(int64_t, seq_len, 128, "tokens per example");
 ABSL_FLAG(int64_t, steps, 10, "timed steps (plus one warm-up step)");
 ABSL_FLAG(double, dropout, 0.1, "dropout probability (the model's default is 0.1)");
+ABSL_FLAG(bool, bf16, false, "forward passes under bfloat16 autocast, as the programs' --bf16");
 ABSL_FLAG(std::string, profile, "", "write a Chrome trace of the last step's operators to this file");
 
 namespace {
@@ -99,7 +101,13 @@ int main(int argc, char** argv) {
         profile = std::make_unique<torch::autograd::profiler::RecordProfile>(absl::GetFlag(FLAGS_profile));
       }
       auto t0 = Clock::now();
-      auto out = model(ids, types, mask, labels);
+      distlm::bert::ClassifierOutputs out;
+      {
+        distlm::train::AutocastScope autocast(
+            absl::GetFlag(FLAGS_bf16) ? distlm::train::Precision::kBf16 : distlm::train::Precision::kFp32,
+            torch::Device(torch::kCPU));
+        out = model(ids, types, mask, labels);
+      }
       auto t1 = Clock::now();
       out.loss.backward();
       auto t2 = Clock::now();
@@ -121,6 +129,7 @@ int main(int argc, char** argv) {
                              {"batch_size", B},
                              {"seq_len", S},
                              {"threads", rt.num_threads},
+                             {"precision", absl::GetFlag(FLAGS_bf16) ? "bf16" : "fp32"},
                              {"ms_per_step", median},
                              {"gflops_per_s", gflops},
                              {"sgemm_gflops_per_s", sgemm},
