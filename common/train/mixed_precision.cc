@@ -103,7 +103,8 @@ bool LossScaler::UnscaleAndCheck(const std::vector<torch::Tensor>& parameters, c
     torch::Tensor here = g.isfinite().logical_not().any();
     bad = bad.defined() ? bad.logical_or(here) : here;
   }
-  torch::Tensor verdict = (bad.defined() ? bad : torch::zeros({}, torch::kBool)).to(torch::kCPU, torch::kFloat).reshape({1});
+  // On the gradients' device: NCCL reduces CUDA tensors only.
+  torch::Tensor verdict = bad.defined() ? bad.to(torch::kFloat).reshape({1}) : torch::zeros({1});
   if (agree_over != nullptr) {
     std::vector<torch::Tensor> flag = {verdict};
     c10d::AllreduceOptions opts;

@@ -84,8 +84,17 @@ void Trainer::MaybeInjectFault(int64_t update) const {
 
 bool Trainer::UnscaleGradients(int64_t update) {
   if (!scaler_.enabled()) return true;
-  // DISTLM_FAULT_INF_GRAD=U: an overflow in update U's gradients, for the tests of the skip.
-  if (const char* at = std::getenv("DISTLM_FAULT_INF_GRAD"); at != nullptr && std::atoll(at) == update) {
+  // DISTLM_FAULT_INF_GRAD=U (every rank) or R:U (rank R only): an overflow in update U's
+  // gradients, for the tests of the skip and of task 5's vote.
+  int fault_rank = -1;
+  long long fault_update = -1;
+  if (const char* spec = std::getenv("DISTLM_FAULT_INF_GRAD"); spec != nullptr) {
+    if (std::sscanf(spec, "%d:%lld", &fault_rank, &fault_update) != 2) {
+      fault_rank = -1;
+      fault_update = std::atoll(spec);
+    }
+  }
+  if (fault_update == update && (fault_rank < 0 || fault_rank == dist_.rank)) {
     torch::NoGradGuard no_grad;
     for (auto& p : parameters_) {
       if (p.grad().defined()) {

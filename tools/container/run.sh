@@ -38,6 +38,16 @@ global=(${DISTLM_CONTAINER_FLAGS:-})
 # shellcheck disable=SC2206
 extra=(${DISTLM_CONTAINER_RUN_FLAGS:-})
 
+# Podman's defaults (crun, systemd cgroups, raising the open-files and process limits) fail in
+# some VMs and containers (the course's build machine: hybrid cgroups, fixed hard limits); runc
+# with cgroupfs and the current limits work there. Used when the defaults cannot start debian:12.
+if [ "$engine" = podman ] && [ -z "${DISTLM_CONTAINER_FLAGS:-}" ] &&
+  ! podman run --rm --network=host debian:12 true >/dev/null 2>&1 && command -v runc >/dev/null; then
+  global=(--runtime runc --cgroup-manager cgroupfs)
+  extra+=(--ulimit "nofile=$(ulimit -n):$(ulimit -Hn)" --ulimit nproc=4096:4096)
+  echo "tools/container/run.sh: podman's defaults cannot start a container here; using runc and cgroupfs" >&2
+fi
+
 if [ "$rebuild" -eq 1 ] || ! "$engine" "${global[@]}" image inspect "$image" >/dev/null 2>&1; then
   echo "tools/container/run.sh: building $image with $engine (tools/setup.sh's packages; minutes, once)" >&2
   "$engine" "${global[@]}" build --network=host "${extra[@]}" -t "$image" -f "$checkout/tools/container/Dockerfile" \
