@@ -47,14 +47,15 @@ if [ "${DISTLM_WITH_SLURM:-0}" = 1 ]; then
 fi
 
 # With DISTLM_LIBTORCH set (LibTorch 2.x from the torch wheel: tools/torch_wheel.sh), Debian's
-# LibTorch 1.13 and Gloo are not needed: the wheel carries its own Gloo.
+# LibTorch 1.13 is not needed. libgloo-dev still is: the wheel links Gloo into libtorch_cpu but
+# ships none of its headers, which c10d's ProcessGroupGloo.hpp includes.
 if [ -n "${DISTLM_LIBTORCH:-}" ]; then
   kept=()
   for p in "${PACKAGES[@]}"; do
-    case "$p" in libtorch-dev | libgloo-dev) ;; *) kept+=("$p") ;; esac
+    [ "$p" = libtorch-dev ] || kept+=("$p")
   done
   PACKAGES=("${kept[@]}")
-  echo "tools/setup.sh: DISTLM_LIBTORCH=$DISTLM_LIBTORCH: Debian's libtorch-dev and libgloo-dev skipped"
+  echo "tools/setup.sh: DISTLM_LIBTORCH=$DISTLM_LIBTORCH: Debian's libtorch-dev skipped"
 fi
 
 missing=()

@@ -14,7 +14,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=/dev/null
 . "$here/grader/libtorch.env"
 if [ -n "${DISTLM_TORCH_WHEEL:-}" ]; then
-  # Tells the kit's setup to skip Debian's libtorch-dev and Gloo (the wheel carries both).
+  # Tells the kit's setup to skip Debian's libtorch-dev.
   export DISTLM_LIBTORCH=/opt/distlm/torch-$DISTLM_TORCH_WHEEL/torch
 fi
 bash "$here/kit/tools/setup.sh"
