@@ -134,9 +134,11 @@ std::map<std::string, BuildOutcome> BuildSubmission(const GraderConfig& config,
     if (space->confined()) c.argv.push_back("--output_user_root=" + space->student_dir() + "/bazel_user_root");
     c.argv.insert(c.argv.end(), args.begin(), args.end());
     c.working_dir = kit;
-    // Bazel inside `bazel test` would take these as its own.
+    // Bazel inside `bazel test` would take these as its own. LD_LIBRARY_PATH (run_autograder's,
+    // for the grader's own LibTorch on the wheel route) would enter every action's key, so the
+    // image's build (setup.sh, without it) would not serve a grading's: it compiled the kit again.
     c.unset_env = {"TEST_TMPDIR", "RUNFILES_DIR", "RUNFILES_MANIFEST_FILE", "TEST_SRCDIR", "JAVA_RUNFILES",
-                   "BUILD_WORKSPACE_DIRECTORY", "BUILD_WORKING_DIRECTORY"};
+                   "BUILD_WORKSPACE_DIRECTORY", "BUILD_WORKING_DIRECTORY", "LD_LIBRARY_PATH"};
     SandboxLimits l;
     l.timeout_s = timeout_s;
     l.max_output_bytes = 512 * 1024;
