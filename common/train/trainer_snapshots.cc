@@ -1,0 +1,118 @@
+// The Trainer's snapshots (snapshot.h): what a resume must agree on, the tensors a snapshot holds,
+// writing one, and resuming from the newest valid one. Apart from trainer.cc, which runs the loop.
+#include <cstdio>
+#include <optional>
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "common/runtime/atomic_file.h"
+#include "common/runtime/errors.h"
+#include "common/train/resume.h"
+#include "common/train/snapshot.h"
+#include "common/train/trainer.h"
+
+namespace distlm::train {
+
+using nlohmann::json;
+
+json Trainer::Fingerprint() const {
+  return {{"stage", stage_.name()},
+          {"world_size", dist_.world_size},
+          {"per_gpu_train_batch_size", options_.per_device_train_batch_size},
+          {"gradient_accumulation_steps", options_.gradient_accumulation_steps},
+          {"learning_rate", options_.learning_rate},
+          {"weight_decay", options_.weight_decay},
+          {"warmup_steps", options_.warmup_steps},
+          {"max_steps", options_.max_steps},
+          {"num_train_epochs", options_.num_train_epochs},
+          {"seed", options_.seed},
+          {"max_seq_length", options_.max_seq_length},
+          {"model_config", model_->config().Fingerprint()},
+          {"train_examples", train_data_.size()}};
+}
+
+NamedTensors Trainer::SnapshotTensors(BertAdamW::State& gathered) {
+  NamedTensors tensors;
+  const BertAdamW::State* optimizer_state = &optimizer_->state();
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  if (stage_.shards_optimizer_state()) {
+    // Sharded optimizer state (task 5): gathered whole, so the format is every stage's.
+    gathered = stage_.GatherOptimizerState(*this);
+    optimizer_state = &gathered;
+    for (const auto& p : model_->named_parameters()) named.emplace_back(p.key(), p.value());
+  }
+  const auto& state = *optimizer_state;
+  const auto& params = stage_.shards_optimizer_state() ? named : optimizer_->params();
+  if (state.exp_avg.size() != params.size() || state.exp_avg_sq.size() != params.size()) {
+    throw UserError("optimizer state has " + std::to_string(state.exp_avg.size()) + " tensors, the model " +
+                    std::to_string(params.size()) + " parameters");
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    tensors.emplace_back("param/" + params[i].first, params[i].second.detach());
+    tensors.emplace_back("exp_avg/" + params[i].first, state.exp_avg[i]);
+    tensors.emplace_back("exp_avg_sq/" + params[i].first, state.exp_avg_sq[i]);
+  }
+  tensors.emplace_back("rng/cpu", at::detail::getDefaultCPUGenerator().get_state());
+  return tensors;
+}
+
+void Trainer::Snapshot(const TrainingState& state) {
+  BertAdamW::State gathered;
+  NamedTensors tensors;
+  // A sharded optimizer state is gathered by every rank; otherwise only rank 0 looks.
+  if (stage_.shards_optimizer_state()) tensors = SnapshotTensors(gathered);
+  if (!is_main_rank()) return;
+  if (!stage_.shards_optimizer_state()) tensors = SnapshotTensors(gathered);
+  TrainingState s = state;
+  s.losses = losses_;
+  s.eval_results = json::array();
+  for (const auto& e : eval_results_) s.eval_results.push_back(e.ToJson());
+  s.fingerprint = Fingerprint();
+  if (scaler_.enabled()) {
+    s.loss_scaler = {{"scale", scaler_.scale()}, {"clean_updates", scaler_.clean_updates()}, {"skipped", scaler_.skipped()}};
+  }
+  WriteSnapshot(options_.output_dir, s, tensors);
+}
+
+std::optional<TrainingState> Trainer::TryResume(LinearSchedule& schedule) {
+  std::optional<LoadedSnapshot> snap;
+  if (is_main_rank() && !options_.overwrite_output_dir) snap = LoadLatestSnapshot(options_.output_dir);
+  c10d::ProcessGroup* pg = dist_.pg.get();
+  std::optional<TrainingState> state = ShareSnapshotState(pg, is_main_rank(), snap ? &*snap : nullptr);
+  if (!state) return std::nullopt;
+  CheckFingerprint(*state, Fingerprint(), options_.output_dir);
+  BertAdamW::State gathered;
+  // This rank's tensors, in a fixed order; the parameters and moments share storage with them.
+  RestoreTensors(pg, is_main_rank(), snap ? &*snap : nullptr, SnapshotTensors(gathered));
+  // Updates an overflow skipped (--fp16) stepped neither the optimizer nor the schedule.
+  int64_t skipped = 0;
+  if (scaler_.enabled() && state->loss_scaler.is_object()) {
+    skipped = state->loss_scaler.at("skipped").get<int64_t>();
+    scaler_.Restore(state->loss_scaler.at("scale").get<double>(), state->loss_scaler.at("clean_updates").get<int64_t>(),
+                    skipped);
+  }
+  optimizer_->SetStepCount(state->update - skipped);
+  if (stage_.shards_optimizer_state()) {
+    gathered.step = state->update - skipped;  // the moments SnapshotTensors returned, now loaded
+    stage_.LoadOptimizerState(*this, gathered);
+  }
+  schedule.set_updates_done(state->update - skipped);
+  optimizer_->set_lr(schedule.current_lr());
+  losses_ = state->losses;
+  eval_results_.clear();
+  for (const auto& e : state->eval_results) eval_results_.push_back(EvalResult::FromJson(e));
+  if (is_main_rank()) {
+    // The log keeps exactly the updates the snapshot has seen; later lines are replayed.
+    TruncateTrainLog(options_.output_dir, state->update);
+    json evals = json::array();
+    for (const auto& e : eval_results_) evals.push_back(e.ToJson());
+    WriteFileAtomically(options_.output_dir + "/eval_results.json", evals.dump(2) + "\n");
+    std::printf("resuming from %s: %lld updates done (epoch %lld, mini-batch %lld of it)\n", snap->path.c_str(),
+                static_cast<long long>(state->update), static_cast<long long>(state->epoch + 1),
+                static_cast<long long>(state->batch_in_epoch));
+    std::fflush(stdout);
+  }
+  return state;
+}
+
+}  // namespace distlm::train
