@@ -69,32 +69,40 @@ json EvalResult::ToJson() const {
           {"epoch_time_s", epoch_time_s}, {"train_samples_per_s", train_samples_per_s}};
 }
 
+namespace {
+
+// A fault-injection variable of the tests, "R:U" (rank R, update U) or, where `any_rank`, "U"
+// (every rank): true when it names this rank and update.
+bool FaultAt(const char* variable, bool any_rank, int rank, int64_t update) {
+  const char* spec = std::getenv(variable);
+  if (spec == nullptr) return false;
+  int r = -1;
+  long long at = -1;
+  if (std::sscanf(spec, "%d:%lld", &r, &at) == 2) return r == rank && at == update;
+  return any_rank && std::atoll(spec) == update;
+}
+
+}  // namespace
+
 // Fault injection for the reliability tests: DISTLM_FAULT_KILL=R:K makes rank R SIGKILL itself
 // right after its K-th update, as a node that dies mid-run would.
 void Trainer::MaybeInjectFault(int64_t update) const {
-  const char* spec = std::getenv("DISTLM_FAULT_KILL");
-  if (spec == nullptr) return;
-  int rank = -1;
-  long long at = -1;
-  if (std::sscanf(spec, "%d:%lld", &rank, &at) == 2 && rank == dist_.rank && at == update) {
+  if (FaultAt("DISTLM_FAULT_KILL", /*any_rank=*/false, dist_.rank, update)) {
     std::fflush(stdout);
     std::raise(SIGKILL);
   }
+}
+
+void Trainer::DropGradients() {
+  torch::NoGradGuard no_grad;
+  for (auto& p : parameters_) p.mutable_grad() = torch::Tensor();  // as ZeroGrad: the next backward starts afresh
 }
 
 bool Trainer::UnscaleGradients(int64_t update) {
   if (!scaler_.enabled()) return true;
   // DISTLM_FAULT_INF_GRAD=U (every rank) or R:U (rank R only): an overflow in update U's
   // gradients, for the tests of the skip and of task 5's vote.
-  int fault_rank = -1;
-  long long fault_update = -1;
-  if (const char* spec = std::getenv("DISTLM_FAULT_INF_GRAD"); spec != nullptr) {
-    if (std::sscanf(spec, "%d:%lld", &fault_rank, &fault_update) != 2) {
-      fault_rank = -1;
-      fault_update = std::atoll(spec);
-    }
-  }
-  if (fault_update == update && (fault_rank < 0 || fault_rank == dist_.rank)) {
+  if (FaultAt("DISTLM_FAULT_INF_GRAD", /*any_rank=*/true, dist_.rank, update)) {
     torch::NoGradGuard no_grad;
     for (auto& p : parameters_) {
       if (p.grad().defined()) {
@@ -107,8 +115,7 @@ bool Trainer::UnscaleGradients(int64_t update) {
   // Elsewhere they are already the mean over ranks, the same everywhere.
   c10d::ProcessGroup* vote = stage_.shards_optimizer_state() && dist_.world_size > 1 ? dist_.pg.get() : nullptr;
   if (scaler_.UnscaleAndCheck(parameters_, vote)) return true;
-  torch::NoGradGuard no_grad;
-  for (auto& p : parameters_) p.mutable_grad() = torch::Tensor();  // as ZeroGrad
+  DropGradients();
   return false;
 }
 
@@ -274,10 +281,11 @@ void Trainer::Train() {
                 static_cast<long long>(updates_per_epoch), static_cast<long long>(epochs),
                 options_.output_dir.c_str());
     if (precision_ != Precision::kFp32) {
+      const std::string scaling =
+          scaler_.enabled() ? "; dynamic loss scaling from " + std::to_string(std::lround(scaler_.scale())) : "";
       std::printf("%s: mixed precision %s: forward passes under autocast; weights, gradients and optimizer in "
                   "float32%s\n",
-                  stage_.name().c_str(), PrecisionName(precision_).c_str(),
-                  scaler_.enabled() ? "; dynamic loss scaling from 65536" : "");
+                  stage_.name().c_str(), PrecisionName(precision_).c_str(), scaling.c_str());
     }
     if (dist_.world_size > 1 && !dist_.described.empty()) {
       std::printf("%s: %s\n", stage_.name().c_str(), dist_.described.c_str());
@@ -371,12 +379,7 @@ void Trainer::Train() {
     }
     skip = 0;
     // Micro-batches that did not complete an update at the end of an epoch are dropped.
-    if (micro != 0) {
-      torch::NoGradGuard no_grad;
-      for (auto& p : parameters_) {
-        p.mutable_grad() = torch::Tensor();  // as ZeroGrad: the next backward starts afresh
-      }
-    }
+    if (micro != 0) DropGradients();
     last_epoch_time_s_ = MsSince(epoch_start) / 1000.0;
     last_epoch_samples_per_s_ = epoch_samples / std::max(last_epoch_time_s_, 1e-9);
     stage_.EndOfEpoch(*this, epoch + 1);

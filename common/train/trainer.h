@@ -95,6 +95,8 @@ class Trainer {
   void MaybeInjectFault(int64_t update) const;
   // --fp16: unscales the gradients; false (gradients dropped) when they overflowed.
   bool UnscaleGradients(int64_t update);
+  // Sets every gradient to none (an overflowed update, an epoch's incomplete accumulation).
+  void DropGradients();
   // Snapshots (see snapshot.h): what a resume must agree on, the tensors saved, writing one,
   // and resuming from the newest valid one (rank 0 reads, every rank receives).
   nlohmann::json Fingerprint() const;
