@@ -15,6 +15,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "common/bert/bert_model.h"
+#include "common/runtime/device.h"
 #include "common/runtime/errors.h"
 #include "common/runtime/runtime_flags.h"
 #include "common/train/bert_adamw.h"
@@ -26,6 +27,10 @@ ABSL_FLAG(int64_t, seq_len, 128, "tokens per example");
 ABSL_FLAG(int64_t, steps, 10, "timed steps (plus one warm-up step)");
 ABSL_FLAG(double, dropout, 0.1, "dropout probability (the model's default is 0.1)");
 ABSL_FLAG(bool, bf16, false, "forward passes under bfloat16 autocast, as the programs' --bf16");
+ABSL_FLAG(bool, fp16, false,
+          "forward passes under float16 autocast with dynamic loss scaling, as the programs' --fp16 "
+          "(CUDA; CPU only on LibTorch 2.4+)");
+ABSL_FLAG(std::string, device, "cpu", "cpu, cuda or cuda:N, as the programs' --device");
 ABSL_FLAG(std::string, profile, "", "write a Chrome trace of the last step's operators to this file");
 
 namespace {
@@ -43,14 +48,23 @@ double ForwardFlops(const distlm::bert::BertConfig& c, int64_t batch, int64_t se
   return c.num_hidden_layers * per_layer + batch * (2 * H * H + 2 * H * c.num_labels);
 }
 
-// The machine's sgemm rate through LibTorch, on a product the size of BERT-base's FFN.
-double MeasureSgemmGflops() {
-  auto a = torch::randn({4096, 768}), b = torch::randn({768, 3072});
+// Waits for the GPU's queued work, so that a host clock times it (nothing on CPU).
+void Sync(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
+// The device's matrix-product rate through LibTorch in `dtype`, on a product the size of
+// BERT-base's FFN (float32: sgemm; on CUDA without TF32, as LibTorch's default is).
+double MeasureGemmGflops(const torch::Device& device, torch::Dtype dtype) {
+  auto o = torch::TensorOptions().device(device).dtype(dtype);
+  auto a = torch::randn({4096, 768}, o), b = torch::randn({768, 3072}, o);
   torch::mm(a, b);
+  Sync(device);
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) {
     auto t0 = Clock::now();
     auto c = torch::mm(a, b);
+    Sync(device);
     double s = Seconds(t0, Clock::now());
     best = std::max(best, 2.0 * 4096 * 768 * 3072 / s / 1e9);
   }
@@ -78,8 +92,13 @@ int main(int argc, char** argv) {
     if (B < 1 || S < 3 || S > c.max_position_embeddings || steps < 1) {
       throw distlm::UserError("need --batch_size >= 1, 3 <= --seq_len <= 512, --steps >= 1");
     }
+    const torch::Device device = distlm::runtime::ResolveDevice(absl::GetFlag(FLAGS_device), 0);
+    const auto precision =
+        distlm::train::PrecisionFromFlags(absl::GetFlag(FLAGS_bf16), absl::GetFlag(FLAGS_fp16), device);
+    distlm::train::LossScaler scaler(precision == distlm::train::Precision::kFp16);
     torch::manual_seed(0);
     distlm::bert::BertForSequenceClassification model(c);
+    model->to(device);
     model->train();
     std::vector<std::pair<std::string, torch::Tensor>> named;
     for (const auto& p : model->named_parameters()) named.emplace_back(p.key(), p.value());
@@ -87,12 +106,18 @@ int main(int argc, char** argv) {
     for (auto& [n, p] : named) params.push_back(p);
     distlm::train::BertAdamW opt(named, {});
 
-    auto ids = torch::randint(1, c.vocab_size, {B, S}, torch::kLong);
-    auto types = torch::cat({torch::zeros({B, S / 2}, torch::kLong), torch::ones({B, S - S / 2}, torch::kLong)}, 1);
-    auto mask = torch::ones({B, S}, torch::kLong);
-    auto labels = torch::randint(0, 2, {B}, torch::kLong);
+    auto ids = torch::randint(1, c.vocab_size, {B, S}, torch::kLong).to(device);
+    auto types = torch::cat({torch::zeros({B, S / 2}, torch::kLong), torch::ones({B, S - S / 2}, torch::kLong)}, 1)
+                     .to(device);
+    auto mask = torch::ones({B, S}, torch::kLong).to(device);
+    auto labels = torch::randint(0, 2, {B}, torch::kLong).to(device);
 
-    const double sgemm = MeasureSgemmGflops();
+    const double sgemm = MeasureGemmGflops(device, torch::kFloat);
+    const double gemm16 = precision == distlm::train::Precision::kFp32
+                              ? 0
+                              : MeasureGemmGflops(device, precision == distlm::train::Precision::kBf16
+                                                              ? torch::kBFloat16
+                                                              : torch::kHalf);
     const double flops = 3 * ForwardFlops(c, B, S);
     std::vector<double> ms;
     for (int64_t i = 0; i <= steps; ++i) {
@@ -100,20 +125,27 @@ int main(int argc, char** argv) {
       if (i == steps && !absl::GetFlag(FLAGS_profile).empty()) {
         profile = std::make_unique<torch::autograd::profiler::RecordProfile>(absl::GetFlag(FLAGS_profile));
       }
+      Sync(device);
       auto t0 = Clock::now();
       distlm::bert::ClassifierOutputs out;
       {
-        distlm::train::AutocastScope autocast(
-            absl::GetFlag(FLAGS_bf16) ? distlm::train::Precision::kBf16 : distlm::train::Precision::kFp32,
-            torch::Device(torch::kCPU));
+        distlm::train::AutocastScope autocast(precision, device);
         out = model(ids, types, mask, labels);
       }
+      Sync(device);
       auto t1 = Clock::now();
-      out.loss.backward();
+      scaler.Scale(out.loss).backward();
+      Sync(device);
       auto t2 = Clock::now();
-      distlm::train::ClipGradNorm(params, 1.0);
-      opt.Step();
+      // As the Trainer: unscale and look for inf/NaN (fp16), clip, step unless it overflowed.
+      const bool finite = scaler.UnscaleAndCheck(params, nullptr);
+      if (finite) {
+        distlm::train::ClipGradNorm(params, 1.0);
+        opt.Step();
+      }
+      scaler.Update(finite);
       opt.ZeroGrad();
+      Sync(device);
       auto t3 = Clock::now();
       double step_ms = Seconds(t0, t3) * 1000;
       std::printf("step %lld: %.1f ms (forward %.1f, backward %.1f, clip+AdamW+zero %.1f)%s\n",
@@ -124,16 +156,24 @@ int main(int argc, char** argv) {
     std::sort(ms.begin(), ms.end());
     const double median = ms[ms.size() / 2];
     const double gflops = flops / (median / 1000) / 1e9;
-    std::printf("sgemm through LibTorch: %.1f GFLOP/s (%d threads, %s)\n", sgemm, rt.num_threads, rt.blas.c_str());
+    if (device.is_cuda()) {
+      std::printf("sgemm through LibTorch on %s: %.1f GFLOP/s\n", device.str().c_str(), sgemm);
+    } else {
+      std::printf("sgemm through LibTorch: %.1f GFLOP/s (%d threads, %s)\n", sgemm, rt.num_threads, rt.blas.c_str());
+    }
+    if (gemm16 > 0) std::printf("%s matrix product: %.1f GFLOP/s\n", distlm::train::PrecisionName(precision).c_str(), gemm16);
+    if (scaler.skipped() > 0) std::printf("fp16: %lld update(s) overflowed and were skipped\n", static_cast<long long>(scaler.skipped()));
     nlohmann::json result = {{"model", which},
                              {"batch_size", B},
                              {"seq_len", S},
                              {"threads", rt.num_threads},
-                             {"precision", absl::GetFlag(FLAGS_bf16) ? "bf16" : "fp32"},
+                             {"device", device.str()},
+                             {"precision", distlm::train::PrecisionName(precision)},
                              {"ms_per_step", median},
                              {"gflops_per_s", gflops},
                              {"sgemm_gflops_per_s", sgemm},
                              {"fraction_of_sgemm", gflops / sgemm}};
+    if (gemm16 > 0) result["gemm16_gflops_per_s"] = gemm16;
     std::printf("%s\n", result.dump().c_str());
     return 0;
   });

@@ -171,7 +171,7 @@ TEST(Part1Test, BadFlagsAreOneLineErrors) {
       {{"--output_dir=" + used}, "error: --output_dir=" + used + " exists and is not empty; pass --overwrite_output_dir"},
       {{"--model_name_or_path=/no/model"}, "error: /no/model: model directory not found (--model_name_or_path)"},
       {{"--learning_rate=abc"}, "Illegal value 'abc' specified for flag 'learning_rate'"},
-      {{"--device=gpu"}, "error: --device=gpu is not a device: use cpu or cuda"},
+      {{"--device=gpu"}, "error: --device=gpu is not a device: use cpu, cuda (cuda:LOCAL_RANK) or cuda:N"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> flags = c.flags;

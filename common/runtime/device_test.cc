@@ -24,9 +24,12 @@ TEST(DeviceTest, CpuIsAlwaysThere) {
 }
 
 TEST(DeviceTest, AnythingElseIsNamed) {
-  EXPECT_EQ(ErrorOf("gpu", 0), "--device=gpu is not a device: use cpu or cuda (cuda means cuda:LOCAL_RANK)");
-  EXPECT_EQ(ErrorOf("cuda:1", 0),
-            "--device=cuda:1 is not a device: use cpu or cuda (cuda means cuda:LOCAL_RANK)");
+  const std::string use = " is not a device: use cpu, cuda (cuda:LOCAL_RANK) or cuda:N (GPU N for every rank)";
+  EXPECT_EQ(ErrorOf("gpu", 0), "--device=gpu" + use);
+  EXPECT_EQ(ErrorOf("cuda:", 0), "--device=cuda:" + use);
+  EXPECT_EQ(ErrorOf("cuda:-1", 0), "--device=cuda:-1" + use);
+  EXPECT_EQ(ErrorOf("cuda:1x", 0), "--device=cuda:1x" + use);
+  EXPECT_EQ(ErrorOf("cuda:99999", 0), "--device=cuda:99999" + use);
 }
 
 TEST(DeviceTest, CudaIsRefusedWithItsCauseOrGiven) {
@@ -37,6 +40,8 @@ TEST(DeviceTest, CudaIsRefusedWithItsCauseOrGiven) {
               std::string::npos)
         << ErrorOf("cuda", 0);
     EXPECT_NE(ErrorOf("cuda", 0).find(") is a CPU-only build;"), std::string::npos) << ErrorOf("cuda", 0);
+    EXPECT_NE(ErrorOf("cuda:0", 0).find("--device=cuda:0: this LibTorch ("), std::string::npos)
+        << ErrorOf("cuda:0", 0);
     return;
   }
   const int gpus = CudaDeviceCount();
@@ -46,10 +51,16 @@ TEST(DeviceTest, CudaIsRefusedWithItsCauseOrGiven) {
               "--device=cuda: no CUDA GPU is visible to this process (this CUDA build of LibTorch "
               "found 0 devices: no GPU, no NVIDIA driver, or CUDA_VISIBLE_DEVICES hides them); use "
               "--device=cpu");
+    EXPECT_EQ(ErrorOf("cuda:0", 0).rfind("--device=cuda:0: no CUDA GPU is visible", 0), 0u) << ErrorOf("cuda:0", 0);
     return;
   }
   EXPECT_EQ(ResolveDevice("cuda", 0), torch::Device(torch::kCUDA, 0));
   EXPECT_NE(ErrorOf("cuda", gpus).find("needs cuda:" + std::to_string(gpus)), std::string::npos);
+  // cuda:N pins every rank, whatever its local rank; past the last GPU it is refused.
+  EXPECT_EQ(ResolveDevice("cuda:0", 3), torch::Device(torch::kCUDA, 0));
+  EXPECT_EQ(ErrorOf("cuda:" + std::to_string(gpus), 0),
+            "--device=cuda:" + std::to_string(gpus) + ": this host has " + std::to_string(gpus) +
+                (gpus == 1 ? " GPU (cuda:0)" : " GPUs (cuda:0 to cuda:" + std::to_string(gpus - 1) + ")"));
 }
 
 }  // namespace

@@ -96,12 +96,27 @@ bool LossScaler::UnscaleAndCheck(const std::vector<torch::Tensor>& parameters, c
   torch::NoGradGuard no_grad;
   const double inverse = 1.0 / scale_;
   torch::Tensor bad;
+  std::vector<torch::Tensor> on_gpu;
   for (const auto& p : parameters) {
     const torch::Tensor& g = p.grad();
     if (!g.defined()) continue;
+    if (g.is_cuda()) {
+      on_gpu.push_back(g);
+      continue;
+    }
     g.mul_(inverse);
     torch::Tensor here = g.isfinite().logical_not().any();
     bad = bad.defined() ? bad.logical_or(here) : here;
+  }
+  if (!on_gpu.empty()) {
+    // CUDA: GradScaler's fused kernel, a few launches for all gradients instead of five per
+    // gradient (measured on an H100, BERT-base: the loop above cost 11 ms of a 39 ms step).
+    // It multiplies by the same power of two, so the gradients are the loop's to the bit.
+    auto options = on_gpu.front().options().dtype(torch::kFloat);
+    torch::Tensor found = torch::zeros({1}, options);
+    at::_amp_foreach_non_finite_check_and_unscale_(on_gpu, found, torch::full({1}, inverse, options));
+    torch::Tensor here = found.gt(0).reshape({});
+    bad = bad.defined() ? bad.logical_or(here.to(bad.device())) : here;
   }
   // On the gradients' device: NCCL reduces CUDA tensors only.
   torch::Tensor verdict = bad.defined() ? bad.to(torch::kFloat).reshape({1}) : torch::zeros({1});

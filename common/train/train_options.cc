@@ -35,8 +35,8 @@ ABSL_FLAG(int64_t, max_steps, -1, "exactly this many optimizer updates when > 0"
 ABSL_FLAG(int64_t, warmup_steps, 0, "linear warmup updates");
 ABSL_FLAG(int64_t, gradient_accumulation_steps, 1, "micro-batches per optimizer update");
 ABSL_FLAG(std::string, device, "cpu",
-          "cpu, or cuda (cuda:LOCAL_RANK: one GPU per rank): where model, batches, loss and optimizer "
-          "state live");
+          "cpu, cuda (cuda:LOCAL_RANK: one GPU per rank) or cuda:N (GPU N for every rank of the "
+          "host; gloo or mpi): where model, batches, loss and optimizer state live");
 ABSL_FLAG(uint64_t, seed, 42, "random seed (model init, shuffling, dropout)");
 ABSL_FLAG(int64_t, logging_steps, 50, "print a progress line every this many updates");
 ABSL_FLAG(bool, plots, true, "write PNG plots of the run into OUTPUT_DIR/plots when it ends (needs gnuplot)");

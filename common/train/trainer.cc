@@ -137,6 +137,12 @@ void Trainer::PrepareOutputDir() {
 void Trainer::Setup() {
   if (setup_done_) return;
   device_ = runtime::ResolveDevice(options_.device, dist_.local_rank);
+  if (dist_.backend == "nccl" && device_.is_cuda() && device_.index() != dist_.local_rank) {
+    // The NCCL communicator is on cuda:LOCAL_RANK (InitDistributed), the tensors would not be.
+    throw UserError("--device=" + options_.device + " with --backend=nccl: NCCL runs rank " +
+                    std::to_string(dist_.rank) + " on cuda:" + std::to_string(dist_.local_rank) +
+                    " (one GPU per rank); use --device=cuda, or gloo to share one GPU");
+  }
   precision_ = PrecisionFromFlags(options_.bf16, options_.fp16, device_);
   scaler_ = LossScaler(precision_ == Precision::kFp16);
   // Data: the task's processor, the model's vocabulary.
