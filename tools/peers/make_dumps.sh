@@ -4,6 +4,8 @@
 #   OUT_ROOT/models/base    a BERT-base-shaped random checkpoint (make_checkpoint.sh --preset=base)
 #   OUT_ROOT/dumps/base     hf_dump of it (its data/train.tsv is the real RTE train split)
 #   OUT_ROOT/tokenizer      BertTokenizerFast's features of every RTE pair (hf_tokenize.sh)
+#   OUT_ROOT/finetune/tiny  hf_finetune.py: 20 updates of the tiny reference checkpoint on the real
+#                           RTE, dropout off, lr 1e-3 (part1_single:hf_finetune_parity_test)
 # OUT_ROOT defaults to $DISTLM_PEERS_DIR, else ~/.cache/distlm/peers-out. Each part is redone only
 # when the programs that make it changed (a stamp of their hashes). Needs PyPI the first time
 # (tools/peers/setup.sh) and ../shared/reference; prints OUT_ROOT on its last line. Point the tests
@@ -52,4 +54,7 @@ make_part dumps/base "$here/hf_dump.py" "$root/models/base/.stamp" -- \
   "$python" "$here/hf_dump.py" "$root/models/base" "$root/dumps/base"
 make_part tokenizer "$here/hf_tokenize.py" -- \
   "$python" "$here/hf_tokenize.py" "$shared/vocab/bert-base-uncased-vocab.txt" "$shared/data/RTE" "$root/tokenizer"
+make_part finetune/tiny "$here/hf_finetune.py" "$shared/bert_tiny_reference/model.safetensors" -- \
+  "$python" "$here/hf_finetune.py" --model="$shared/bert_tiny_reference" --data_dir="$shared/data/RTE" \
+  --out="$root/finetune/tiny" --dropout=0 --max_steps=20 --lr=1e-3 --no_eval
 echo "$root"
