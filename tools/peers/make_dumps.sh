@@ -6,6 +6,8 @@
 #   OUT_ROOT/tokenizer      BertTokenizerFast's features of every RTE pair (hf_tokenize.sh)
 #   OUT_ROOT/finetune/tiny  hf_finetune.py: 20 updates of the tiny reference checkpoint on the real
 #                           RTE, dropout off, lr 1e-3 (part1_single:hf_finetune_parity_test)
+#   OUT_ROOT/vit/tiny       hf_vit_dump.py: a tiny random ViT, its logits, gradients and a 12-update
+#                           trace (common/vit:vit_hf_parity_test)
 # OUT_ROOT defaults to $DISTLM_PEERS_DIR, else ~/.cache/distlm/peers-out. Each part is redone only
 # when the programs that make it changed (a stamp of their hashes). Needs PyPI the first time
 # (tools/peers/setup.sh) and ../shared/reference; prints OUT_ROOT on its last line. Point the tests
@@ -57,4 +59,6 @@ make_part tokenizer "$here/hf_tokenize.py" -- \
 make_part finetune/tiny "$here/hf_finetune.py" "$shared/bert_tiny_reference/model.safetensors" -- \
   "$python" "$here/hf_finetune.py" --model="$shared/bert_tiny_reference" --data_dir="$shared/data/RTE" \
   --out="$root/finetune/tiny" --dropout=0 --max_steps=20 --lr=1e-3 --no_eval
+make_part vit/tiny "$here/hf_vit_dump.py" -- \
+  "$python" "$here/hf_vit_dump.py" "$root/vit/tiny"
 echo "$root"

@@ -1,0 +1,166 @@
+#include "common/vit/vit_model.h"
+
+#include <cmath>
+
+#include "common/bert/dropout.h"
+#include "common/runtime/errors.h"
+
+namespace distlm::vit {
+
+using distlm::bert::Dropout;
+
+namespace {
+// One fused addmm instead of Linear::forward's product and separate bias pass (as in BERT).
+torch::Tensor ApplyLinear(const torch::nn::Linear& layer, const torch::Tensor& x) {
+  return torch::linear(x, layer->weight, layer->bias);
+}
+}  // namespace
+
+ViTPatchEmbeddingsImpl::ViTPatchEmbeddingsImpl(const ViTConfig& c)
+    : image_size(c.image_size), num_channels(c.num_channels) {
+  projection = register_module(
+      "projection", torch::nn::Conv2d(torch::nn::Conv2dOptions(c.num_channels, c.hidden_size, c.patch_size)
+                                          .stride(c.patch_size)
+                                          .bias(true)));
+}
+
+torch::Tensor ViTPatchEmbeddingsImpl::forward(const torch::Tensor& pixel_values) {
+  if (pixel_values.dim() != 4 || pixel_values.size(1) != num_channels || pixel_values.size(2) != image_size ||
+      pixel_values.size(3) != image_size) {
+    throw UserError("pixel_values has shape " + c10::str(pixel_values.sizes()) + "; this ViT takes [batch, " +
+                    std::to_string(num_channels) + ", " + std::to_string(image_size) + ", " +
+                    std::to_string(image_size) + "]");
+  }
+  // [B, hidden, n, n] -> [B, n*n, hidden], patches in row-major order as transformers has them.
+  return projection(pixel_values).flatten(2).transpose(1, 2);
+}
+
+ViTEmbeddingsImpl::ViTEmbeddingsImpl(const ViTConfig& c) : dropout_p(c.hidden_dropout_prob) {
+  cls_token = register_parameter("cls_token", torch::zeros({1, 1, c.hidden_size}));
+  position_embeddings = register_parameter("position_embeddings", torch::zeros({1, c.num_tokens(), c.hidden_size}));
+  patch_embeddings = register_module("patch_embeddings", ViTPatchEmbeddings(c));
+}
+
+torch::Tensor ViTEmbeddingsImpl::forward(const torch::Tensor& pixel_values) {
+  torch::Tensor patches = patch_embeddings(pixel_values);
+  torch::Tensor cls = cls_token.expand({patches.size(0), -1, -1});
+  torch::Tensor x = torch::cat({cls, patches}, 1) + position_embeddings;
+  return Dropout(x, dropout_p, is_training());
+}
+
+ViTSelfAttentionImpl::ViTSelfAttentionImpl(const ViTConfig& c)
+    : num_heads(c.num_attention_heads),
+      head_size(c.hidden_size / c.num_attention_heads),
+      dropout_p(c.attention_probs_dropout_prob) {
+  auto linear = [&](const char* name) {
+    return register_module(name, torch::nn::Linear(torch::nn::LinearOptions(c.hidden_size, c.hidden_size).bias(c.qkv_bias)));
+  };
+  query = linear("query");
+  key = linear("key");
+  value = linear("value");
+}
+
+torch::Tensor ViTSelfAttentionImpl::forward(const torch::Tensor& hidden) {
+  const int64_t B = hidden.size(0), T = hidden.size(1);
+  auto heads = [&](const torch::Tensor& x) { return x.view({B, T, num_heads, head_size}).transpose(1, 2); };
+  torch::Tensor q = heads(ApplyLinear(query, hidden)), k = heads(ApplyLinear(key, hidden)), v = heads(ApplyLinear(value, hidden));
+  torch::Tensor scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_size));
+  torch::Tensor probs = Dropout(torch::softmax(scores, -1), dropout_p, is_training());
+  return torch::matmul(probs, v).transpose(1, 2).contiguous().view({B, T, num_heads * head_size});
+}
+
+ViTDenseOutputImpl::ViTDenseOutputImpl(int64_t in_features, const ViTConfig& c) : dropout_p(c.hidden_dropout_prob) {
+  dense = register_module("dense", torch::nn::Linear(in_features, c.hidden_size));
+}
+
+torch::Tensor ViTDenseOutputImpl::forward(const torch::Tensor& x) {
+  return Dropout(ApplyLinear(dense, x), dropout_p, is_training());
+}
+
+ViTAttentionImpl::ViTAttentionImpl(const ViTConfig& c) {
+  attention = register_module("attention", ViTSelfAttention(c));
+  output = register_module("output", ViTDenseOutput(c.hidden_size, c));
+}
+
+torch::Tensor ViTAttentionImpl::forward(const torch::Tensor& hidden) { return output(attention(hidden)); }
+
+ViTIntermediateImpl::ViTIntermediateImpl(const ViTConfig& c) : act(c.hidden_act) {
+  dense = register_module("dense", torch::nn::Linear(c.hidden_size, c.intermediate_size));
+}
+
+torch::Tensor ViTIntermediateImpl::forward(const torch::Tensor& x) {
+  torch::Tensor h = ApplyLinear(dense, x);
+  if (act == "gelu") return torch::gelu(h);  // exact: x * Phi(x), with erf
+  if (act == "gelu_new") return torch::gelu(h, "tanh");
+  return torch::relu(h);
+}
+
+ViTLayerImpl::ViTLayerImpl(const ViTConfig& c) {
+  attention = register_module("attention", ViTAttention(c));
+  intermediate = register_module("intermediate", ViTIntermediate(c));
+  output = register_module("output", ViTDenseOutput(c.intermediate_size, c));
+  auto norm = torch::nn::LayerNormOptions({c.hidden_size}).eps(c.layer_norm_eps);
+  layernorm_before = register_module("layernorm_before", torch::nn::LayerNorm(norm));
+  layernorm_after = register_module("layernorm_after", torch::nn::LayerNorm(norm));
+}
+
+torch::Tensor ViTLayerImpl::forward(const torch::Tensor& hidden) {
+  torch::Tensor h = attention(layernorm_before(hidden)) + hidden;  // pre-norm, then the residual
+  return output(intermediate(layernorm_after(h))) + h;
+}
+
+ViTEncoderImpl::ViTEncoderImpl(const ViTConfig& c) {
+  layer = register_module("layer", torch::nn::ModuleList());
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) layer->push_back(ViTLayer(c));
+}
+
+torch::Tensor ViTEncoderImpl::forward(torch::Tensor hidden) {
+  for (const auto& l : *layer) hidden = l->as<ViTLayer>()->forward(hidden);
+  return hidden;
+}
+
+ViTModelImpl::ViTModelImpl(const ViTConfig& c) {
+  embeddings = register_module("embeddings", ViTEmbeddings(c));
+  encoder = register_module("encoder", ViTEncoder(c));
+  layernorm = register_module("layernorm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden_size}).eps(c.layer_norm_eps)));
+}
+
+torch::Tensor ViTModelImpl::forward(const torch::Tensor& pixel_values) {
+  return layernorm(encoder(embeddings(pixel_values)));
+}
+
+ViTForImageClassificationImpl::ViTForImageClassificationImpl(const ViTConfig& c) : config_(c) {
+  c.Validate("the ViT config");
+  vit = register_module("vit", ViTModel(c));
+  classifier = register_module("classifier", torch::nn::Linear(c.hidden_size, c.num_labels));
+  InitWeights();
+}
+
+ViTOutputs ViTForImageClassificationImpl::forward(const torch::Tensor& pixel_values, const torch::Tensor& labels) {
+  ViTOutputs out;
+  torch::Tensor sequence = vit(pixel_values);
+  out.logits = ApplyLinear(classifier, sequence.select(1, 0));  // the [CLS] token
+  if (labels.defined()) out.loss = torch::nn::functional::cross_entropy(out.logits, labels);
+  return out;
+}
+
+void ViTForImageClassificationImpl::InitWeights() {
+  torch::NoGradGuard no_grad;
+  const double std = config_.initializer_range;
+  for (auto& m : modules(/*include_self=*/false)) {
+    if (auto* linear = m->as<torch::nn::LinearImpl>()) {
+      linear->weight.normal_(0.0, std);
+      if (linear->bias.defined()) linear->bias.zero_();
+    } else if (auto* conv = m->as<torch::nn::Conv2dImpl>()) {
+      conv->weight.normal_(0.0, std);
+      if (conv->bias.defined()) conv->bias.zero_();
+    } else if (auto* norm = m->as<torch::nn::LayerNormImpl>()) {
+      norm->weight.fill_(1.0);
+      norm->bias.zero_();
+    }
+  }
+  vit->embeddings->cls_token.normal_(0.0, std);
+  vit->embeddings->position_embeddings.normal_(0.0, std);
+}
+
+}  // namespace distlm::vit

@@ -1,0 +1,143 @@
+// A Vision Transformer for image classification as torch::nn modules, the second model family
+// of the course (#23): the stages' mechanisms (gradient synchronisation, DDP, sharding) do not
+// care which model made the gradients.
+//
+// Module and parameter names are exactly HuggingFace's ViTForImageClassification
+// (vit.embeddings.cls_token, vit.encoder.layer.0.attention.attention.query.weight, ...), so a
+// state dict maps one to one onto its checkpoints. The maths follows transformers' eager ViT:
+// non-overlapping patches by a strided convolution, a learned [CLS] token and position
+// embeddings, pre-norm encoder layers (LayerNorm before attention and before the MLP, residual
+// after each), a final LayerNorm, and a linear head on the [CLS] token. No pooler.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "common/vit/vit_config.h"
+
+namespace distlm::vit {
+
+// Images [batch, channels, H, W] to patch vectors [batch, patches, hidden].
+class ViTPatchEmbeddingsImpl : public torch::nn::Module {
+ public:
+  explicit ViTPatchEmbeddingsImpl(const ViTConfig& config);
+  torch::Tensor forward(const torch::Tensor& pixel_values);
+
+  torch::nn::Conv2d projection{nullptr};
+  int64_t image_size, num_channels;
+};
+TORCH_MODULE(ViTPatchEmbeddings);
+
+class ViTEmbeddingsImpl : public torch::nn::Module {
+ public:
+  explicit ViTEmbeddingsImpl(const ViTConfig& config);
+  torch::Tensor forward(const torch::Tensor& pixel_values);
+
+  torch::Tensor cls_token;            // [1, 1, hidden]
+  torch::Tensor position_embeddings;  // [1, tokens, hidden]
+  ViTPatchEmbeddings patch_embeddings{nullptr};
+  double dropout_p;
+};
+TORCH_MODULE(ViTEmbeddings);
+
+class ViTSelfAttentionImpl : public torch::nn::Module {
+ public:
+  explicit ViTSelfAttentionImpl(const ViTConfig& config);
+  torch::Tensor forward(const torch::Tensor& hidden);
+
+  torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};
+  int64_t num_heads, head_size;
+  double dropout_p;
+};
+TORCH_MODULE(ViTSelfAttention);
+
+// A dense layer and dropout; the residual is added by ViTLayer (as in transformers).
+class ViTDenseOutputImpl : public torch::nn::Module {
+ public:
+  ViTDenseOutputImpl(int64_t in_features, const ViTConfig& config);
+  torch::Tensor forward(const torch::Tensor& x);
+
+  torch::nn::Linear dense{nullptr};
+  double dropout_p;
+};
+TORCH_MODULE(ViTDenseOutput);
+
+class ViTAttentionImpl : public torch::nn::Module {
+ public:
+  explicit ViTAttentionImpl(const ViTConfig& config);
+  torch::Tensor forward(const torch::Tensor& hidden);
+
+  ViTSelfAttention attention{nullptr};  // HuggingFace's "attention.attention"
+  ViTDenseOutput output{nullptr};
+};
+TORCH_MODULE(ViTAttention);
+
+class ViTIntermediateImpl : public torch::nn::Module {
+ public:
+  explicit ViTIntermediateImpl(const ViTConfig& config);
+  torch::Tensor forward(const torch::Tensor& x);
+
+  torch::nn::Linear dense{nullptr};
+  std::string act;
+};
+TORCH_MODULE(ViTIntermediate);
+
+class ViTLayerImpl : public torch::nn::Module {
+ public:
+  explicit ViTLayerImpl(const ViTConfig& config);
+  torch::Tensor forward(const torch::Tensor& hidden);
+
+  ViTAttention attention{nullptr};
+  ViTIntermediate intermediate{nullptr};
+  ViTDenseOutput output{nullptr};
+  torch::nn::LayerNorm layernorm_before{nullptr}, layernorm_after{nullptr};
+};
+TORCH_MODULE(ViTLayer);
+
+class ViTEncoderImpl : public torch::nn::Module {
+ public:
+  explicit ViTEncoderImpl(const ViTConfig& config);
+  torch::Tensor forward(torch::Tensor hidden);
+
+  torch::nn::ModuleList layer{nullptr};
+};
+TORCH_MODULE(ViTEncoder);
+
+class ViTModelImpl : public torch::nn::Module {
+ public:
+  explicit ViTModelImpl(const ViTConfig& config);
+  // The final LayerNorm's output, [batch, tokens, hidden].
+  torch::Tensor forward(const torch::Tensor& pixel_values);
+
+  ViTEmbeddings embeddings{nullptr};
+  ViTEncoder encoder{nullptr};
+  torch::nn::LayerNorm layernorm{nullptr};
+};
+TORCH_MODULE(ViTModel);
+
+struct ViTOutputs {
+  torch::Tensor logits;  // [batch, num_labels]
+  torch::Tensor loss;    // mean cross-entropy; undefined without labels
+};
+
+class ViTForImageClassificationImpl : public torch::nn::Module {
+ public:
+  explicit ViTForImageClassificationImpl(const ViTConfig& config);
+  // pixel_values: float [batch, channels, image_size, image_size]; labels: long [batch] or
+  // undefined.
+  ViTOutputs forward(const torch::Tensor& pixel_values, const torch::Tensor& labels = {});
+
+  // transformers' _init_weights: linear and convolution weights, [CLS] and position embeddings
+  // N(0, initializer_range) (its truncation at +-2 never bites at 0.02), biases 0, LayerNorm 1
+  // and 0. Uses the current seed.
+  void InitWeights();
+  const ViTConfig& config() const { return config_; }
+
+  ViTModel vit{nullptr};
+  torch::nn::Linear classifier{nullptr};
+
+ private:
+  ViTConfig config_;
+};
+TORCH_MODULE(ViTForImageClassification);
+
+}  // namespace distlm::vit
