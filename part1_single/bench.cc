@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -20,8 +22,12 @@
 #include "common/runtime/runtime_flags.h"
 #include "common/train/bert_adamw.h"
 #include "common/train/mixed_precision.h"
+#include "common/vit/vit_model.h"
 
-ABSL_FLAG(std::string, model, "tiny", "tiny (hidden 128, 2 layers, 2 heads, intermediate 512) or base (bert-base)");
+ABSL_FLAG(std::string, model, "tiny",
+          "tiny (BERT, hidden 128, 2 layers, 2 heads, intermediate 512), base (bert-base), or a ViT on "
+          "CIFAR-10's 10 classes: vit_tiny (32x32 images, 8x8 patches, hidden 64), vit_b16 or vit_b32 "
+          "(ViT-B, 224x224 images, 16x16 or 32x32 patches); --seq_len is BERT's only");
 ABSL_FLAG(int64_t, batch_size, 32, "examples per step");
 ABSL_FLAG(int64_t, seq_len, 128, "tokens per example");
 ABSL_FLAG(int64_t, steps, 10, "timed steps (plus one warm-up step)");
@@ -78,18 +84,10 @@ int main(int argc, char** argv) {
     absl::ParseCommandLine(argc, argv);
     auto rt = distlm::runtime::InitRuntimeFromFlags();
     const std::string which = absl::GetFlag(FLAGS_model);
-    distlm::bert::BertConfig c;
-    if (which == "tiny") {
-      c = distlm::bert::TinyBertConfig(30522);
-    } else if (which == "base") {
-      c.vocab_size = 28996;  // bert-base-cased
-    } else {
-      throw distlm::UserError("--model must be tiny or base, got '" + which + "'");
-    }
-    c.hidden_dropout_prob = c.attention_probs_dropout_prob = absl::GetFlag(FLAGS_dropout);
+    const bool vit = which.rfind("vit_", 0) == 0;
     const int64_t B = absl::GetFlag(FLAGS_batch_size), S = absl::GetFlag(FLAGS_seq_len),
                   steps = absl::GetFlag(FLAGS_steps);
-    if (B < 1 || S < 3 || S > c.max_position_embeddings || steps < 1) {
+    if (B < 1 || S < 3 || S > 512 || steps < 1) {
       throw distlm::UserError("need --batch_size >= 1, 3 <= --seq_len <= 512, --steps >= 1");
     }
     const torch::Device device = distlm::runtime::ResolveDevice(absl::GetFlag(FLAGS_device), 0);
@@ -97,20 +95,68 @@ int main(int argc, char** argv) {
         distlm::train::PrecisionFromFlags(absl::GetFlag(FLAGS_bf16), absl::GetFlag(FLAGS_fp16), device);
     distlm::train::LossScaler scaler(precision == distlm::train::Precision::kFp16);
     torch::manual_seed(0);
-    distlm::bert::BertForSequenceClassification model(c);
-    model->to(device);
-    model->train();
-    std::vector<std::pair<std::string, torch::Tensor>> named;
-    for (const auto& p : model->named_parameters()) named.emplace_back(p.key(), p.value());
-    std::vector<torch::Tensor> params;
-    for (auto& [n, p] : named) params.push_back(p);
-    distlm::train::BertAdamW opt(named, {});
 
-    auto ids = torch::randint(1, c.vocab_size, {B, S}, torch::kLong).to(device);
-    auto types = torch::cat({torch::zeros({B, S / 2}, torch::kLong), torch::ones({B, S - S / 2}, torch::kLong)}, 1)
-                     .to(device);
-    auto mask = torch::ones({B, S}, torch::kLong).to(device);
-    auto labels = torch::randint(0, 2, {B}, torch::kLong).to(device);
+    // The model, its random batch, and one forward pass giving the loss.
+    std::shared_ptr<torch::nn::Module> module;
+    std::function<torch::Tensor()> forward_loss;
+    double forward_flops = 0;
+    int64_t tokens_per_example = S;
+    if (vit) {
+      distlm::vit::ViTConfig v;  // ViT-B: hidden 768, 12 layers, 12 heads, intermediate 3072
+      if (which == "vit_tiny") {
+        v = distlm::vit::TinyViTConfig();
+      } else if (which == "vit_b32") {
+        v.patch_size = 32;
+      } else if (which != "vit_b16") {
+        throw distlm::UserError("--model must be tiny, base, vit_tiny, vit_b16 or vit_b32, got '" + which + "'");
+      }
+      v.num_labels = 10;  // CIFAR-10
+      v.hidden_dropout_prob = v.attention_probs_dropout_prob = absl::GetFlag(FLAGS_dropout);
+      auto model = std::make_shared<distlm::vit::ViTForImageClassificationImpl>(v);
+      auto pixels = torch::randn({B, v.num_channels, v.image_size, v.image_size}).to(device);
+      auto labels = torch::randint(0, v.num_labels, {B}, torch::kLong).to(device);
+      forward_loss = [model, pixels, labels] { return model->forward(pixels, labels).loss; };
+      module = model;
+      tokens_per_example = v.num_tokens();
+      distlm::bert::BertConfig as_bert;  // the encoder's products are BERT's at this width
+      as_bert.hidden_size = v.hidden_size;
+      as_bert.intermediate_size = v.intermediate_size;
+      as_bert.num_hidden_layers = v.num_hidden_layers;
+      as_bert.num_labels = v.num_labels;
+      const double patches = static_cast<double>(B) * (v.num_tokens() - 1);
+      forward_flops = ForwardFlops(as_bert, B, v.num_tokens()) - B * 2.0 * v.hidden_size * v.hidden_size +
+                      patches * 2.0 * v.num_channels * v.patch_size * v.patch_size * v.hidden_size;
+    } else {
+      distlm::bert::BertConfig c;
+      if (which == "tiny") {
+        c = distlm::bert::TinyBertConfig(30522);
+      } else if (which == "base") {
+        c.vocab_size = 28996;  // bert-base-cased
+      } else {
+        throw distlm::UserError("--model must be tiny, base, vit_tiny, vit_b16 or vit_b32, got '" + which + "'");
+      }
+      c.hidden_dropout_prob = c.attention_probs_dropout_prob = absl::GetFlag(FLAGS_dropout);
+      auto model = std::make_shared<distlm::bert::BertForSequenceClassificationImpl>(c);
+      auto ids = torch::randint(1, c.vocab_size, {B, S}, torch::kLong).to(device);
+      auto types = torch::cat({torch::zeros({B, S / 2}, torch::kLong), torch::ones({B, S - S / 2}, torch::kLong)}, 1)
+                       .to(device);
+      auto mask = torch::ones({B, S}, torch::kLong).to(device);
+      auto labels = torch::randint(0, 2, {B}, torch::kLong).to(device);
+      forward_loss = [model, ids, types, mask, labels] { return model->forward(ids, types, mask, labels).loss; };
+      module = model;
+      forward_flops = ForwardFlops(c, B, S);
+    }
+    module->to(device);
+    module->train();
+    std::vector<std::pair<std::string, torch::Tensor>> named;
+    for (const auto& p : module->named_parameters()) named.emplace_back(p.key(), p.value());
+    std::vector<torch::Tensor> params;
+    int64_t num_params = 0;
+    for (auto& [n, p] : named) {
+      params.push_back(p);
+      num_params += p.numel();
+    }
+    distlm::train::BertAdamW opt(named, {});
 
     const double sgemm = MeasureGemmGflops(device, torch::kFloat);
     const double gemm16 = precision == distlm::train::Precision::kFp32
@@ -118,7 +164,7 @@ int main(int argc, char** argv) {
                               : MeasureGemmGflops(device, precision == distlm::train::Precision::kBf16
                                                               ? torch::kBFloat16
                                                               : torch::kHalf);
-    const double flops = 3 * ForwardFlops(c, B, S);
+    const double flops = 3 * forward_flops;
     std::vector<double> ms;
     for (int64_t i = 0; i <= steps; ++i) {
       std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
@@ -127,14 +173,14 @@ int main(int argc, char** argv) {
       }
       Sync(device);
       auto t0 = Clock::now();
-      distlm::bert::ClassifierOutputs out;
+      torch::Tensor loss;
       {
         distlm::train::AutocastScope autocast(precision, device);
-        out = model(ids, types, mask, labels);
+        loss = forward_loss();
       }
       Sync(device);
       auto t1 = Clock::now();
-      scaler.Scale(out.loss).backward();
+      scaler.Scale(loss).backward();
       Sync(device);
       auto t2 = Clock::now();
       // As the Trainer: unscale and look for inf/NaN (fp16), clip, step unless it overflowed.
@@ -165,7 +211,12 @@ int main(int argc, char** argv) {
     if (scaler.skipped() > 0) std::printf("fp16: %lld update(s) overflowed and were skipped\n", static_cast<long long>(scaler.skipped()));
     nlohmann::json result = {{"model", which},
                              {"batch_size", B},
-                             {"seq_len", S},
+                             {"tokens_per_example", tokens_per_example},
+                             {"parameters", num_params},
+                             // What data parallelism sends per update: a float32 gradient all-reduce
+                             // of every parameter; a ring moves 2(N-1)/N of it per rank (N = 4).
+                             {"allreduce_bytes", 4 * num_params},
+                             {"ring_bytes_per_rank_at_4", 2.0 * 3 / 4 * 4 * num_params},
                              {"threads", rt.num_threads},
                              {"device", device.str()},
                              {"precision", distlm::train::PrecisionName(precision)},

@@ -71,7 +71,17 @@ TEST_F(ResumeTest, KilledTwiceThenResumedIsBitForBitTheSame) {
 
 TEST_F(ResumeTest, CorruptNewestSnapshotFallsBackToThePreviousOne) {
   std::string out = distlm::testing::MakeTempDir("corrupt");
-  RunAndKill(out, 7);
+  // Killed from inside, right after update 8 and before its log line and snapshot-8 (the
+  // trainer's fault injection): killing from outside after 7 log lines could land after
+  // snapshot-8 on a loaded machine, and then the test truncated the wrong snapshot.
+  Command killed;
+  killed.argv = {Binary()};
+  killed.argv.insert(killed.argv.end(), kFlags.begin(), kFlags.end());
+  killed.argv.push_back("--output_dir=" + out);
+  killed.env["DISTLM_FAULT_KILL"] = "0:8";
+  auto k = distlm::testing::Run(killed, 120);
+  ASSERT_EQ(k.exit_code, 128 + 9) << k.output;
+  ASSERT_EQ(distlm::testing::LoggedLosses(out).size(), 7u);
   // Truncate the newest snapshot (snapshot-6) as a crash during a copy would.
   std::string newest = out + "/snapshots/snapshot-6.safetensors";
   ASSERT_TRUE(distlm::PathExists(newest));
