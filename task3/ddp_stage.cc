@@ -66,7 +66,7 @@ void DdpStage::BeforeTraining(train::Trainer& t) {
   train::RecordCommDtype(t, comm_dtype_);
   const DdpFlags flags = DdpFlagsFromCommandLine();
   std::vector<NamedParameter> params;
-  for (const auto& p : t.model()->named_parameters()) params.push_back({p.key(), p.value()});
+  for (const auto& p : t.module().named_parameters()) params.push_back({p.key(), p.value()});
   if (flags.unused_parameter) {
     // Registered last, as a head added after the model would be: its gradient would come first.
     params.push_back({kUnusedParameterName, torch::zeros({16}, torch::requires_grad())});

@@ -5,11 +5,12 @@
 #include "absl/flags/flag.h"
 #include "common/runtime/errors.h"
 
-ABSL_FLAG(std::string, model_type, "bert", "model family; only bert");
+ABSL_FLAG(std::string, model_type, "bert",
+          "model family: bert (GLUE tasks) or vit (--task_name=cifar10: a Vision Transformer on CIFAR-10)");
 ABSL_FLAG(std::string, model_name_or_path, "",
           "HuggingFace-layout model folder (config.json, model.safetensors, vocab.txt); empty: a tiny "
           "random BERT over the built-in vocabulary");
-ABSL_FLAG(std::string, task_name, "rte", "GLUE task (rte, ...)");
+ABSL_FLAG(std::string, task_name, "rte", "GLUE task (rte, ...), or cifar10 with --model_type=vit");
 ABSL_FLAG(std::string, data_dir, "", "folder with the task's train.tsv/dev.tsv; empty: the built-in sample");
 ABSL_FLAG(std::string, output_dir, "",
           "where logs, evaluation results and the model go; empty: ./distlm_output/<stage>/<time>");
@@ -88,7 +89,13 @@ nlohmann::json TrainOptions::ToJson() const {
 
 void ValidateTrainOptions(const TrainOptions& o) {
   auto fail = [](const std::string& msg) { throw UserError(msg); };
-  if (o.model_type != "bert") fail("--model_type=" + o.model_type + ": only bert is supported");
+  if (o.model_type != "bert" && o.model_type != "vit") {
+    fail("--model_type=" + o.model_type + ": use bert (GLUE tasks) or vit (CIFAR-10)");
+  }
+  if ((o.model_type == "vit") != (o.task_name == "cifar10")) {
+    fail(o.model_type == "vit" ? "--model_type=vit trains on --task_name=cifar10, not " + o.task_name
+                               : "--task_name=cifar10 needs --model_type=vit (BERT reads text)");
+  }
   if (o.per_device_train_batch_size < 1) {
     fail("--per_gpu_train_batch_size must be >= 1, got " + std::to_string(o.per_device_train_batch_size));
   }

@@ -22,17 +22,12 @@
 
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "common/bert/checkpoint.h"
-#include "common/glue/features.h"
-#include "common/glue/metrics.h"
-#include "common/glue/processors.h"
 #include "common/data/sampler.h"
 #include "common/runtime/atomic_file.h"
 #include "common/runtime/errors.h"
 #include "common/runtime/device.h"
 #include "common/runtime/runfiles.h"
 #include "common/runtime/runtime_flags.h"
-#include "common/tokenizer/bert_tokenizer.h"
 
 namespace distlm::train {
 namespace {
@@ -44,8 +39,6 @@ double MsSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-constexpr char kBuiltinVocab[] = "common/testdata/vocab.txt";
-constexpr char kBuiltinData[] = "common/testdata/rte";
 
 }  // namespace
 
@@ -53,20 +46,39 @@ EvalResult EvalResult::FromJson(const json& e) {
   EvalResult r;
   r.epoch = e.at("epoch").get<int64_t>();
   r.examples = e.at("examples").get<int64_t>();
-  for (auto [field, key] : {std::pair{&r.loss, "loss"}, {&r.accuracy, "accuracy"}, {&r.f1, "f1"},
-                            {&r.precision, "precision"}, {&r.recall, "recall"}, {&r.mcc, "mcc"},
+  for (auto [field, key] : {std::pair{&r.loss, "loss"}, {&r.accuracy, "accuracy"},
                             {&r.samples_per_s, "samples_per_s"}, {&r.epoch_time_s, "epoch_time_s"},
                             {&r.train_samples_per_s, "train_samples_per_s"}}) {
     *field = e.at(key).get<double>();
+  }
+  r.binary_metrics = e.contains("f1");
+  if (r.binary_metrics) {
+    for (auto [field, key] : {std::pair{&r.f1, "f1"}, {&r.precision, "precision"}, {&r.recall, "recall"}, {&r.mcc, "mcc"}}) {
+      *field = e.at(key).get<double>();
+    }
+  }
+  for (const char* key : {"per_class_accuracy", "confusion"}) {
+    if (e.contains(key)) r.extra[key] = e.at(key);
   }
   return r;
 }
 
 json EvalResult::ToJson() const {
-  return {{"epoch", epoch},           {"examples", examples},   {"loss", loss},
-          {"accuracy", accuracy},     {"f1", f1},               {"precision", precision},
-          {"recall", recall},         {"mcc", mcc},             {"samples_per_s", samples_per_s},
-          {"epoch_time_s", epoch_time_s}, {"train_samples_per_s", train_samples_per_s}};
+  json j = {{"epoch", epoch},
+            {"examples", examples},
+            {"loss", loss},
+            {"accuracy", accuracy},
+            {"samples_per_s", samples_per_s},
+            {"epoch_time_s", epoch_time_s},
+            {"train_samples_per_s", train_samples_per_s}};
+  if (binary_metrics) {
+    j["f1"] = f1;
+    j["precision"] = precision;
+    j["recall"] = recall;
+    j["mcc"] = mcc;
+  }
+  for (const auto& [key, value] : extra.items()) j[key] = value;
+  return j;
 }
 
 namespace {
@@ -145,75 +157,18 @@ void Trainer::Setup() {
   }
   precision_ = PrecisionFromFlags(options_.bf16, options_.fp16, device_);
   scaler_ = LossScaler(precision_ == Precision::kFp16);
-  // Data: the task's processor, the model's vocabulary.
-  auto processor = glue::MakeProcessor(options_.task_name);
-  std::string data_dir = options_.data_dir.empty() ? FindRunfile(kBuiltinData) : options_.data_dir;
-  if (!PathExists(data_dir)) throw UserError("--data_dir=" + data_dir + ": no such directory");
-  auto labels = processor->GetLabels();
-
+  // The model and its examples (BERT on GLUE, or a ViT on CIFAR-10), built or loaded under the seed.
   torch::manual_seed(options_.seed);
-  if (options_.model_name_or_path.empty()) {
-    vocab_path_ = FindRunfile(kBuiltinVocab);
-  } else {
-    if (!PathExists(options_.model_name_or_path)) {
-      throw UserError(options_.model_name_or_path + ": model directory not found (--model_name_or_path)");
-    }
-    vocab_path_ = options_.model_name_or_path + "/vocab.txt";
-  }
-  auto tokenizer = tokenizer::BertTokenizer::FromVocabFile(vocab_path_, options_.do_lower_case);
-
-  if (options_.model_name_or_path.empty()) {
-    bert::BertConfig config = bert::TinyBertConfig(static_cast<int64_t>(tokenizer.vocab().size()));
-    config.num_labels = static_cast<int64_t>(labels.size());
-    if (options_.hidden_dropout_prob >= 0) config.hidden_dropout_prob = options_.hidden_dropout_prob;
-    if (options_.attention_probs_dropout_prob >= 0) {
-      config.attention_probs_dropout_prob = options_.attention_probs_dropout_prob;
-    }
-    model_ = bert::BertForSequenceClassification(config);
-  } else {
-    auto loaded = bert::LoadPretrained(options_.model_name_or_path, static_cast<int64_t>(labels.size()),
-                                       /*log=*/is_main_rank());
-    bert::BertConfig config = loaded.config;
-    if (options_.hidden_dropout_prob >= 0 || options_.attention_probs_dropout_prob >= 0) {
-      // Dropout has no parameters: rebuild with the new probabilities, keep the weights.
-      if (options_.hidden_dropout_prob >= 0) config.hidden_dropout_prob = options_.hidden_dropout_prob;
-      if (options_.attention_probs_dropout_prob >= 0) {
-        config.attention_probs_dropout_prob = options_.attention_probs_dropout_prob;
-      }
-      bert::BertForSequenceClassification rebuilt(config);
-      torch::NoGradGuard no_grad;
-      auto src = loaded.model->named_parameters();
-      for (auto& p : rebuilt->named_parameters()) p.value().copy_(*src.find(p.key()));
-      model_ = rebuilt;
-    } else {
-      model_ = loaded.model;
-    }
-  }
-  if (options_.max_seq_length > model_->config().max_position_embeddings) {
-    throw UserError("--max_seq_length=" + std::to_string(options_.max_seq_length) +
-                    " exceeds the model's max_position_embeddings (" +
-                    std::to_string(model_->config().max_position_embeddings) + ")");
-  }
+  task_ = MakeModelTask(options_, /*log=*/is_main_rank());
   // Every rank built or loaded the same weights on the host; from here on they live on the
   // device (parameters keep their identity: to() moves their data).
-  model_->to(device_);
+  task_->module().to(device_);
   parameters_.clear();
-  for (const auto& p : model_->parameters()) parameters_.push_back(p);
+  for (const auto& p : task_->module().parameters()) parameters_.push_back(p);
   if (dist_.check_agreement) {
     // Every rank must build the same model and see the same data, or averaging is meaningless.
-    dist_.check_agreement("model config", model_->config().Fingerprint());
-  }
-
-  if (options_.do_train) {
-    train_data_ = data::ToTensors(glue::ConvertExamplesToFeatures(
-        processor->GetTrainExamples(data_dir), labels, options_.max_seq_length, tokenizer));
-  }
-  if (dist_.check_agreement && options_.do_train) {
-    dist_.check_agreement("number of training examples", std::to_string(train_data_.size()));
-  }
-  if (options_.do_eval) {
-    dev_data_ = data::ToTensors(glue::ConvertExamplesToFeatures(
-        processor->GetDevExamples(data_dir), labels, options_.max_seq_length, tokenizer));
+    dist_.check_agreement("model config", task_->Fingerprint());
+    if (options_.do_train) dist_.check_agreement("number of training examples", std::to_string(task_->train_size()));
   }
   PrepareOutputDir();
   setup_done_ = true;
@@ -250,7 +205,7 @@ void Trainer::Train() {
   const int64_t B = options_.per_device_train_batch_size;
   const int64_t accum = options_.gradient_accumulation_steps;
   const bool shared_data = stage_.every_rank_reads_all_data();
-  data::DistributedSampler sampler(train_data_.size(), shared_data ? 1 : dist_.world_size,
+  data::DistributedSampler sampler(task_->train_size(), shared_data ? 1 : dist_.world_size,
                                    shared_data ? 0 : dist_.rank, /*shuffle=*/true, options_.seed);
   const int64_t batches_per_epoch = (sampler.num_samples() + B - 1) / B;
   const int64_t updates_per_epoch = batches_per_epoch / accum;
@@ -265,7 +220,7 @@ void Trainer::Train() {
   const int64_t epochs = (total + updates_per_epoch - 1) / updates_per_epoch;
 
   std::vector<std::pair<std::string, torch::Tensor>> named;
-  for (const auto& p : model_->named_parameters()) named.emplace_back(p.key(), p.value());
+  for (const auto& p : task_->module().named_parameters()) named.emplace_back(p.key(), p.value());
   AdamWOptions adam = AdamWOptionsFor(options_);
   // A stage that shards the optimizer state keeps it itself; this one then only holds the lr.
   if (stage_.shards_optimizer_state()) named.clear();
@@ -281,7 +236,7 @@ void Trainer::Train() {
   if (is_main_rank()) {
     std::printf("%s: %lld training examples, %d rank(s) x batch %lld x accumulation %lld = %lld per update; "
                 "%lld updates (%lld per epoch, %lld epoch(s)); output in %s\n",
-                stage_.name().c_str(), static_cast<long long>(train_data_.size()), dist_.world_size,
+                stage_.name().c_str(), static_cast<long long>(task_->train_size()), dist_.world_size,
                 static_cast<long long>(B), static_cast<long long>(accum),
                 static_cast<long long>(B * accum * dist_.world_size), static_cast<long long>(total),
                 static_cast<long long>(updates_per_epoch), static_cast<long long>(epochs),
@@ -315,7 +270,7 @@ void Trainer::Train() {
     sampler.set_epoch(epoch);
     auto batches = data::MakeBatches(sampler.Indices(), B);
     int64_t batch_index = 0;
-    model_->train();
+    task_->module().train();
     auto epoch_start = Clock::now();
     int64_t epoch_samples = 0;
     int64_t micro = 0;
@@ -329,18 +284,17 @@ void Trainer::Train() {
         loss_sum = 0;
         samples = 0;
       }
-      data::Batch batch = data::MakeBatch(train_data_, indices, !options_.pad_to_max_length).To(device_);
-      bert::ClassifierOutputs out;
+      ModelTask::Output out;
       {
         AutocastScope autocast(precision_, device_);
-        out = model_(batch.input_ids, batch.segment_ids, batch.input_mask, batch.labels);
+        out = task_->Forward(indices, /*train=*/true, epoch, device_);
       }
       torch::Tensor loss = accum > 1 ? out.loss / static_cast<double>(accum) : out.loss;
       stage_.BeforeBackward(*this, micro + 1 == accum);
       stage_.Backward(scaler_.Scale(loss));
       double micro_loss = out.loss.item<double>();
       loss_sum += micro_loss;
-      samples += batch.size();
+      samples += static_cast<int64_t>(indices.size());
       ++minibatch;
       if (minibatch <= 5 && is_main_rank()) {
         progress.Finish();
@@ -413,14 +367,14 @@ EvalResult Trainer::Evaluate(int64_t epoch) {
   r.epoch = epoch;
   r.epoch_time_s = last_epoch_time_s_;
   r.train_samples_per_s = last_epoch_samples_per_s_;
-  if (!setup_done_ || dev_data_.size() == 0) {
+  if (!setup_done_ || task_->dev_size() == 0) {
     throw UserError("evaluation needs --do_eval and a dev split");
   }
   if (is_main_rank()) {
     torch::NoGradGuard no_grad;
-    bool was_training = model_->is_training();
-    model_->eval();
-    data::DistributedSampler sequential(dev_data_.size(), 1, 0, /*shuffle=*/false, 0);
+    bool was_training = task_->module().is_training();
+    task_->module().eval();
+    data::DistributedSampler sequential(task_->dev_size(), 1, 0, /*shuffle=*/false, 0);
     auto start = Clock::now();
     double loss_sum = 0;
     int64_t steps = 0;
@@ -431,43 +385,47 @@ EvalResult Trainer::Evaluate(int64_t epoch) {
     ProgressLine progress("eval", static_cast<int64_t>(eval_batches.size()), terminal_,
                           static_cast<int64_t>(eval_batches.size()), /*enabled=*/terminal_);
     for (const auto& indices : eval_batches) {
-      data::Batch b = data::MakeBatch(dev_data_, indices, !options_.pad_to_max_length).To(device_);
-      bert::ClassifierOutputs out;
+      ModelTask::Output out;
       {
         AutocastScope autocast(precision_, device_);
-        out = model_(b.input_ids, b.segment_ids, b.input_mask, b.labels);
+        out = task_->Forward(indices, /*train=*/false, epoch, device_);
       }
       loss_sum += out.loss.item<double>();
       ++steps;
-      auto p = out.logits.argmax(1).cpu();
-      b.labels = b.labels.cpu();
-      for (int64_t i = 0; i < b.size(); ++i) {
-        preds.push_back(p[i].item<int64_t>());
-        labels.push_back(b.labels[i].item<int64_t>());
-      }
+      auto p = out.logits.argmax(1).cpu().contiguous();
+      auto l = out.labels.cpu().contiguous();
+      preds.insert(preds.end(), p.data_ptr<int64_t>(), p.data_ptr<int64_t>() + p.numel());
+      labels.insert(labels.end(), l.data_ptr<int64_t>(), l.data_ptr<int64_t>() + l.numel());
       progress.Update(steps, static_cast<int64_t>(preds.size()), "");
     }
     progress.Finish();
     double secs = MsSince(start) / 1000.0;
-    if (was_training) model_->train();
-    glue::Metrics m = glue::ComputeMetrics(preds, labels);
+    if (was_training) task_->module().train();
     r.examples = static_cast<int64_t>(preds.size());
     r.loss = loss_sum / std::max<int64_t>(steps, 1);
-    r.accuracy = m.accuracy;
-    r.f1 = m.f1;
-    r.precision = m.precision;
-    r.recall = m.recall;
-    r.mcc = m.mcc;
+    int64_t correct = 0;
+    for (size_t i = 0; i < preds.size(); ++i) correct += preds[i] == labels[i];
+    r.accuracy = r.examples ? static_cast<double>(correct) / r.examples : 0.0;
+    json metrics = task_->Metrics(preds, labels);
+    r.binary_metrics = metrics.contains("f1");
+    for (auto [field, key] : {std::pair{&r.f1, "f1"}, {&r.precision, "precision"}, {&r.recall, "recall"}, {&r.mcc, "mcc"}}) {
+      if (metrics.contains(key)) *field = metrics[key].get<double>();
+      metrics.erase(key);
+    }
+    r.extra = metrics;
     r.samples_per_s = r.examples / std::max(secs, 1e-9);
     eval_results_.push_back(r);
     json all = json::array();
     for (const auto& e : eval_results_) all.push_back(e.ToJson());
     WriteFileAtomically(options_.output_dir + "/eval_results.json", all.dump(2) + "\n");
-    std::printf("eval%s: %lld examples, loss %.4f, accuracy %.4f, f1 %.4f, precision %.4f, recall %.4f, "
-                "mcc %.4f (%.0f examples/s)\n",
+    char binary[96] = "";
+    if (r.binary_metrics) {
+      std::snprintf(binary, sizeof(binary), ", f1 %.4f, precision %.4f, recall %.4f, mcc %.4f", r.f1, r.precision,
+                    r.recall, r.mcc);
+    }
+    std::printf("eval%s: %lld examples, loss %.4f, accuracy %.4f%s (%.0f examples/s)\n",
                 epoch > 0 ? (" after epoch " + std::to_string(epoch)).c_str() : "",
-                static_cast<long long>(r.examples), r.loss, r.accuracy, r.f1, r.precision, r.recall, r.mcc,
-                r.samples_per_s);
+                static_cast<long long>(r.examples), r.loss, r.accuracy, binary, r.samples_per_s);
     std::fflush(stdout);
   }
   if (dist_.pg && dist_.world_size > 1) dist_.pg->barrier()->wait();
@@ -482,7 +440,7 @@ void Trainer::Run() {
     Evaluate(0);
   }
   if (options_.do_train && is_main_rank()) {
-    bert::SavePretrained(options_.output_dir, model_, vocab_path_);
+    task_->Save(options_.output_dir);
     std::printf("model saved to %s\n", options_.output_dir.c_str());
     if (options_.plots) {
       std::string why;
@@ -495,7 +453,7 @@ void Trainer::Run() {
 
 int RunGlueMain(int argc, char** argv, Stage& stage, std::function<DistInfo()> make_dist) {
   absl::SetProgramUsageMessage("distlm " + stage.name() +
-                               ": fine-tune BERT on a GLUE task (flags mirror run_glue.py)");
+                               ": fine-tune BERT on a GLUE task, or a ViT on CIFAR-10 (flags mirror run_glue.py)");
   return RunMain([&]() -> int {
     auto rest = absl::ParseCommandLine(argc, argv);
     if (rest.size() > 1) throw UserError("unexpected argument '" + std::string(rest[1]) + "' (flags are --name=value)");

@@ -4,7 +4,7 @@
 // evaluation. A stage (stage.h) is called at named points of it; every stage carries part 1's
 // backward / optimizer step / end of epoch (part1::MakeTrainStep()).
 //
-// One step, as data: features -> this rank's batch -> BERT forward -> loss -> stage.Backward ->
+// One step, as data: this rank's example indices -> the task's forward (model_task.h) -> loss -> stage.Backward ->
 // stage.SyncGradients (tasks 2a/2b/3) -> stage.OptimizerStep (clip, AdamW, schedule) ->
 // stage.TakeFigures -> one JSON line in train_log.jsonl (rank 0; loss averaged over ranks).
 #pragma once
@@ -19,9 +19,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/torch.h>
 
-#include "common/bert/bert_model.h"
-#include "common/data/batch.h"
 #include "common/train/mixed_precision.h"
+#include "common/train/model_task.h"
 #include "common/train/bert_adamw.h"
 #include "common/train/schedule.h"
 #include "common/train/snapshot.h"
@@ -36,7 +35,11 @@ class Trainer;
 struct EvalResult {
   int64_t epoch = 0;  // 1-based; 0 for an evaluation without training
   int64_t examples = 0;
-  double loss = 0, accuracy = 0, f1 = 0, precision = 0, recall = 0, mcc = 0;
+  double loss = 0, accuracy = 0;
+  // Binary classification's (GLUE); a task with more classes has none of them.
+  bool binary_metrics = true;
+  double f1 = 0, precision = 0, recall = 0, mcc = 0;
+  nlohmann::json extra = nlohmann::json::object();  // the task's other metrics (per class, confusion)
   double samples_per_s = 0;        // evaluation throughput
   double epoch_time_s = 0;         // training time of the epoch
   double train_samples_per_s = 0;  // training throughput of the epoch, all ranks together
@@ -73,7 +76,8 @@ class Trainer {
   // the result in eval_results.json.
   EvalResult Evaluate(int64_t epoch);
 
-  bert::BertForSequenceClassification& model() { return model_; }
+  // The model (BERT or ViT: the stages do not care which).
+  torch::nn::Module& module() { return task_->module(); }
   // The model's parameters in registration order (what gradients are synchronised over).
   const std::vector<torch::Tensor>& parameters() const { return parameters_; }
   const TrainOptions& options() const { return options_; }
@@ -109,11 +113,9 @@ class Trainer {
   Stage& stage_;
   DistInfo dist_;
   torch::Device device_{torch::kCPU};
-  bert::BertForSequenceClassification model_{nullptr};
+  std::unique_ptr<ModelTask> task_;
   std::vector<torch::Tensor> parameters_;
   std::unique_ptr<BertAdamW> optimizer_;
-  data::FeatureTensors train_data_, dev_data_;
-  std::string vocab_path_;
   std::vector<double> losses_;
   std::vector<double> step_ms_;
   std::vector<EvalResult> eval_results_;

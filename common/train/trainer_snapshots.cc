@@ -27,8 +27,8 @@ json Trainer::Fingerprint() const {
           {"num_train_epochs", options_.num_train_epochs},
           {"seed", options_.seed},
           {"max_seq_length", options_.max_seq_length},
-          {"model_config", model_->config().Fingerprint()},
-          {"train_examples", train_data_.size()}};
+          {"model_config", task_->Fingerprint()},
+          {"train_examples", task_->train_size()}};
 }
 
 NamedTensors Trainer::SnapshotTensors(BertAdamW::State& gathered) {
@@ -39,7 +39,7 @@ NamedTensors Trainer::SnapshotTensors(BertAdamW::State& gathered) {
     // Sharded optimizer state (task 5): gathered whole, so the format is every stage's.
     gathered = stage_.GatherOptimizerState(*this);
     optimizer_state = &gathered;
-    for (const auto& p : model_->named_parameters()) named.emplace_back(p.key(), p.value());
+    for (const auto& p : task_->module().named_parameters()) named.emplace_back(p.key(), p.value());
   }
   const auto& state = *optimizer_state;
   const auto& params = stage_.shards_optimizer_state() ? named : optimizer_->params();

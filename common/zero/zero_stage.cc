@@ -37,7 +37,7 @@ ShardedAdamW& ZeroStage::Ensure(train::Trainer& t) {
   if (opt_) return *opt_;
   if (!t.dist().pg) throw UserError(name() + " needs a process group");
   std::vector<std::pair<std::string, torch::Tensor>> named;
-  for (const auto& p : t.model()->named_parameters()) named.emplace_back(p.key(), p.value());
+  for (const auto& p : t.module().named_parameters()) named.emplace_back(p.key(), p.value());
   train::AdamWOptions adam = train::AdamWOptionsFor(t.options());
   opt_ = std::make_unique<ShardedAdamW>(std::move(named), adam, t.dist().rank, t.dist().world_size);
   return *opt_;

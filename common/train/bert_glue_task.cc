@@ -1,0 +1,107 @@
+// BERT on a GLUE task (--model_type=bert): the model from --model_name_or_path (or the built-in
+// tiny random one), the task's examples tokenized with the model's vocabulary.
+#include <memory>
+
+#include "common/bert/checkpoint.h"
+#include "common/data/batch.h"
+#include "common/glue/features.h"
+#include "common/glue/metrics.h"
+#include "common/glue/processors.h"
+#include "common/runtime/atomic_file.h"
+#include "common/runtime/errors.h"
+#include "common/runtime/runfiles.h"
+#include "common/tokenizer/bert_tokenizer.h"
+#include "common/train/model_task.h"
+
+namespace distlm::train {
+namespace {
+
+constexpr char kBuiltinVocab[] = "common/testdata/vocab.txt";
+constexpr char kBuiltinData[] = "common/testdata/rte";
+
+class BertGlueTask : public ModelTask {
+ public:
+  BertGlueTask(const TrainOptions& options, bool log) : dynamic_padding_(!options.pad_to_max_length) {
+    auto processor = glue::MakeProcessor(options.task_name);
+    const std::string data_dir = options.data_dir.empty() ? FindRunfile(kBuiltinData) : options.data_dir;
+    if (!PathExists(data_dir)) throw UserError("--data_dir=" + data_dir + ": no such directory");
+    const auto labels = processor->GetLabels();
+    if (options.model_name_or_path.empty()) {
+      vocab_path_ = FindRunfile(kBuiltinVocab);
+    } else {
+      if (!PathExists(options.model_name_or_path)) {
+        throw UserError(options.model_name_or_path + ": model directory not found (--model_name_or_path)");
+      }
+      vocab_path_ = options.model_name_or_path + "/vocab.txt";
+    }
+    auto tokenizer = tokenizer::BertTokenizer::FromVocabFile(vocab_path_, options.do_lower_case);
+
+    auto with_dropout = [&](bert::BertConfig config) {
+      if (options.hidden_dropout_prob >= 0) config.hidden_dropout_prob = options.hidden_dropout_prob;
+      if (options.attention_probs_dropout_prob >= 0) config.attention_probs_dropout_prob = options.attention_probs_dropout_prob;
+      return config;
+    };
+    if (options.model_name_or_path.empty()) {
+      bert::BertConfig config = bert::TinyBertConfig(static_cast<int64_t>(tokenizer.vocab().size()));
+      config.num_labels = static_cast<int64_t>(labels.size());
+      model_ = bert::BertForSequenceClassification(with_dropout(config));
+    } else {
+      auto loaded = bert::LoadPretrained(options.model_name_or_path, static_cast<int64_t>(labels.size()), log);
+      if (options.hidden_dropout_prob >= 0 || options.attention_probs_dropout_prob >= 0) {
+        // Dropout has no parameters: rebuild with the new probabilities, keep the weights.
+        bert::BertForSequenceClassification rebuilt(with_dropout(loaded.config));
+        torch::NoGradGuard no_grad;
+        auto src = loaded.model->named_parameters();
+        for (auto& p : rebuilt->named_parameters()) p.value().copy_(*src.find(p.key()));
+        model_ = rebuilt;
+      } else {
+        model_ = loaded.model;
+      }
+    }
+    if (options.max_seq_length > model_->config().max_position_embeddings) {
+      throw UserError("--max_seq_length=" + std::to_string(options.max_seq_length) +
+                      " exceeds the model's max_position_embeddings (" +
+                      std::to_string(model_->config().max_position_embeddings) + ")");
+    }
+    if (options.do_train) {
+      train_ = data::ToTensors(glue::ConvertExamplesToFeatures(processor->GetTrainExamples(data_dir), labels,
+                                                               options.max_seq_length, tokenizer));
+    }
+    if (options.do_eval) {
+      dev_ = data::ToTensors(glue::ConvertExamplesToFeatures(processor->GetDevExamples(data_dir), labels,
+                                                             options.max_seq_length, tokenizer));
+    }
+  }
+
+  torch::nn::Module& module() override { return *model_; }
+  std::string Fingerprint() const override { return model_->config().Fingerprint(); }
+  int64_t train_size() const override { return train_.size(); }
+  int64_t dev_size() const override { return dev_.size(); }
+
+  Output Forward(const std::vector<int64_t>& indices, bool train, int64_t /*epoch*/, const torch::Device& device) override {
+    data::Batch b = data::MakeBatch(train ? train_ : dev_, indices, dynamic_padding_).To(device);
+    bert::ClassifierOutputs out = model_(b.input_ids, b.segment_ids, b.input_mask, b.labels);
+    return {out.loss, out.logits, b.labels};
+  }
+
+  nlohmann::json Metrics(const std::vector<int64_t>& predictions, const std::vector<int64_t>& labels) const override {
+    glue::Metrics m = glue::ComputeMetrics(predictions, labels);
+    return {{"f1", m.f1}, {"precision", m.precision}, {"recall", m.recall}, {"mcc", m.mcc}};
+  }
+
+  void Save(const std::string& dir) override { bert::SavePretrained(dir, model_, vocab_path_); }
+
+ private:
+  bool dynamic_padding_;
+  std::string vocab_path_;
+  bert::BertForSequenceClassification model_{nullptr};
+  data::FeatureTensors train_, dev_;
+};
+
+}  // namespace
+
+std::unique_ptr<ModelTask> MakeBertGlueTask(const TrainOptions& options, bool log) {
+  return std::make_unique<BertGlueTask>(options, log);
+}
+
+}  // namespace distlm::train

@@ -1,0 +1,56 @@
+// What a run trains: a model, its training and evaluation examples, and how a batch of example
+// indices becomes a loss. The Trainer (the loop, ranks, stages, snapshots, logs) is the same for
+// every task; the stages never see which one it is. Two implement it: BERT on a GLUE task
+// (bert_glue_task.cc, --model_type=bert, the default) and a ViT on CIFAR-10 (vit_cifar_task.cc,
+// --model_type=vit --task_name=cifar10).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "common/train/train_options.h"
+
+namespace distlm::train {
+
+class ModelTask {
+ public:
+  virtual ~ModelTask() = default;
+
+  // The model: its parameters (in registration order), train()/eval(), to(device).
+  virtual torch::nn::Module& module() = 0;
+  // A stable fingerprint of the architecture: ranks and snapshots must agree on it.
+  virtual std::string Fingerprint() const = 0;
+
+  virtual int64_t train_size() const = 0;
+  virtual int64_t dev_size() const = 0;
+
+  struct Output {
+    torch::Tensor loss;    // mean over the batch
+    torch::Tensor logits;  // [batch, classes]
+    torch::Tensor labels;  // [batch]
+  };
+  // The forward pass over the examples at `indices` of the training split (train: augmentation,
+  // where the task has any, drawn from (seed, epoch, index)) or of the dev split, on `device`.
+  // The caller sets autocast and grad mode.
+  virtual Output Forward(const std::vector<int64_t>& indices, bool train, int64_t epoch,
+                         const torch::Device& device) = 0;
+
+  // The evaluation metrics beyond loss and accuracy, from every dev prediction: written into
+  // eval_results.json beside them, and printed as "name value" pairs after the accuracy.
+  virtual nlohmann::json Metrics(const std::vector<int64_t>& predictions, const std::vector<int64_t>& labels) const = 0;
+
+  // The trained model in the HuggingFace layout (rank 0, after training).
+  virtual void Save(const std::string& dir) = 0;
+};
+
+// The task the options name (--model_type, --task_name, --model_name_or_path, --data_dir, ...),
+// its data read and its model built or loaded under the current seed. `log`: print the load
+// report (rank 0). Throws UserError naming the flag for anything that does not fit.
+std::unique_ptr<ModelTask> MakeModelTask(const TrainOptions& options, bool log);
+
+}  // namespace distlm::train
