@@ -7,34 +7,13 @@
 #include <nlohmann/json.hpp>
 
 #include "common/runtime/atomic_file.h"
+#include "common/runtime/config_json.h"
 #include "common/runtime/errors.h"
 
 namespace distlm::bert {
 namespace {
 
 using nlohmann::json;
-
-int64_t GetInt(const json& j, const char* key, const std::string& source, bool required,
-               int64_t fallback) {
-  if (!j.contains(key) || j[key].is_null()) {
-    if (required) throw UserError(source + ": missing field \"" + key + "\"");
-    return fallback;
-  }
-  const json& v = j[key];
-  if (!v.is_number_integer()) {
-    throw UserError(source + ": field \"" + key + "\" must be an integer, got " + v.dump());
-  }
-  return v.get<int64_t>();
-}
-
-double GetDouble(const json& j, const char* key, const std::string& source, double fallback) {
-  if (!j.contains(key) || j[key].is_null()) return fallback;
-  const json& v = j[key];
-  if (!v.is_number()) {
-    throw UserError(source + ": field \"" + key + "\" must be a number, got " + v.dump());
-  }
-  return v.get<double>();
-}
 
 }  // namespace
 
@@ -84,19 +63,19 @@ BertConfig ParseBertConfig(const std::string& json_text, const std::string& sour
                     "\"; distlm supports only \"bert\"");
   }
   BertConfig c;
-  c.vocab_size = GetInt(j, "vocab_size", source, true, 0);
-  c.hidden_size = GetInt(j, "hidden_size", source, true, 0);
-  c.num_hidden_layers = GetInt(j, "num_hidden_layers", source, true, 0);
-  c.num_attention_heads = GetInt(j, "num_attention_heads", source, true, 0);
-  c.intermediate_size = GetInt(j, "intermediate_size", source, true, 0);
-  c.max_position_embeddings = GetInt(j, "max_position_embeddings", source, false, c.max_position_embeddings);
-  c.type_vocab_size = GetInt(j, "type_vocab_size", source, false, c.type_vocab_size);
-  c.num_labels = GetInt(j, "num_labels", source, false, c.num_labels);
-  c.hidden_dropout_prob = GetDouble(j, "hidden_dropout_prob", source, c.hidden_dropout_prob);
+  c.vocab_size = ConfigInt(j, "vocab_size", source, true, 0);
+  c.hidden_size = ConfigInt(j, "hidden_size", source, true, 0);
+  c.num_hidden_layers = ConfigInt(j, "num_hidden_layers", source, true, 0);
+  c.num_attention_heads = ConfigInt(j, "num_attention_heads", source, true, 0);
+  c.intermediate_size = ConfigInt(j, "intermediate_size", source, true, 0);
+  c.max_position_embeddings = ConfigInt(j, "max_position_embeddings", source, false, c.max_position_embeddings);
+  c.type_vocab_size = ConfigInt(j, "type_vocab_size", source, false, c.type_vocab_size);
+  c.num_labels = ConfigInt(j, "num_labels", source, false, c.num_labels);
+  c.hidden_dropout_prob = ConfigDouble(j, "hidden_dropout_prob", source, c.hidden_dropout_prob);
   c.attention_probs_dropout_prob =
-      GetDouble(j, "attention_probs_dropout_prob", source, c.attention_probs_dropout_prob);
-  c.initializer_range = GetDouble(j, "initializer_range", source, c.initializer_range);
-  c.layer_norm_eps = GetDouble(j, "layer_norm_eps", source, c.layer_norm_eps);
+      ConfigDouble(j, "attention_probs_dropout_prob", source, c.attention_probs_dropout_prob);
+  c.initializer_range = ConfigDouble(j, "initializer_range", source, c.initializer_range);
+  c.layer_norm_eps = ConfigDouble(j, "layer_norm_eps", source, c.layer_norm_eps);
   if (j.contains("hidden_act")) {
     if (!j["hidden_act"].is_string()) throw UserError(source + ": \"hidden_act\" must be a string");
     c.hidden_act = j["hidden_act"].get<std::string>();
@@ -131,18 +110,7 @@ std::string BertConfig::ToJson() const {
   return j.dump(2) + "\n";
 }
 
-std::string BertConfig::Fingerprint() const {
-  std::string text = ToJson();
-  // FNV-1a, 64 bit: stable across builds and machines (std::hash is not).
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char ch : text) {
-    h ^= ch;
-    h *= 1099511628211ull;
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
+std::string BertConfig::Fingerprint() const { return StableFingerprint(ToJson()); }
 
 BertConfig TinyBertConfig(int64_t vocab_size) {
   BertConfig c;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/runtime/atomic_file.h"
+#include "common/runtime/config_json.h"
 #include "common/runtime/errors.h"
 #include "common/train/model_task.h"
 #include "common/vision/cifar10.h"
@@ -72,14 +73,7 @@ class VitCifarTask : public ModelTask {
 
   torch::nn::Module& module() override { return *model_; }
 
-  std::string Fingerprint() const override {
-    const std::string text = "vit " + model_->config().ToJson();
-    uint64_t h = 1469598103934665603ull;  // FNV-1a, as BertConfig::Fingerprint
-    for (unsigned char ch : text) h = (h ^ ch) * 1099511628211ull;
-    char buf[17];
-    std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
-    return buf;
-  }
+  std::string Fingerprint() const override { return StableFingerprint("vit " + model_->config().ToJson()); }
 
   int64_t train_size() const override { return train_.labels.defined() ? train_.labels.size(0) : 0; }
   int64_t dev_size() const override { return dev_.labels.defined() ? dev_.labels.size(0) : 0; }

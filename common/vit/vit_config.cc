@@ -3,29 +3,13 @@
 #include <nlohmann/json.hpp>
 
 #include "common/runtime/atomic_file.h"
+#include "common/runtime/config_json.h"
 #include "common/runtime/errors.h"
 
 namespace distlm::vit {
 namespace {
 
 using nlohmann::json;
-
-int64_t GetInt(const json& j, const char* key, const std::string& source, bool required, int64_t fallback) {
-  if (!j.contains(key) || j[key].is_null()) {
-    if (required) throw UserError(source + ": missing field \"" + key + "\"");
-    return fallback;
-  }
-  if (!j[key].is_number_integer()) {
-    throw UserError(source + ": field \"" + key + "\" must be an integer, got " + j[key].dump());
-  }
-  return j[key].get<int64_t>();
-}
-
-double GetDouble(const json& j, const char* key, const std::string& source, double fallback) {
-  if (!j.contains(key) || j[key].is_null()) return fallback;
-  if (!j[key].is_number()) throw UserError(source + ": field \"" + key + "\" must be a number, got " + j[key].dump());
-  return j[key].get<double>();
-}
 
 }  // namespace
 
@@ -71,17 +55,17 @@ ViTConfig ParseViTConfig(const std::string& json_text, const std::string& source
                     "; a ViT checkpoint says \"vit\"");
   }
   ViTConfig c;
-  c.image_size = GetInt(j, "image_size", source, true, 0);
-  c.patch_size = GetInt(j, "patch_size", source, true, 0);
-  c.num_channels = GetInt(j, "num_channels", source, false, c.num_channels);
-  c.hidden_size = GetInt(j, "hidden_size", source, true, 0);
-  c.num_hidden_layers = GetInt(j, "num_hidden_layers", source, true, 0);
-  c.num_attention_heads = GetInt(j, "num_attention_heads", source, true, 0);
-  c.intermediate_size = GetInt(j, "intermediate_size", source, true, 0);
-  c.hidden_dropout_prob = GetDouble(j, "hidden_dropout_prob", source, c.hidden_dropout_prob);
-  c.attention_probs_dropout_prob = GetDouble(j, "attention_probs_dropout_prob", source, c.attention_probs_dropout_prob);
-  c.initializer_range = GetDouble(j, "initializer_range", source, c.initializer_range);
-  c.layer_norm_eps = GetDouble(j, "layer_norm_eps", source, c.layer_norm_eps);
+  c.image_size = ConfigInt(j, "image_size", source, true, 0);
+  c.patch_size = ConfigInt(j, "patch_size", source, true, 0);
+  c.num_channels = ConfigInt(j, "num_channels", source, false, c.num_channels);
+  c.hidden_size = ConfigInt(j, "hidden_size", source, true, 0);
+  c.num_hidden_layers = ConfigInt(j, "num_hidden_layers", source, true, 0);
+  c.num_attention_heads = ConfigInt(j, "num_attention_heads", source, true, 0);
+  c.intermediate_size = ConfigInt(j, "intermediate_size", source, true, 0);
+  c.hidden_dropout_prob = ConfigDouble(j, "hidden_dropout_prob", source, c.hidden_dropout_prob);
+  c.attention_probs_dropout_prob = ConfigDouble(j, "attention_probs_dropout_prob", source, c.attention_probs_dropout_prob);
+  c.initializer_range = ConfigDouble(j, "initializer_range", source, c.initializer_range);
+  c.layer_norm_eps = ConfigDouble(j, "layer_norm_eps", source, c.layer_norm_eps);
   if (j.contains("hidden_act")) {
     if (!j["hidden_act"].is_string()) throw UserError(source + ": \"hidden_act\" must be a string");
     c.hidden_act = j["hidden_act"].get<std::string>();
@@ -91,7 +75,7 @@ ViTConfig ParseViTConfig(const std::string& json_text, const std::string& source
     c.qkv_bias = j["qkv_bias"].get<bool>();
   }
   if (j.contains("num_labels")) {
-    c.num_labels = GetInt(j, "num_labels", source, false, c.num_labels);
+    c.num_labels = ConfigInt(j, "num_labels", source, false, c.num_labels);
   } else if (j.contains("id2label") && j["id2label"].is_object()) {
     c.num_labels = static_cast<int64_t>(j["id2label"].size());
   }
