@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # tools/download: fetches bert-base-cased (config, vocab, safetensors) and GLUE RTE from their
-# official locations, with a progress bar and SHA-256 checks, into --dest.
+# official locations, with a progress bar and SHA-256 checks, into --dest; for the second model
+# family (#23), CIFAR-10's binary release and the ViT-B/16 checkpoint, when named.
 #
-#   bazel run //tools/download -- --dest=$HOME/distlm_data [--what=all|bert-base-cased|rte]
+#   bazel run //tools/download -- --dest=$HOME/distlm_data [--what=all|bert-base-cased|rte|cifar10|vit-base-patch16-224]
 #        [--mirror=URL_PREFIX] [--manifest=FILE]
+#
+# all: bert-base-cased and rte (the BERT course); cifar10 (170 MB) and vit-base-patch16-224
+# (350 MB) only when named.
 #
 # --mirror replaces each URL's scheme and host (https://huggingface.co/... becomes
 # URL_PREFIX/huggingface.co/...), for a local or institutional mirror; file:// works.
 # Files are downloaded to a temporary name and renamed only once their checksum is right, so a
 # failed or interrupted download never leaves a file that looks complete. Files already present
-# with the right checksum are skipped. RTE.zip is unpacked into <dest>/RTE/.
+# with the right checksum are skipped. RTE.zip is unpacked into <dest>/RTE/, CIFAR-10's tar.gz
+# into <dest>/cifar-10-batches-bin/ (the --data_dir of --task_name=cifar10).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -28,12 +33,13 @@ for arg in "$@"; do
     --mirror=*) mirror=${arg#--mirror=} ;;
     --manifest=*) manifest=${arg#--manifest=} ;;
     --pin) pin=1 ;;
-    -h|--help) sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$arg' (see --help)" ;;
   esac
 done
 [ -n "$dest" ] || die "--dest=DIR is required"
-case "$what" in all|bert-base-cased|rte) ;; *) die "--what must be all, bert-base-cased or rte, got '$what'" ;; esac
+case "$what" in all|bert-base-cased|rte|cifar10|vit-base-patch16-224) ;;
+  *) die "--what must be all, bert-base-cased, rte, cifar10 or vit-base-patch16-224, got '$what'" ;; esac
 [ -f "$manifest" ] || die "manifest $manifest not found"
 if [ -n "${BUILD_WORKING_DIRECTORY:-}" ] && [ "${dest#/}" = "$dest" ]; then dest="$BUILD_WORKING_DIRECTORY/$dest"; fi
 mkdir -p "$dest" || die "cannot create $dest"
@@ -46,7 +52,11 @@ progress=(--progress-bar)
 fetched=0
 while IFS=$'\t' read -r name url rel sha; do
   case "$name" in ''|'#'*) continue ;; esac
-  [ "$what" = all ] || [ "$what" = "$name" ] || continue
+  if [ "$what" = all ]; then
+    case "$name" in bert-base-cased|rte) ;; *) continue ;; esac
+  elif [ "$what" != "$name" ]; then
+    continue
+  fi
   src="$url"
   if [ -n "$mirror" ]; then src="${mirror%/}/${url#*://}"; fi
   out="$dest/$rel"
@@ -81,6 +91,9 @@ while IFS=$'\t' read -r name url rel sha; do
   fetched=$((fetched + 1))
   if [ "${rel##*.}" = zip ]; then
     unzip -q -o "$out" -d "$dest" || die "$rel: cannot unpack"
+    echo "download: unpacked $rel into $dest"
+  elif [ "${rel%.tar.gz}" != "$rel" ]; then
+    tar -xzf "$out" -C "$dest" || die "$rel: cannot unpack"
     echo "download: unpacked $rel into $dest"
   fi
 done < "$manifest"

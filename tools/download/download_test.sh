@@ -43,5 +43,16 @@ grep -q "bert/config.json" "$work/dest2/SHA256SUMS" || fail "hash not recorded"
 if out=$("$tool" --dest="$work/dest3" --mirror="file://$work/nothing" --manifest="$work/manifest.tsv" 2>&1); then fail "missing source accepted"; fi
 echo "$out" | grep -q "could not fetch" || fail "unclear message: $out"
 out=$("$tool" --what=nope --dest=x 2>&1) && fail "bad --what accepted"
-echo "$out" | grep -q "must be all, bert-base-cased or rte" || fail "unclear message: $out"
-echo "download_test: 6 checks passed"
+echo "$out" | grep -q "must be all, bert-base-cased, rte, cifar10 or vit-base-patch16-224, got .nope." || fail "unclear message: $out"
+
+# A tar.gz (CIFAR-10's release) is unpacked into --dest; --what=all leaves it out.
+mkdir -p "$work/tarsrc/cifar-10-batches-bin" "$work/mirror/example.org/cifar"
+printf 'x' > "$work/tarsrc/cifar-10-batches-bin/test_batch.bin"
+tar -czf "$work/mirror/example.org/cifar/cifar-10-binary.tar.gz" -C "$work/tarsrc" cifar-10-batches-bin
+tsha=$(sha256sum "$work/mirror/example.org/cifar/cifar-10-binary.tar.gz" | cut -d' ' -f1)
+printf 'cifar10\thttps://example.org/cifar/cifar-10-binary.tar.gz\tcifar-10-binary.tar.gz\t%s\n' "$tsha" > "$work/manifest3.tsv"
+out=$("$tool" --dest="$work/dest3" --mirror="file://$work/mirror" --manifest="$work/manifest3.tsv" 2>&1) || fail "all failed: $out"
+[ ! -e "$work/dest3/cifar-10-binary.tar.gz" ] || fail "--what=all fetched CIFAR-10: $out"
+out=$("$tool" --dest="$work/dest3" --mirror="file://$work/mirror" --manifest="$work/manifest3.tsv" --what=cifar10 2>&1) || fail "cifar10 failed: $out"
+[ -f "$work/dest3/cifar-10-batches-bin/test_batch.bin" ] || fail "the tar.gz was not unpacked: $out"
+echo "download_test: 7 checks passed"
