@@ -13,8 +13,12 @@ namespace distlm::task4_bench {
 
 std::vector<GradientTensor> GradientTensors(const bert::BertConfig& config) {
   bert::BertForSequenceClassification model(config);
+  return GradientTensors(*model);
+}
+
+std::vector<GradientTensor> GradientTensors(torch::nn::Module& model) {
   std::vector<GradientTensor> out;
-  for (const auto& p : model->named_parameters()) {
+  for (const auto& p : model.named_parameters()) {
     if (!p.value().requires_grad()) continue;
     GradientTensor t;
     t.name = p.key();

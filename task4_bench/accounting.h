@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <torch/torch.h>
+
 #include "common/bert/bert_config.h"
 #include "common/stages/stages.h"
 
@@ -23,6 +25,8 @@ struct GradientTensor {
 // Every trainable parameter of the model `config` describes: each update communicates exactly
 // one gradient per parameter.
 std::vector<GradientTensor> GradientTensors(const bert::BertConfig& config);
+// The same for any model (the ViT of --model=vit).
+std::vector<GradientTensor> GradientTensors(torch::nn::Module& model);
 
 int64_t TotalNumel(const std::vector<GradientTensor>& tensors);
 

@@ -50,6 +50,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "common/bert/bert_config.h"
+#include "common/vit/vit_model.h"
 #include "common/runtime/atomic_file.h"
 #include "common/train/plots.h"
 #include "common/runtime/errors.h"
@@ -73,7 +74,10 @@ ABSL_FLAG(int, traffic_ranks, 0, "world size of the traffic table (default 4; --
 ABSL_FLAG(int, traffic_updates, 0, "U: each traffic configuration runs U and 2U updates (default 4; --quick: 2)");
 ABSL_FLAG(std::string, traffic_comm_dtypes, "fp32,fp16",
           "comm dtypes of the traffic table (fp16 and bf16 rows for stages that take --comm_dtype, at the middle batch)");
-ABSL_FLAG(int, max_seq_length, 128, "sequence length of every run");
+ABSL_FLAG(int, max_seq_length, 128, "sequence length of every run (BERT)");
+ABSL_FLAG(std::string, model, "bert",
+          "bert: the built-in tiny BERT on the built-in RTE sample; vit: the tiny ViT (32x32 images, hidden 64) "
+          "on a generated CIFAR-10-format set");
 ABSL_FLAG(int, threads_per_rank, 1,
           "LibTorch threads per rank (--num_threads): 1 gives each rank one core while there are cores to give, "
           "like one rank per node; 0 = the stages' default (cores / ranks)");
@@ -158,6 +162,7 @@ struct Config {
   int traffic_updates = 4;
   std::vector<std::string> traffic_comm_dtypes;
   int max_seq_length = 128;
+  std::string model = "bert";  // or "vit"
   int threads_per_rank = 1;
   double run_timeout_s = 600;
 };
@@ -198,6 +203,8 @@ Config ConfigFromFlags() {
   for (const auto& d : c.traffic_comm_dtypes) CommDtypeBytes(d);
   c.max_seq_length = absl::GetFlag(FLAGS_max_seq_length);
   if (c.max_seq_length < 8 || c.max_seq_length > 512) throw UserError("--max_seq_length must be in 8..512");
+  c.model = absl::GetFlag(FLAGS_model);
+  if (c.model != "bert" && c.model != "vit") throw UserError("--model must be bert or vit, got '" + c.model + "'");
   c.threads_per_rank = absl::GetFlag(FLAGS_threads_per_rank);
   if (c.threads_per_rank < 0 || c.threads_per_rank > 256) throw UserError("--threads_per_rank must be in 0..256");
   c.run_timeout_s = absl::GetFlag(FLAGS_run_timeout_s);
@@ -308,11 +315,15 @@ RunResult Train(const Env& env, const RunSpec& spec) {
   const std::string binary = FindRunfile(spec.stage->reference_binary());
   std::vector<std::string> stage_flags = {"--per_gpu_train_batch_size=" + std::to_string(spec.batch),
                                           "--max_steps=" + std::to_string(spec.updates),
-                                          "--max_seq_length=" + std::to_string(env.config.max_seq_length),
                                           "--data_dir=" + env.data_dir,
                                           "--do_eval=false",
                                           "--output_dir=" + res.dir,
                                           "--overwrite_output_dir"};
+  if (env.config.model == "vit") {
+    stage_flags.insert(stage_flags.end(), {"--model_type=vit", "--task_name=cifar10"});
+  } else {
+    stage_flags.push_back("--max_seq_length=" + std::to_string(env.config.max_seq_length));
+  }
   if (spec.stage->takes_comm_dtype) stage_flags.push_back("--comm_dtype=" + spec.comm_dtype);
   if (env.config.threads_per_rank > 0) stage_flags.push_back("--num_threads=" + std::to_string(env.config.threads_per_rank));
   std::vector<std::string> argv;
@@ -354,6 +365,20 @@ RunResult Train(const Env& env, const RunSpec& spec) {
 
 // The built-in RTE-style sample, repeated (indices renumbered) until every rank of every run
 // trains inside its first epoch.
+// The ViT's data: a generated CIFAR-10-format set large enough that every run stays inside its
+// first epoch (see below).
+std::string MakeImageDir(const Config& c, size_t needed) {
+  const std::string dir = c.out + "/data_cifar";
+  const int per_class = static_cast<int>((needed + 9) / 10);
+  MakeDirs(c.out);
+  const std::vector<std::string> argv = {FindRunfile("common/vision/make_sample_cifar10"), "--out=" + dir,
+                                         "--train_per_class=" + std::to_string(per_class), "--test_per_class=1"};
+  if (RunLogged(argv, c.out + "/data_cifar.log", 120) != 0) {
+    throw UserError("could not write the CIFAR-10-format set into " + dir + " (see " + c.out + "/data_cifar.log)");
+  }
+  return dir;
+}
+
 std::string MakeDataDir(const Config& c) {
   const std::string dir = c.out + "/data";
   MakeDirs(dir);
@@ -371,6 +396,7 @@ std::string MakeDataDir(const Config& c) {
   // optimizer-state shards for it) that one run of a traffic pair would have and the other not.
   const int max_updates = std::max(c.updates, 2 * c.traffic_updates) + 1;
   const size_t needed = static_cast<size_t>(max_batch) * max_ranks * max_updates;
+  if (c.model == "vit") return MakeImageDir(c, needed);
   std::string out = header + "\n";
   size_t n = 0;
   while (n < needed || n % rows.size() != 0) {
@@ -593,10 +619,10 @@ std::string Plot(const Config& c, const std::vector<ScalingRow>& scaling, const 
   }
   std::string gp = absl::StrFormat(
       "set terminal pngcairo size 1200,500 font ',10'\nset output '%s/scaling.png'\nset multiplot layout 1,2 "
-      "title 'distlm scaling: tiny BERT, per-rank batch %d, seq %d (all ranks share this machine)'\n"
+      "title 'distlm scaling: tiny %s, per-rank batch %d, seq %d (all ranks share this machine)'\n"
       "set xlabel 'ranks'\nset xtics (1,2,4,8)\nset grid\nset key top left\nset ylabel 'samples/s'\n"
       "set yrange [0:*]\n",
-      c.out, c.per_rank_batch, c.max_seq_length);
+      c.out, c.model == "vit" ? "ViT" : "BERT", c.per_rank_batch, c.model == "vit" ? 17 : c.max_seq_length);
   std::vector<std::string> plots;
   for (size_t i = 0; i < series.size(); ++i) {
     const std::string file = absl::StrFormat("%s/scaling_%d.dat", dir, i);
@@ -644,11 +670,19 @@ std::string Markdown(const Env& env, const std::vector<ScalingRow>& scaling, con
   const int64_t model_numel = TotalNumel(tensors);
   std::string md = "# distlm scaling report\n\n";
   md += absl::StrFormat("Written by `%s` on %s.\n\n", command, MachineLine());
-  md += absl::StrFormat(
-      "Every run trains the tiny BERT (hidden 128, 2 layers; %d gradient tensors, %d parameters = %.3f MB in "
-      "float32) on the built-in RTE-style sample (repeated), sequence length %d, with the stages' reference "
-      "solutions. Each run's folder is under `runs/`.\n\n",
-      tensors.size(), TotalNumel(tensors), 4e-6 * TotalNumel(tensors), c.max_seq_length);
+  if (c.model == "vit") {
+    md += absl::StrFormat(
+        "Every run trains the tiny ViT (32x32 images in 8x8 patches: 17 tokens, hidden 64, 2 layers; %d gradient "
+        "tensors, %d parameters = %.3f MB in float32) on a generated CIFAR-10-format set, with the stages' "
+        "reference solutions. Each run's folder is under `runs/`.\n\n",
+        tensors.size(), TotalNumel(tensors), 4e-6 * TotalNumel(tensors));
+  } else {
+    md += absl::StrFormat(
+        "Every run trains the tiny BERT (hidden 128, 2 layers; %d gradient tensors, %d parameters = %.3f MB in "
+        "float32) on the built-in RTE-style sample (repeated), sequence length %d, with the stages' reference "
+        "solutions. Each run's folder is under `runs/`.\n\n",
+        tensors.size(), TotalNumel(tensors), 4e-6 * TotalNumel(tensors), c.max_seq_length);
+  }
   md += absl::StrFormat(
       "**All ranks share this machine's %u cores.** Compute does not scale here as it does on real nodes. Each rank "
       "runs %s; while there are at least as many cores as ranks each rank has a core to itself (as on one node "
@@ -811,7 +845,11 @@ int Main(int argc, char** argv) {
 
   // The gradients every update communicates: from the tiny model the stages build.
   std::vector<GradientTensor> tensors;
-  {
+  if (c.model == "vit") {
+    vit::ViTConfig config = vit::TinyViTConfig();  // the stages' default ViT, 10 classes
+    vit::ViTForImageClassification model(config);
+    tensors = GradientTensors(*model);
+  } else {
     // The stages' default model: TinyBertConfig over the built-in vocabulary.
     const std::string vocab = ReadFile(FindRunfile("common/testdata/vocab.txt"));
     int64_t lines = std::count(vocab.begin(), vocab.end(), '\n');

@@ -132,6 +132,39 @@ TEST(ReportTest, WritesTheTablesAndPlots) {
   EXPECT_TRUE(IsPng(out + "/traffic.png"));
 }
 
+// The second model family: the same report on the tiny ViT (#23), whose gradients are other
+// tensors (vit.*, classifier.*) and fewer bytes; the stages and the formulas are unchanged.
+TEST(ReportTest, ViTRowsUseTheViTsGradients) {
+  const std::string out = distlm::testing::MakeTempDir("report_vit");
+  distlm::testing::Command c;
+  c.argv = {distlm::testing::Runfile("task4_bench/report"), "--out=" + out, "--model=vit", "--stages=task2b,task5",
+            "--updates=2", "--ranks=1,2", "--links=loopback", "--per_rank_batch=4", "--traffic_batches=8",
+            "--traffic_ranks=2", "--traffic_updates=2", "--traffic_comm_dtypes=fp32"};
+  auto r = distlm::testing::Run(c, 600);
+  ASSERT_FALSE(r.timed_out) << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<std::string> header;
+  Table tensors = ReadCsv(out + "/tensors.csv", &header);
+  double s = 0;
+  for (const auto& t : tensors) {
+    s += std::stod(t.at("bytes_fp32"));
+    const std::string name = t.at("name");
+    EXPECT_TRUE(name.rfind("vit.", 0) == 0 || name.rfind("classifier.", 0) == 0) << name;
+  }
+  EXPECT_EQ(tensors.size(), 40u);  // embeddings 4, 16 per layer x 2, final norm 2, head 2
+  Table scaling = ReadCsv(out + "/scaling.csv", &header);
+  ASSERT_EQ(scaling.size(), 4u);
+  for (const auto& row : scaling) EXPECT_EQ(row.at("ok"), "1") << row.at("stage");
+  Table traffic = ReadCsv(out + "/traffic.csv", &header);
+  ASSERT_EQ(traffic.size(), 2u);
+  for (const auto& row : traffic) {
+    const double padded = std::ceil(s / 8) * 8;
+    EXPECT_DOUBLE_EQ(std::stod(row.at("expected_bytes")), row.at("stage") == "task5" ? 1.5 * padded : s)
+        << row.at("stage");
+  }
+  EXPECT_NE(distlm::ReadFile(out + "/report.md").find("Every run trains the tiny ViT"), std::string::npos);
+}
+
 TEST(ReportTest, BadFlagsAreOneLine) {
   struct Case {
     std::vector<std::string> args;
