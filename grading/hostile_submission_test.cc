@@ -146,6 +146,9 @@ TEST_F(HostileSubmissionTest, ReadingSecretsForgingResultsAndFillingTheDiskGetNo
     hostile::TryRead(")" + results_dir + R"(/secret.txt");
     hostile::TryRead(hostile::WorkDir() + "/grader/expected/out/train_log.jsonl");
     hostile::TryRead("/root/.bash_history");
+  } else {
+    sleep(3);  // rank 0 exits first: a rank that ended first would have the launcher stop rank 0
+               // before it printed what it read (seen once on a loaded machine)
   }
   std::exit(3);)"));
   // task3 forges: its log a link to the grader's own run, results.json, files outside.
