@@ -104,4 +104,9 @@ std::unique_ptr<ModelTask> MakeBertGlueTask(const TrainOptions& options, bool lo
   return std::make_unique<BertGlueTask>(options, log);
 }
 
+std::unique_ptr<ModelTask> MakeModelTask(const TrainOptions& options, bool log) {
+  // ValidateTrainOptions admits bert and vit only.
+  return options.model_type == "vit" ? MakeVitCifarTask(options, log) : MakeBertGlueTask(options, log);
+}
+
 }  // namespace distlm::train

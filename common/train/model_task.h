@@ -53,4 +53,8 @@ class ModelTask {
 // report (rank 0). Throws UserError naming the flag for anything that does not fit.
 std::unique_ptr<ModelTask> MakeModelTask(const TrainOptions& options, bool log);
 
+// The two implementations (bert_glue_task.cc, vit_cifar_task.cc); MakeModelTask picks one.
+std::unique_ptr<ModelTask> MakeBertGlueTask(const TrainOptions& options, bool log);
+std::unique_ptr<ModelTask> MakeVitCifarTask(const TrainOptions& options, bool log);
+
 }  // namespace distlm::train

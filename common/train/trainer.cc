@@ -57,8 +57,10 @@ EvalResult EvalResult::FromJson(const json& e) {
       *field = e.at(key).get<double>();
     }
   }
-  for (const char* key : {"per_class_accuracy", "confusion"}) {
-    if (e.contains(key)) r.extra[key] = e.at(key);
+  // Whatever else the task's Metrics() wrote (ToJson merged it in) goes back to `extra`.
+  const json known = r.ToJson();
+  for (const auto& [key, value] : e.items()) {
+    if (!known.contains(key)) r.extra[key] = value;
   }
   return r;
 }

@@ -106,11 +106,8 @@ class VitCifarTask : public ModelTask {
 
 }  // namespace
 
-std::unique_ptr<ModelTask> MakeBertGlueTask(const TrainOptions& options, bool log);
-
-std::unique_ptr<ModelTask> MakeModelTask(const TrainOptions& options, bool log) {
-  if (options.model_type == "vit") return std::make_unique<VitCifarTask>(options, log);
-  return MakeBertGlueTask(options, log);
+std::unique_ptr<ModelTask> MakeVitCifarTask(const TrainOptions& options, bool log) {
+  return std::make_unique<VitCifarTask>(options, log);
 }
 
 }  // namespace distlm::train
