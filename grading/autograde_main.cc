@@ -30,6 +30,9 @@ ABSL_FLAG(std::string, kit, "", "a ready student kit to copy instead of making o
 ABSL_FLAG(std::string, kit_revision, "HEAD",
           "the commit of --source the kit is made from; empty: its working tree's tracked files");
 ABSL_FLAG(std::string, bazel, "/usr/bin/bazel", "the bazel binary that builds the kit");
+ABSL_FLAG(std::string, model_type, "bert",
+          "what every run trains: bert (the tiny built-in BERT on the built-in RTE sample) or vit (the tiny ViT on "
+          "CIFAR-10-format images the grader writes); the same tests and points");
 ABSL_FLAG(int, ranks, 4, "ranks each distributed task runs on (must divide the total batch of 8)");
 ABSL_FLAG(double, run_timeout_s, 120, "seconds each run may take, start to end");
 ABSL_FLAG(double, build_timeout_s, 1800, "seconds each task's build may take");
@@ -88,6 +91,7 @@ int Main(int argc, char** argv) {
   config.kit_dir = distlm::FromUserWorkingDirectory(absl::GetFlag(FLAGS_kit));
   config.kit_revision = absl::GetFlag(FLAGS_kit_revision);
   config.bazel = absl::GetFlag(FLAGS_bazel);
+  config.model_type = absl::GetFlag(FLAGS_model_type);
   config.ranks = absl::GetFlag(FLAGS_ranks);
   config.run_timeout_s = absl::GetFlag(FLAGS_run_timeout_s);
   config.build_timeout_s = absl::GetFlag(FLAGS_build_timeout_s);

@@ -99,6 +99,45 @@ struct Autograder::Impl {
     return FindRunfile(runfile);
   }
 
+  std::string data_dir;  // the ViT's images (model_type "vit"), made by PrepareData
+
+  std::vector<std::string> Flags(int ranks) const { return RunFlags(ranks, config.model_type, data_dir); }
+
+  // Task 3's bucket cap. The tiny ViT's gradients are 0.32 MB, the tiny BERT's 2.24: the cap
+  // shrinks with them (0.5 -> 0.08 MB), so the student's DDP still makes 4 buckets to order and
+  // to overlap with backward, not one that would pass those tests whatever it did.
+  double BucketCapMb(const stages::Stage& st) const {
+    if (config.model_type == "vit" && st.grading.bucket_cap_mb > 0) return 0.08;
+    return st.grading.bucket_cap_mb;
+  }
+
+  // The ViT's CIFAR-10-format set, written by the grader into a folder student code may read
+  // and not change (StudentSpace::SharedFolder): 8 images per class, enough that no run of 5
+  // updates of 8 ends an epoch.
+  void PrepareData() {
+    if (config.model_type != "vit") return;
+    const std::string dir = space->SharedFolder("cifar10");
+    Progress("writing the ViT's CIFAR-10-format images");
+    std::string binary;
+    try {
+      binary = GraderBinary(config.cifar_sample_binary, "common/vision/make_sample_cifar10");
+    } catch (const std::exception& e) {
+      throw GraderError(std::string("the grader's image writer is missing: ") + e.what());
+    }
+    SandboxCommand command;
+    command.argv = {binary, "--out=" + dir, "--train_per_class=8", "--test_per_class=1"};
+    SandboxLimits limits;
+    limits.timeout_s = 60;
+    const SandboxResult r = RunSandboxed(command, limits);
+    if (r.exit_code != 0) {
+      throw GraderError("the grader could not write the ViT's images into " + dir + " (exit " +
+                        std::to_string(r.exit_code) + "):\n" + Tail(r.output, 10));
+    }
+    space->ShareReadOnly(dir);
+    data_dir = dir;
+    Progress("every run trains the tiny ViT on " + dir);
+  }
+
   // Part 1's reference on one process with the whole batch: what every stage must reproduce.
   const Trace& Expected() {
     if (have_expected) return expected;
@@ -112,7 +151,7 @@ struct Autograder::Impl {
     StageRunOptions o = RunOptions("expected", nullptr);
     o.limits.isolate_network = false;
     o.limits.address_space_bytes = 0;
-    StageRun r = RunStage(binary, 1, Launcher::kSingle, RunFlags(1), o);
+    StageRun r = RunStage(binary, 1, Launcher::kSingle, Flags(1), o);
     if (r.exit_code != 0 || r.log.size() < kSteps) {
       throw GraderError("the grader's own single-node run failed (exit " + std::to_string(r.exit_code) + "):\n" +
                         Tail(r.output, 20));
@@ -148,7 +187,7 @@ struct Autograder::Impl {
     for (const std::string& m : names) {
       Progress("running the known mistake '" + m + "' to compare with");
       StageRunOptions o = RunOptions("mistake_" + m, nullptr);
-      std::vector<std::string> flags = RunFlags(config.ranks);
+      std::vector<std::string> flags = Flags(config.ranks);
       flags.push_back("--mutation=" + m);
       StageRun r = RunStage(binary, config.ranks, Launcher::kLaunch, flags, o);
       if (r.exit_code != 0 || r.log.size() < kSteps) {
@@ -342,9 +381,10 @@ struct Autograder::Impl {
       std::string said;
       for (const auto& f : extra_flags) said += " " + f;
       Progress("running " + st.id + " on " + (n > 1 ? std::to_string(n) + " ranks" : "one process") + said);
-      std::vector<std::string> flags = RunFlags(n);
+      std::vector<std::string> flags = Flags(n);
       flags.insert(flags.end(), build.flags.begin(), build.flags.end());
       flags.insert(flags.end(), st.grading.run_flags.begin(), st.grading.run_flags.end());
+      if (BucketCapMb(st) != st.grading.bucket_cap_mb) flags.push_back("--bucket_cap_mb=" + Fmt("%g", BucketCapMb(st)));
       flags.insert(flags.end(), extra_flags.begin(), extra_flags.end());
       StageRunOptions o = RunOptions("run_" + st.id + "_" + std::to_string(runs++), &build);
       if (timeout_s > 0) o.limits.timeout_s = std::min(timeout_s, o.limits.timeout_s);
@@ -385,7 +425,7 @@ struct Autograder::Impl {
     if (st.grading.ddp_checks) {
       DdpCheckContext c;
       c.ranks = ranks;
-      c.bucket_cap_mb = st.grading.bucket_cap_mb;
+      c.bucket_cap_mb = BucketCapMb(st);
       c.expected = &want;
       c.run = run;
       c.diagnose = [&](const Trace& trace) { return Diagnose(trace, want, st); };
@@ -431,23 +471,33 @@ Autograder::Autograder(GraderConfig config) : impl_(std::make_unique<Impl>()) {
     throw GraderError("--ranks=" + std::to_string(config.ranks) + " must divide the total batch of " +
                       std::to_string(kTotalBatch));
   }
+  if (config.model_type != "bert" && config.model_type != "vit") {
+    throw GraderError("--model_type must be bert or vit, got '" + config.model_type + "'");
+  }
   impl_->config = std::move(config);
 }
 
 Autograder::~Autograder() = default;
 
-std::vector<std::string> Autograder::RunFlags(int ranks) {
+std::vector<std::string> Autograder::RunFlags(int ranks, const std::string& model_type, const std::string& data_dir) {
   // What grading/parity_test.cc uses: the tiny built-in model and data, no dropout, a learning
   // rate that makes a wrong update visible at once, one thread per rank (2 cores, 4 ranks).
-  return {"--max_steps=" + std::to_string(kSteps),
-          "--per_gpu_train_batch_size=" + std::to_string(kTotalBatch / ranks),
-          "--max_seq_length=64",
-          "--learning_rate=1e-3",
-          "--hidden_dropout_prob=0",
-          "--attention_probs_dropout_prob=0",
-          "--do_eval=false",
-          "--num_threads=1",
-          "--dist_timeout_s=60"};
+  // The ViT's as grading/vit_parity_test.cc: its augmentation stays on (it depends on the seed,
+  // the epoch and the example only, so every rank and stage sees the same pixels).
+  std::vector<std::string> flags = {"--max_steps=" + std::to_string(kSteps),
+                                    "--per_gpu_train_batch_size=" + std::to_string(kTotalBatch / ranks),
+                                    "--learning_rate=1e-3",
+                                    "--hidden_dropout_prob=0",
+                                    "--attention_probs_dropout_prob=0",
+                                    "--do_eval=false",
+                                    "--num_threads=1",
+                                    "--dist_timeout_s=60"};
+  if (model_type == "vit") {
+    flags.insert(flags.end(), {"--model_type=vit", "--task_name=cifar10", "--data_dir=" + data_dir});
+  } else {
+    flags.push_back("--max_seq_length=64");
+  }
+  return flags;
 }
 
 GradeReport Autograder::Grade(const GradeRequest& req) {
@@ -465,6 +515,11 @@ GradeReport Autograder::Grade(const GradeRequest& req) {
   if (im.config.keep_work) report.notes.push_back("work folder kept: " + work);
 
   im.space = std::make_unique<StudentSpace>(im.config, work);
+  im.PrepareData();
+  if (im.config.model_type == "vit") {
+    report.notes.push_back("every run trained the tiny ViT on a CIFAR-10-format set (--model_type=vit), not the "
+                           "tiny BERT");
+  }
   Submission sub = LoadSubmission(req.submission, im.space->GraderFolder("submission"));
   report.notes.insert(report.notes.end(), sub.notes.begin(), sub.notes.end());
   for (const auto& i : sub.ignored) report.notes.push_back("ignored: " + i);

@@ -6,6 +6,7 @@
 #include "grading/autograder.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -302,6 +303,75 @@ TEST(AutograderTest, AnEmptyOrUnreadableSubmissionIsGradedNotFatal) {
   EXPECT_NE(Find(gone, "task2a: builds").output.find("the submission could not be read: the submission "
                                                      "/nonexistent/submission.zip does not exist"),
             std::string::npos);
+}
+
+// The same grader on the second model (#23): every run, the grader's own included, trains the
+// tiny ViT on images the grader writes. The students' files are the same, so the same tests
+// must come out with the same points, and a mistake must be named as it is on BERT.
+Autograder& VitGrader() {
+  static Autograder* g = [] {
+    GraderConfig c = Config(120, true);
+    c.model_type = "vit";
+    return new Autograder(c);
+  }();
+  return *g;
+}
+
+// The grader's own first loss, from a parity test's table ("    1             0.693147181  ...").
+double FirstExpectedLoss(const TestResult& parity) {
+  const size_t at = parity.output.find("\n    1 ");
+  if (at == std::string::npos) return -1;
+  return std::stod(parity.output.substr(at + 6));
+}
+
+TEST(AutograderVitTest, ReferenceSolutionsScoreFullMarksInTheSameTests) {
+  GradeRequest req;
+  std::vector<std::string> ids;
+  for (const auto& st : stages::All()) {
+    ids.push_back(st.id);
+    req.prebuilt[st.id] = {Binary(st.id, "reference"), {}};
+  }
+  req.submission = SubmissionFrom("reference", ids);
+  GradeReport r = VitGrader().Grade(req);
+  std::printf("%s\n", r.Summary().c_str());
+  EXPECT_EQ(r.score(), 95);
+  EXPECT_EQ(r.max_score(), 95);
+  for (const auto& t : r.tests) EXPECT_TRUE(t.passed) << t.name << ":\n" << t.output;
+  EXPECT_EQ(r.tests.size(), 3u + 4u + 4u + 9u + 4u);
+  // It trained the ViT: a random 10-class head starts near ln 10 = 2.303 (the tiny BERT's two
+  // labels near ln 2 = 0.693).
+  const double first = FirstExpectedLoss(Find(r, "task2b" + kParity));
+  EXPECT_GT(first, 1.8) << Find(r, "task2b" + kParity).output;
+  EXPECT_LT(first, 2.8) << Find(r, "task2b" + kParity).output;
+  // Task 3's cap shrank with the model: several buckets to order and overlap, not one.
+  const TestResult& buckets = Find(r, "task3: buckets in reverse order, closed at the cap (3b)");
+  EXPECT_GE(std::atoi(buckets.output.c_str()), 3) << buckets.output;
+  bool said = false;
+  for (const auto& n : r.notes) said = said || n.find("trained the tiny ViT") != std::string::npos;
+  EXPECT_TRUE(said) << r.Summary();
+}
+
+TEST(AutograderVitTest, AMistakeIsNamedAsOnBert) {
+  GradeRequest req;
+  req.submission = SubmissionFrom("reference", {"task2b"});
+  req.prebuilt["task2b"] = {testing::Runfile("grading/mutant_stage"), {"--mutation=no_sync"}};
+  GradeReport r = VitGrader().Grade(req);
+  const TestResult& parity = Find(r, "task2b" + kParity);
+  EXPECT_TRUE(Find(r, "task2b: runs 5 updates on 4 ranks").passed) << r.Summary();
+  EXPECT_EQ(parity.score, 0) << parity.output;
+  EXPECT_NE(parity.output.find("never synchronise their gradients"), std::string::npos) << parity.output;
+  std::printf("ViT, no_sync: %s\n", parity.output.substr(0, parity.output.find('\n')).c_str());
+}
+
+TEST(AutograderVitTest, AnUnknownModelIsRefused) {
+  GraderConfig c = Config(120, false);
+  c.model_type = "resnet";
+  try {
+    Autograder g(c);
+    ADD_FAILURE() << "--model_type=resnet was accepted";
+  } catch (const GraderError& e) {
+    EXPECT_STREQ(e.what(), "--model_type must be bert or vit, got 'resnet'");
+  }
 }
 
 TEST(AutogradeCommandTest, WritesGradescopeResultsAndASummary) {

@@ -103,10 +103,12 @@ int Main(int argc, char** argv) {
 
   // The grader and what it runs, by name (nothing else of this binary's runfiles goes in):
   // part 1's reference for the expected trace, the mutant stages for known mistakes, the
-  // launcher, and the built-in data those read. Links are followed: files only.
+  // launcher, the ViT's image writer (--model_type=vit), and the built-in data those read.
+  // Links are followed: files only.
   const fs::path to = root / "grader" / "autograde.runfiles" / "distlm";
   CopyExecutable(distlm::FindRunfile("grading/autograde"), root / "grader" / "autograde");
-  for (const char* binary : {"part1_single/reference", "grading/mutant_stage", "tools/launch"}) {
+  for (const char* binary :
+       {"part1_single/reference", "grading/mutant_stage", "tools/launch", "common/vision/make_sample_cifar10"}) {
     CopyExecutable(distlm::FindRunfile(binary), to / binary);
   }
   for (const char* data : {"common/testdata/vocab.txt", "common/testdata/rte"}) {

@@ -50,7 +50,8 @@ TEST(GradescopePackageTest, HoldsTheKitAndTheCompiledGraderAndGradesFromTheZip) 
                            "kit/task3/student/bucketed_ddp.cc", "kit/task3/ddp.h",
                            "grader/autograde.runfiles/distlm/part1_single/reference",
                            "grader/autograde.runfiles/distlm/grading/mutant_stage",
-                           "grader/autograde.runfiles/distlm/tools/launch"}) {
+                           "grader/autograde.runfiles/distlm/tools/launch",
+                           "grader/autograde.runfiles/distlm/common/vision/make_sample_cifar10"}) {
     EXPECT_EQ(entries.count(want), 1u) << want << " missing from the zip";
   }
   for (const auto& e : entries) {

@@ -159,13 +159,13 @@ int PreparedJail::Enter(const char** what) const {
       // The covering tmpfs (root's, 0755) lets the student walk down to the target, no further.
       for (const auto& prefix : binds_[i].target_prefixes) mkdir(prefix.c_str(), 0755);
       if (mount(fd_paths[i], binds_[i].target.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
-        return fail("binding the student's folder");
+        return fail("binding a folder shown again (the student's, the disk cache, the shared data)");
       }
       close(fds[i]);
       if (binds_[i].read_only &&
           mount(nullptr, binds_[i].target.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
                 nullptr) != 0) {
-        return fail("making the disk cache read-only");
+        return fail("making a folder shown again read-only");
       }
     }
   }

@@ -27,13 +27,19 @@ std::string Env(const char* name) {
 }  // namespace
 
 StudentSpace::StudentSpace(const GraderConfig& config, const std::string& work)
-    : config_(config), work_(work), grader_dir_(work + "/grader"), student_dir_(work + "/student") {
+    : config_(config),
+      work_(work),
+      grader_dir_(work + "/grader"),
+      student_dir_(work + "/student"),
+      shared_dir_(work + "/shared") {
   std::error_code ec;
-  fs::create_directories(grader_dir_, ec);
-  fs::create_directories(student_dir_, ec);
+  for (const std::string& d : {grader_dir_, student_dir_, shared_dir_}) {
+    if (!ec) fs::create_directories(d, ec);
+  }
   if (ec) throw GraderError("cannot make the grading's folders in " + work + ": " + ec.message());
   chmod(grader_dir_.c_str(), 0700);
   chmod(student_dir_.c_str(), 0700);
+  chmod(shared_dir_.c_str(), 0755);
   if (config_.isolation != Isolation::kNone) chmod(work_.c_str(), 0711);  // the student walks through
   // The grader's own disk cache: config.disk_cache, or ~/.cache/distlm/bazel-disk, if it exists.
   std::string cache = config_.disk_cache;
@@ -62,6 +68,7 @@ JailSpec StudentSpace::BaseSpec() const {
   }
   spec.hidden = kept;
   spec.binds.push_back({student_dir_, student_dir_, false});
+  spec.binds.push_back({shared_dir_, shared_dir_, true});
   spec.disk_watch_path = student_dir_;
   spec.disk_bytes = config_.disk_limit_bytes;
   spec.env = {{"HOME", student_dir_ + "/home"},
@@ -143,6 +150,23 @@ void StudentSpace::GiveToStudent(const std::string& path) const {
   std::error_code ec;
   for (fs::recursive_directory_iterator it(path, ec), end; it != end; it.increment(ec)) {
     (void)!lchown(it->path().c_str(), user_.uid, user_.gid);
+  }
+}
+
+std::string StudentSpace::SharedFolder(const std::string& name) const {
+  const std::string d = shared_dir_ + "/" + name;
+  std::error_code ec;
+  fs::create_directories(d, ec);
+  chmod(d.c_str(), 0755);
+  return d;
+}
+
+void StudentSpace::ShareReadOnly(const std::string& path) const {
+  std::error_code ec;
+  chmod(path.c_str(), 0755);
+  for (fs::recursive_directory_iterator it(path, ec), end; it != end; it.increment(ec)) {
+    if (it->is_symlink()) continue;
+    chmod(it->path().c_str(), it->is_directory() ? 0755 : 0644);
   }
 }
 

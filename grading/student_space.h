@@ -3,6 +3,8 @@
 //   work/            root, 0711: the student may pass through, not list
 //   work/grader/     root, 0700 (and covered in a full jail): the grader's own runs
 //   work/student/    the student's user: the kit, its Bazel output, HOME, the runs' outputs
+//   work/shared/     root, 0755 (shown read-only in a full jail): what the grader writes for
+//                    student runs to read (the ViT's images)
 //
 // The submission's build and its runs are jailed (grading/jail.h) at the level the grader was
 // configured with; the grader refuses to grade (GraderError) when this machine cannot give it.
@@ -52,6 +54,12 @@ class StudentSpace {
   // Hands a tree the grader made to the student's user (chown -R; nothing when not confined).
   void GiveToStudent(const std::string& path) const;
 
+  // A fresh folder in work/shared: the grader writes it, student code may only read it.
+  std::string SharedFolder(const std::string& name) const;
+  // Makes a tree the grader wrote there readable by everyone (dirs 0755, files 0644) and
+  // writable by nobody but the grader.
+  void ShareReadOnly(const std::string& path) const;
+
   // One line for the report: how student code was confined.
   std::string Description() const;
 
@@ -59,7 +67,7 @@ class StudentSpace {
   JailSpec BaseSpec() const;
 
   GraderConfig config_;
-  std::string work_, grader_dir_, student_dir_;
+  std::string work_, grader_dir_, student_dir_, shared_dir_;
   bool confine_tried_ = false;
   Isolation level_ = Isolation::kNone;
   JailUser user_;

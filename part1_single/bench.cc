@@ -102,15 +102,14 @@ int main(int argc, char** argv) {
     double forward_flops = 0;
     int64_t tokens_per_example = S;
     if (vit) {
-      distlm::vit::ViTConfig v;  // ViT-B: hidden 768, 12 layers, 12 heads, intermediate 3072
+      distlm::vit::ViTConfig v;
       if (which == "vit_tiny") {
         v = distlm::vit::TinyViTConfig();
-      } else if (which == "vit_b32") {
-        v.patch_size = 32;
-      } else if (which != "vit_b16") {
+      } else if (which == "vit_b16" || which == "vit_b32") {
+        v = distlm::vit::ViTBaseConfig(which == "vit_b16" ? 16 : 32);
+      } else {
         throw distlm::UserError("--model must be tiny, base, vit_tiny, vit_b16 or vit_b32, got '" + which + "'");
       }
-      v.num_labels = 10;  // CIFAR-10
       v.hidden_dropout_prob = v.attention_probs_dropout_prob = absl::GetFlag(FLAGS_dropout);
       auto model = std::make_shared<distlm::vit::ViTForImageClassificationImpl>(v);
       auto pixels = torch::randn({B, v.num_channels, v.image_size, v.image_size}).to(device);
@@ -131,7 +130,7 @@ int main(int argc, char** argv) {
       if (which == "tiny") {
         c = distlm::bert::TinyBertConfig(30522);
       } else if (which == "base") {
-        c.vocab_size = 28996;  // bert-base-cased
+        c = distlm::bert::BertBaseCasedConfig();
       } else {
         throw distlm::UserError("--model must be tiny, base, vit_tiny, vit_b16 or vit_b32, got '" + which + "'");
       }

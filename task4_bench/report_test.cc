@@ -123,7 +123,7 @@ TEST(ReportTest, WritesTheTablesAndPlots) {
   }
 
   EXPECT_NE(md.find("All ranks share this machine's "), std::string::npos);
-  EXPECT_NE(md.find("| task3 | loopback | 2 |"), std::string::npos);
+  EXPECT_NE(md.find("| tiny BERT | task3 | loopback | 2 |"), std::string::npos);
   if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
     std::printf("SKIPPED: the PNG check: gnuplot is not installed (tools/setup.sh installs gnuplot-nox)\n");
     return;
@@ -132,37 +132,50 @@ TEST(ReportTest, WritesTheTablesAndPlots) {
   EXPECT_TRUE(IsPng(out + "/traffic.png"));
 }
 
-// The second model family: the same report on the tiny ViT (#23), whose gradients are other
-// tensors (vit.*, classifier.*) and fewer bytes; the stages and the formulas are unchanged.
-TEST(ReportTest, ViTRowsUseTheViTsGradients) {
+// The second model family (#23): one report with rows for the tiny BERT and the tiny ViT. Each
+// model's rows use its own gradients (tensors.csv: bert.* against vit.*, 41 against 40 tensors);
+// the stages and the formulas are the same.
+TEST(ReportTest, BertAndViTRowsInOneReport) {
   const std::string out = distlm::testing::MakeTempDir("report_vit");
   distlm::testing::Command c;
-  c.argv = {distlm::testing::Runfile("task4_bench/report"), "--out=" + out, "--model=vit", "--stages=task2b,task5",
-            "--updates=2", "--ranks=1,2", "--links=loopback", "--per_rank_batch=4", "--traffic_batches=8",
-            "--traffic_ranks=2", "--traffic_updates=2", "--traffic_comm_dtypes=fp32"};
+  c.argv = {distlm::testing::Runfile("task4_bench/report"), "--out=" + out, "--model=bert,vit", "--stages=task2b,task5",
+            "--updates=2", "--ranks=1,2", "--links=loopback", "--per_rank_batch=4", "--max_seq_length=32",
+            "--traffic_batches=8", "--traffic_ranks=2", "--traffic_updates=2", "--traffic_comm_dtypes=fp32"};
   auto r = distlm::testing::Run(c, 600);
   ASSERT_FALSE(r.timed_out) << r.output;
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::vector<std::string> header;
   Table tensors = ReadCsv(out + "/tensors.csv", &header);
-  double s = 0;
+  std::map<std::string, double> bytes;
+  std::map<std::string, int> count;
   for (const auto& t : tensors) {
-    s += std::stod(t.at("bytes_fp32"));
-    const std::string name = t.at("name");
-    EXPECT_TRUE(name.rfind("vit.", 0) == 0 || name.rfind("classifier.", 0) == 0) << name;
+    const std::string model = t.at("model"), name = t.at("name");
+    bytes[model] += std::stod(t.at("bytes_fp32"));
+    ++count[model];
+    EXPECT_TRUE(name.rfind(model + ".", 0) == 0 || name.rfind("classifier.", 0) == 0) << model << ": " << name;
   }
-  EXPECT_EQ(tensors.size(), 40u);  // embeddings 4, 16 per layer x 2, final norm 2, head 2
+  EXPECT_EQ(count["vit"], 40);   // embeddings 4, 16 per layer x 2, final norm 2, head 2
+  EXPECT_EQ(count["bert"], 41);  // embeddings 5, 16 per layer x 2, pooler 2, head 2
+  ASSERT_GT(bytes["bert"], bytes["vit"]);
   Table scaling = ReadCsv(out + "/scaling.csv", &header);
-  ASSERT_EQ(scaling.size(), 4u);
-  for (const auto& row : scaling) EXPECT_EQ(row.at("ok"), "1") << row.at("stage");
+  ASSERT_EQ(scaling.size(), 8u);  // 2 models x 2 stages x 2 world sizes
+  for (const auto& row : scaling) {
+    EXPECT_EQ(row.at("ok"), "1") << row.at("model") << " " << row.at("stage");
+    if (row.at("ranks") == "1") EXPECT_EQ(row.at("scaling_efficiency"), "1.0000") << row.at("model");
+  }
   Table traffic = ReadCsv(out + "/traffic.csv", &header);
-  ASSERT_EQ(traffic.size(), 2u);
+  ASSERT_EQ(traffic.size(), 4u);
   for (const auto& row : traffic) {
+    const double s = bytes[row.at("model")];
     const double padded = std::ceil(s / 8) * 8;
     EXPECT_DOUBLE_EQ(std::stod(row.at("expected_bytes")), row.at("stage") == "task5" ? 1.5 * padded : s)
-        << row.at("stage");
+        << row.at("model") << " " << row.at("stage");
   }
-  EXPECT_NE(distlm::ReadFile(out + "/report.md").find("Every run trains the tiny ViT"), std::string::npos);
+  const std::string md = distlm::ReadFile(out + "/report.md");
+  EXPECT_NE(md.find("- **tiny ViT**: The tiny ViT"), std::string::npos) << md;
+  EXPECT_NE(md.find("| tiny ViT | task2b | loopback | 2 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| tiny BERT | task2b | loopback | 2 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("CIFAR-10's 50000 for the tiny ViT"), std::string::npos) << md;
 }
 
 TEST(ReportTest, BadFlagsAreOneLine) {
@@ -176,6 +189,8 @@ TEST(ReportTest, BadFlagsAreOneLine) {
       {{"--out=/tmp/x", "--ranks=1,zero"}, "error: --ranks=1,zero: 'zero' is not a whole number"},
       {{"--out=/tmp/x", "--stages=task9"}, "error: --stages: unknown stage 'task9'; known: task2a, task2b, task3, task5"},
       {{"--out=/tmp/x", "--traffic_ranks=1"}, "error: --traffic_ranks must be at least 2"},
+      {{"--out=/tmp/x", "--model=bert,resnet"},
+       "error: --model: 'resnet' is not one of bert, vit, bert_base, vit_b16, vit_b32"},
   };
   for (const auto& k : cases) {
     distlm::testing::Command c;

@@ -123,4 +123,10 @@ BertConfig TinyBertConfig(int64_t vocab_size) {
   return c;
 }
 
+BertConfig BertBaseCasedConfig() {
+  BertConfig c;
+  c.vocab_size = 28996;
+  return c;
+}
+
 }  // namespace distlm::bert

@@ -42,4 +42,8 @@ BertConfig LoadBertConfig(const std::string& path);
 // intermediate 512.
 BertConfig TinyBertConfig(int64_t vocab_size);
 
+// bert-base-cased's shape (the course's real model): the defaults above with its vocabulary of
+// 28,996 tokens. 108.3 M parameters with a 2-label head.
+BertConfig BertBaseCasedConfig();
+
 }  // namespace distlm::bert

@@ -1,6 +1,7 @@
 #include "common/bert/bert_model.h"
 
 #include "common/bert/dropout.h"
+#include "common/bert/layer_ops.h"
 
 #include <cmath>
 
@@ -15,14 +16,6 @@ namespace F = torch::nn::functional;
 // dropout.h for why it is not torch::dropout.
 torch::Tensor MaybeDropout(const torch::Tensor& x, double p, bool training) {
   return Dropout(x, p, training);
-}
-
-// A Linear layer through at::linear, which multiplies a contiguous [batch, seq, in] input as
-// one [batch * seq, in] addmm with the bias folded into the product. The C++ frontend's
-// Linear::forward goes through matmul and then adds the bias in a separate pass over the
-// output (and its backward through another node).
-torch::Tensor ApplyLinear(const torch::nn::Linear& layer, const torch::Tensor& x) {
-  return torch::linear(x, layer->weight, layer->bias);
 }
 
 torch::nn::LayerNorm MakeLayerNorm(const BertConfig& c) {
@@ -125,10 +118,7 @@ BertIntermediateImpl::BertIntermediateImpl(const BertConfig& c) : act(c.hidden_a
 }
 
 torch::Tensor BertIntermediateImpl::forward(const torch::Tensor& x) {
-  auto h = ApplyLinear(dense, x);
-  if (act == "gelu") return torch::gelu(h);  // exact: x * Phi(x), with erf
-  if (act == "gelu_new") return torch::gelu(h, "tanh");
-  return torch::relu(h);
+  return Activation(act, ApplyLinear(dense, x));
 }
 
 BertLayerImpl::BertLayerImpl(const BertConfig& c) {

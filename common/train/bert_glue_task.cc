@@ -36,24 +36,14 @@ class BertGlueTask : public ModelTask {
     }
     auto tokenizer = tokenizer::BertTokenizer::FromVocabFile(vocab_path_, options.do_lower_case);
 
-    auto with_dropout = [&](bert::BertConfig config) {
-      if (options.hidden_dropout_prob >= 0) config.hidden_dropout_prob = options.hidden_dropout_prob;
-      if (options.attention_probs_dropout_prob >= 0) config.attention_probs_dropout_prob = options.attention_probs_dropout_prob;
-      return config;
-    };
     if (options.model_name_or_path.empty()) {
       bert::BertConfig config = bert::TinyBertConfig(static_cast<int64_t>(tokenizer.vocab().size()));
       config.num_labels = static_cast<int64_t>(labels.size());
-      model_ = bert::BertForSequenceClassification(with_dropout(config));
+      model_ = bert::BertForSequenceClassification(WithDropoutFlags(config, options));
     } else {
       auto loaded = bert::LoadPretrained(options.model_name_or_path, static_cast<int64_t>(labels.size()), log);
       if (options.hidden_dropout_prob >= 0 || options.attention_probs_dropout_prob >= 0) {
-        // Dropout has no parameters: rebuild with the new probabilities, keep the weights.
-        bert::BertForSequenceClassification rebuilt(with_dropout(loaded.config));
-        torch::NoGradGuard no_grad;
-        auto src = loaded.model->named_parameters();
-        for (auto& p : rebuilt->named_parameters()) p.value().copy_(*src.find(p.key()));
-        model_ = rebuilt;
+        model_ = RebuiltWithWeights(WithDropoutFlags(loaded.config, options), loaded.model);
       } else {
         model_ = loaded.model;
       }

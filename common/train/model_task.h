@@ -57,4 +57,25 @@ std::unique_ptr<ModelTask> MakeModelTask(const TrainOptions& options, bool log);
 std::unique_ptr<ModelTask> MakeBertGlueTask(const TrainOptions& options, bool log);
 std::unique_ptr<ModelTask> MakeVitCifarTask(const TrainOptions& options, bool log);
 
+// What both tasks do with a model config: --hidden_dropout_prob and
+// --attention_probs_dropout_prob, where given (>= 0), replace the config's.
+template <typename Config>
+Config WithDropoutFlags(Config config, const TrainOptions& options) {
+  if (options.hidden_dropout_prob >= 0) config.hidden_dropout_prob = options.hidden_dropout_prob;
+  if (options.attention_probs_dropout_prob >= 0) config.attention_probs_dropout_prob = options.attention_probs_dropout_prob;
+  return config;
+}
+
+// A model built from `config` carrying `loaded`'s weights: dropout has no parameters, so a
+// loaded model takes other probabilities by being rebuilt (the new model's own initialisation
+// draws from the generator before it is overwritten).
+template <typename Model, typename Config>
+Model RebuiltWithWeights(const Config& config, Model& loaded) {
+  Model rebuilt(config);
+  torch::NoGradGuard no_grad;
+  auto src = loaded->named_parameters();
+  for (auto& p : rebuilt->named_parameters()) p.value().copy_(*src.find(p.key()));
+  return rebuilt;
+}
+
 }  // namespace distlm::train

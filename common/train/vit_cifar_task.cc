@@ -45,26 +45,19 @@ class VitCifarTask : public ModelTask {
                       ".. data_batch_5.bin, test_batch.bin); bazel run //common/vision:make_sample_cifar10 writes a "
                       "small one");
     }
-    auto with_dropout = [&](vit::ViTConfig config) {
-      if (options.hidden_dropout_prob >= 0) config.hidden_dropout_prob = options.hidden_dropout_prob;
-      if (options.attention_probs_dropout_prob >= 0) config.attention_probs_dropout_prob = options.attention_probs_dropout_prob;
-      return config;
-    };
     const int64_t classes = static_cast<int64_t>(vision::kCifar10Classes.size());
     if (options.model_name_or_path.empty()) {
       vit::ViTConfig config = vit::TinyViTConfig();
       config.num_labels = classes;
-      model_ = vit::ViTForImageClassification(with_dropout(config));
+      model_ = vit::ViTForImageClassification(WithDropoutFlags(config, options));
     } else {
       if (!PathExists(options.model_name_or_path)) {
         throw UserError(options.model_name_or_path + ": model directory not found (--model_name_or_path)");
       }
       auto loaded = vit::LoadPretrainedViT(options.model_name_or_path, classes, log);
-      vit::ViTForImageClassification rebuilt(with_dropout(loaded.config));
-      torch::NoGradGuard no_grad;
-      auto src = loaded.model->named_parameters();
-      for (auto& p : rebuilt->named_parameters()) p.value().copy_(*src.find(p.key()));
-      model_ = rebuilt;
+      // Rebuilt even without a dropout flag (BERT skips it then): making it conditional would
+      // change the generator's draws, so the ViT runs recorded so far would not replay.
+      model_ = RebuiltWithWeights(WithDropoutFlags(loaded.config, options), loaded.model);
     }
     pre_ = PreprocessFor(options.model_name_or_path, model_->config().image_size);
     if (options.do_train) train_ = vision::LoadCifar10(options.data_dir, "train");

@@ -128,4 +128,11 @@ ViTConfig TinyViTConfig() {
   return c;
 }
 
+ViTConfig ViTBaseConfig(int64_t patch_size) {
+  ViTConfig c;  // the defaults are ViT-Base at 224 pixels
+  c.patch_size = patch_size;
+  c.num_labels = 10;
+  return c;
+}
+
 }  // namespace distlm::vit

@@ -42,4 +42,9 @@ ViTConfig LoadViTConfig(const std::string& path);
 // intermediate 128, 10 labels (CIFAR-10).
 ViTConfig TinyViTConfig();
 
+// ViT-Base (hidden 768, 12 layers, 12 heads, intermediate 3072) on 224x224 images in patches of
+// `patch_size` (16: google/vit-base-patch16-224, 197 tokens; 32: 50 tokens), with CIFAR-10's
+// 10 labels.
+ViTConfig ViTBaseConfig(int64_t patch_size);
+
 }  // namespace distlm::vit

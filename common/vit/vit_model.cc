@@ -3,18 +3,14 @@
 #include <cmath>
 
 #include "common/bert/dropout.h"
+#include "common/bert/layer_ops.h"
 #include "common/runtime/errors.h"
 
 namespace distlm::vit {
 
+using distlm::bert::Activation;
+using distlm::bert::ApplyLinear;
 using distlm::bert::Dropout;
-
-namespace {
-// One fused addmm instead of Linear::forward's product and separate bias pass (as in BERT).
-torch::Tensor ApplyLinear(const torch::nn::Linear& layer, const torch::Tensor& x) {
-  return torch::linear(x, layer->weight, layer->bias);
-}
-}  // namespace
 
 ViTPatchEmbeddingsImpl::ViTPatchEmbeddingsImpl(const ViTConfig& c)
     : image_size(c.image_size), num_channels(c.num_channels) {
@@ -89,10 +85,7 @@ ViTIntermediateImpl::ViTIntermediateImpl(const ViTConfig& c) : act(c.hidden_act)
 }
 
 torch::Tensor ViTIntermediateImpl::forward(const torch::Tensor& x) {
-  torch::Tensor h = ApplyLinear(dense, x);
-  if (act == "gelu") return torch::gelu(h);  // exact: x * Phi(x), with erf
-  if (act == "gelu_new") return torch::gelu(h, "tanh");
-  return torch::relu(h);
+  return Activation(act, ApplyLinear(dense, x));
 }
 
 ViTLayerImpl::ViTLayerImpl(const ViTConfig& c) {
