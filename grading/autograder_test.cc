@@ -65,7 +65,8 @@ const TestResult& Find(const GradeReport& r, const std::string& name) {
 
 const std::string kParity = ": losses and gradient norms match the single-node run";
 
-TEST(AutograderTest, ReferenceSolutionsScoreFullMarks) {
+// Every stage's reference solution, as a submission and as its prebuilt binary.
+GradeReport GradeReferences(Autograder& grader) {
   GradeRequest req;
   std::vector<std::string> ids;
   for (const auto& st : stages::All()) {
@@ -73,8 +74,13 @@ TEST(AutograderTest, ReferenceSolutionsScoreFullMarks) {
     req.prebuilt[st.id] = {Binary(st.id, "reference"), {}};
   }
   req.submission = SubmissionFrom("reference", ids);
-  GradeReport r = Grader().Grade(req);
+  GradeReport r = grader.Grade(req);
   std::printf("%s\n", r.Summary().c_str());
+  return r;
+}
+
+TEST(AutograderTest, ReferenceSolutionsScoreFullMarks) {
+  GradeReport r = GradeReferences(Grader());
   EXPECT_EQ(r.score(), r.max_score());
   EXPECT_EQ(r.max_score(), 95);  // 75, and 20 for the optional task 5
   for (const auto& t : r.tests) EXPECT_TRUE(t.passed) << t.name << ":\n" << t.output;
@@ -325,15 +331,7 @@ double FirstExpectedLoss(const TestResult& parity) {
 }
 
 TEST(AutograderVitTest, ReferenceSolutionsScoreFullMarksInTheSameTests) {
-  GradeRequest req;
-  std::vector<std::string> ids;
-  for (const auto& st : stages::All()) {
-    ids.push_back(st.id);
-    req.prebuilt[st.id] = {Binary(st.id, "reference"), {}};
-  }
-  req.submission = SubmissionFrom("reference", ids);
-  GradeReport r = VitGrader().Grade(req);
-  std::printf("%s\n", r.Summary().c_str());
+  GradeReport r = GradeReferences(VitGrader());
   EXPECT_EQ(r.score(), 95);
   EXPECT_EQ(r.max_score(), 95);
   for (const auto& t : r.tests) EXPECT_TRUE(t.passed) << t.name << ":\n" << t.output;
