@@ -47,11 +47,28 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-// Matrix-product FLOPs of one forward pass.
+// Matrix-product FLOPs of one forward pass through an encoder (BERT's and ViT's are the same
+// products): per token the four HxH projections and the FFN's two HxI products, per sequence
+// QK^T and attention x V.
+double EncoderFlops(int64_t hidden, int64_t intermediate, int64_t layers, int64_t batch, int64_t seq) {
+  const double H = hidden, I = intermediate, S = seq, T = static_cast<double>(batch) * seq;
+  return layers * (T * (2 * 4 * H * H + 2 * 2 * H * I) + batch * 2.0 * 2 * S * S * H);
+}
+
+// BERT: the encoder, then per example the pooler (HxH) and the classifier.
 double ForwardFlops(const distlm::bert::BertConfig& c, int64_t batch, int64_t seq) {
-  const double H = c.hidden_size, I = c.intermediate_size, S = seq, T = batch * seq;
-  double per_layer = T * (2 * 4 * H * H + 2 * 2 * H * I) + batch * 2.0 * 2 * S * S * H;
-  return c.num_hidden_layers * per_layer + batch * (2 * H * H + 2 * H * c.num_labels);
+  const double H = c.hidden_size;
+  return EncoderFlops(c.hidden_size, c.intermediate_size, c.num_hidden_layers, batch, seq) +
+         batch * (2 * H * H + 2 * H * c.num_labels);
+}
+
+// ViT: the patch projection (a convolution with stride = kernel: one C*P*P x H product per
+// patch), the encoder over [CLS] + patches, then the classifier on [CLS] (no pooler).
+double ForwardFlops(const distlm::vit::ViTConfig& v, int64_t batch) {
+  const double H = v.hidden_size, patches = static_cast<double>(batch) * (v.num_tokens() - 1);
+  return patches * 2.0 * v.num_channels * v.patch_size * v.patch_size * H +
+         EncoderFlops(v.hidden_size, v.intermediate_size, v.num_hidden_layers, batch, v.num_tokens()) +
+         batch * 2 * H * v.num_labels;
 }
 
 // Waits for the GPU's queued work, so that a host clock times it (nothing on CPU).
@@ -117,14 +134,7 @@ int main(int argc, char** argv) {
       forward_loss = [model, pixels, labels] { return model->forward(pixels, labels).loss; };
       module = model;
       tokens_per_example = v.num_tokens();
-      distlm::bert::BertConfig as_bert;  // the encoder's products are BERT's at this width
-      as_bert.hidden_size = v.hidden_size;
-      as_bert.intermediate_size = v.intermediate_size;
-      as_bert.num_hidden_layers = v.num_hidden_layers;
-      as_bert.num_labels = v.num_labels;
-      const double patches = static_cast<double>(B) * (v.num_tokens() - 1);
-      forward_flops = ForwardFlops(as_bert, B, v.num_tokens()) - B * 2.0 * v.hidden_size * v.hidden_size +
-                      patches * 2.0 * v.num_channels * v.patch_size * v.patch_size * v.hidden_size;
+      forward_flops = ForwardFlops(v, B);
     } else {
       distlm::bert::BertConfig c;
       if (which == "tiny") {
