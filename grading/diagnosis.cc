@@ -1,0 +1,141 @@
+// Why a graded trace differs from the grader's: see diagnosis.h.
+#include "grading/diagnosis.h"
+
+#include <cmath>
+#include <string>
+
+
+namespace distlm::grading {
+
+std::string Diagnose(const Trace& got, const Trace& want, const stages::Stage& st, int ranks,
+                     const MistakeRuns& mistakes, const MistakeRuns& zero_mistakes) {
+  const double n = ranks;
+  for (size_t i = 0; i < kSteps && i < got.losses.size(); ++i) {
+    if (!std::isfinite(got.losses[i])) {
+      return "your loss is not a number (NaN or inf) from update " + std::to_string(i + 1) +
+             " on: the gradients were corrupted (uninitialised buffers? a division by zero?).";
+    }
+  }
+  // Update 1's loss is computed before any optimizer step: only the data can differ.
+  const bool first_matches = RelDiff(got.losses[0], want.losses[0]) <= kParityTol;
+  if (!first_matches) {
+    std::string msg =
+        "the very first loss (computed before any optimizer step) already differs, so the ranks did not "
+        "train on the right examples: each rank must take its own share of every batch (a DistributedSampler), "
+        "not the same examples as the others.";
+    for (const auto& km : mistakes()) {
+      if (km.mutation == "same_data" && Close(got.losses, km.trace.losses, kSteps, kMistakeTol)) {
+        msg += " Your losses match, update for update, a run in which every rank reads the whole data set in "
+               "the same order.";
+      }
+    }
+    return msg;
+  }
+  if (st.id == "task5") {
+    for (const auto& km : zero_mistakes()) {
+      if (!Close(got.losses, km.trace.losses, kSteps, kMistakeTol) ||
+          !Close(got.grad_norms, km.trace.grad_norms, 1, kMistakeTol)) {
+        continue;
+      }
+      if (km.mutation == "zero_no_allgather") {
+        return "your ranks never share their updated shards: each rank's step changes only its own block of the "
+               "parameters, and without the all-gather every rank keeps the old values of all the others (your "
+               "losses match exactly that mistake). After opt.StepShard(), zero::AllGather opt.param_shard() into "
+               "opt.flat_params().";
+      }
+      if (km.mutation == "zero_wrong_shard") {
+        return "each rank steps its parameters with another rank's block of the gradient: your losses match a "
+               "run whose gradient shard is taken at the next rank's offset. Rank r owns elements [r*S, (r+1)*S) "
+               "of the flat buffers (S = opt.layout().shard_numel()); its grad_shard must be that block of the "
+               "averaged gradient, as zero::ReduceScatterSum gives it.";
+      }
+      if (km.mutation == "zero_local_norm") {
+        return "you clip by the norm of this rank's shard only: the gradient norm before clipping (" +
+               Fmt("%.4f", got.grad_norms[0]) + ", the single-node run's " + Fmt("%.4f", want.grad_norms[0]) +
+               ") must be the norm of the whole gradient, the square root of the sum over ranks of the squared "
+               "shard norms (opt.ClipGradShard(pg, max_grad_norm) all-reduces them), and every rank must scale by "
+               "the same coefficient.";
+      }
+    }
+  }
+  for (const auto& km : mistakes()) {
+    if (!Close(got.losses, km.trace.losses, kSteps, kMistakeTol) ||
+        !Close(got.grad_norms, km.trace.grad_norms, 1, kMistakeTol)) {
+      continue;
+    }
+    if (km.mutation == "no_sync") {
+      const bool communicated = !got.comm_calls.empty() && got.comm_calls[0] > 0;
+      if (!communicated) {
+        return "your ranks never synchronise their gradients: each trains on its own share of the batch and "
+               "the models drift apart (your losses are exactly those of a run without any synchronisation). "
+               "Your " + st.what + " must leave, on every rank, the average over all ranks in every parameter's "
+               ".grad.";
+      }
+      return "your code communicates, but the optimizer never sees the result: the losses are exactly those of "
+             "ranks that do not synchronise at all. Write the average back into each parameter's .grad itself "
+             "(not into a copy or a temporary), and synchronise before the optimizer step, not after it.";
+    }
+    if (km.mutation == "sum_without_average") {
+      const std::string where = st.id == "task2a"   ? " on rank 0, before the scatter"
+                                : st.id == "task3" ? " in FinishGradientSync, once its all-reduces are done"
+                                                   : "";
+      return "your gradients look summed but not divided by the world size: divide the sum by " +
+             Fmt("%.0f", n) + " (pg.getSize())" + where + ". As it is, the gradient is " + Fmt("%.0f", n) +
+             " times too large (its norm before clipping was " + Fmt("%.4f", got.grad_norms[0]) + ", the single-node "
+             "one " + Fmt("%.4f", want.grad_norms[0]) + ").";
+    }
+    if (km.mutation == "some_params_only") {
+      return "only some of the parameters are synchronised: your losses match a run in which the first half of "
+             "the parameters are averaged and the rest keep each rank's own gradient. Average the .grad of every "
+             "tensor in `parameters`.";
+    }
+    if (km.mutation == "root_only_average") {
+      return "only rank 0 ends with the average: the other ranks keep their own gradients (your losses match "
+             "exactly that mistake, with rank 0's gradient norm right). After rank 0 has averaged what it "
+             "gathered, scatter the average back so that every rank writes it into its .grad.";
+    }
+    if (km.mutation == "rank0_keeps_own") {
+      return "rank 0 keeps its own gradient: the other ranks receive the average, but rank 0 does not write it "
+             "into its own .grad (your losses match exactly that mistake). Rank 0 must train on the average too.";
+    }
+  }
+  // Not a known mistake: what the numbers say.
+  std::string msg;
+  const double ratio = got.grad_norms.empty() ? NAN : got.grad_norms[0] / want.grad_norms[0];
+  if (std::abs(ratio - n) <= 1e-3 * n) {
+    msg = "your gradients look summed but not divided by the world size: rank 0's gradient norm before "
+          "clipping is " + Fmt("%.3f", ratio) + " times the single-node one (" + Fmt("%.0f", n) + " ranks).";
+  } else if (std::abs(ratio - 1 / n) <= 1e-3 / n) {
+    msg = "your gradients look divided by the world size once too often: their norm is 1/" + Fmt("%.0f", n) +
+          " of the single-node one.";
+  } else if (!got.comm_calls.empty() && got.comm_calls[0] == 0) {
+    msg = "your synchronisation did not communicate anything in update 1: every rank trained on its own "
+          "gradients.";
+  } else if (Close(got.losses, want.losses, kSteps, kParityTol)) {
+    msg = "the losses match the single-node run, but the gradient norm logged for update 1 is " +
+          Fmt("%.6g", got.grad_norms[0]) + " instead of " + Fmt("%.6g", want.grad_norms[0]) +
+          ": the optimizer step must return the norm of the (averaged) gradients measured before clipping.";
+  } else if (std::abs(ratio - 1) <= 1e-4) {
+    msg = "the gradient of update 1 matches the single-node one (norm " + Fmt("%.4f", got.grad_norms[0]) +
+          "), but the losses differ later: check what happens after the synchronisation (clipping, the "
+          "optimizer step, the learning-rate schedule, zeroing the gradients) and that every rank ends with the "
+          "same gradients.";
+  } else {
+    msg = "the first optimizer step already differs: rank 0's gradient norm before clipping was " +
+          Fmt("%.4f", got.grad_norms[0]) + ", the single-node run's " + Fmt("%.4f", want.grad_norms[0]) +
+          ". After your synchronisation every rank must hold the average over all ranks of every parameter's "
+          "gradient: sum over all ranks, divide by their number, write it back into .grad on every rank "
+          "(rank 0 included).";
+  }
+  for (size_t i = 0; i < kSteps && i < got.lrs.size() && i < want.lrs.size(); ++i) {
+    if (RelDiff(got.lrs[i], want.lrs[i]) > 1e-9) {
+      msg += " Also, update " + std::to_string(i + 1) + " used the learning rate " + Fmt("%.6g", got.lrs[i]) +
+             " where the schedule gives " + Fmt("%.6g", want.lrs[i]) +
+             ": advance the schedule once per update and give the optimizer its rate.";
+      break;
+    }
+  }
+  return msg;
+}
+
+}  // namespace distlm::grading
