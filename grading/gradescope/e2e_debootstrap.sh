@@ -3,7 +3,8 @@
 # package made from this checkout, a root made with debootstrap, /autograder laid out, setup.sh,
 # then run_autograder on submissions, each results.json checked.
 #
-#   grading/gradescope/e2e_debootstrap.sh            # references (95), stubs (0), two mistakes
+#   grading/gradescope/e2e_debootstrap.sh            # references (95, on BERT and on the ViT), stubs (0),
+#                                                    # two mistakes
 #   grading/gradescope/e2e_debootstrap.sh --smoke    # the references only (what CI runs)
 #   grading/gradescope/e2e_debootstrap.sh --reuse=DIR  # grade again in a root kept by --keep
 #   grading/gradescope/e2e_debootstrap.sh --wheel=2.11.0  # the package linked against PyPI's
@@ -128,6 +129,7 @@ fi
 
 # One grading: the files of `from` (reference/ or student/, "" for none) for every stage, with
 # `edit` (a sed expression on one file: STAGE:FILE:EXPR) applied; then checks with python3.
+# $model (bert unless set) is the grader's --model_type, through run_autograder's DISTLM_MODEL_TYPE.
 passed=0 total=0
 grade() {
   local name=$1 from=$2 edit=$3 want_score=$4 want_text=$5
@@ -146,7 +148,8 @@ grade() {
   fi
   local start
   start=$(date +%s)
-  chroot "$root" /autograder/source/run_autograder >"$work/grade_$name.log" 2>&1 || true
+  chroot "$root" env DISTLM_MODEL_TYPE="${model:-bert}" /autograder/source/run_autograder >"$work/grade_$name.log" 2>&1 ||
+    true
   total=$((total + 1))
   if python3 - "$root/autograder/results/results.json" "$want_score" "$want_text" <<'EOF'; then
 import json, sys
@@ -184,6 +187,8 @@ if [ "$smoke" -eq 0 ]; then
   grade sum_without_average reference "task2b:grad_sync.cc:s/div_(pg.getSize())/div_(1)/" 87 \
     "summed but not divided by the world size"
   grade compile_error reference 'task2a:grad_sync.cc:$a int this_does_not_compile = ;' 80 "does not compile"
+  # The package's image writer and the shared read-only data in the jail, on a bare root.
+  model=vit grade references_vit reference "" 95 "every run trained the tiny ViT"
 fi
 echo "e2e: $passed of $total submissions graded as expected"
 [ "$passed" -eq "$total" ]
