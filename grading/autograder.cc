@@ -50,8 +50,6 @@ std::string JoinOps(const std::vector<std::string>& ops, const std::string& last
   return s;
 }
 
-
-
 }  // namespace
 
 struct Autograder::Impl {
@@ -96,6 +94,16 @@ struct Autograder::Impl {
     return FindRunfile(runfile);
   }
 
+  // A binary the grading cannot go on without: its absence is the grader's failure, named.
+  std::string RequiredGraderBinary(const std::string& configured, const std::string& runfile,
+                                   const std::string& what) const {
+    try {
+      return GraderBinary(configured, runfile);
+    } catch (const std::exception& e) {
+      throw GraderError("the grader's " + what + " is missing: " + e.what());
+    }
+  }
+
   std::string data_dir;  // the ViT's images (model_type "vit"), made by PrepareData
 
   std::vector<std::string> Flags(int ranks) const { return RunFlags(ranks, config.model_type, data_dir); }
@@ -115,12 +123,8 @@ struct Autograder::Impl {
     if (config.model_type != "vit") return;
     const std::string dir = space->SharedFolder("cifar10");
     Progress("writing the ViT's CIFAR-10-format images");
-    std::string binary;
-    try {
-      binary = GraderBinary(config.cifar_sample_binary, "common/vision/make_sample_cifar10");
-    } catch (const std::exception& e) {
-      throw GraderError(std::string("the grader's image writer is missing: ") + e.what());
-    }
+    const std::string binary =
+        RequiredGraderBinary(config.cifar_sample_binary, "common/vision/make_sample_cifar10", "image writer");
     SandboxCommand command;
     command.argv = {binary, "--out=" + dir, "--train_per_class=8", "--test_per_class=1"};
     SandboxLimits limits;
@@ -139,12 +143,8 @@ struct Autograder::Impl {
   const Trace& Expected() {
     if (have_expected) return expected;
     Progress("running the grader's own single-node trace (part 1 reference, batch 8)");
-    std::string binary;
-    try {
-      binary = GraderBinary(config.expected_binary, "part1_single/reference");
-    } catch (const std::exception& e) {
-      throw GraderError(std::string("the grader's reference binary is missing: ") + e.what());
-    }
+    const std::string binary =
+        RequiredGraderBinary(config.expected_binary, "part1_single/reference", "reference binary");
     StageRunOptions o = RunOptions("expected", nullptr);
     o.limits.isolate_network = false;
     o.limits.address_space_bytes = 0;

@@ -91,8 +91,6 @@ ReportModel MakeReportModel(const Config& c, const std::string& name) {
   const std::string data = " with the stages' reference solutions.";
   if (name == "bert" || name == "bert_base") {
     const std::string vocab_path = FindRunfile("common/testdata/vocab.txt");
-    const std::string vocab = ReadFile(vocab_path);
-    const int64_t lines = std::count(vocab.begin(), vocab.end(), '\n');
     m.tokens_per_example = c.max_seq_length;
     m.dataset = "RTE";
     m.dataset_examples = 2490;  // GLUE RTE's training pairs
@@ -100,7 +98,8 @@ ReportModel MakeReportModel(const Config& c, const std::string& name) {
         " on the built-in RTE-style sample (repeated), sequence length %d", c.max_seq_length);
     if (name == "bert") {
       m.label = "tiny BERT";
-      m.tensors = GradientTensors(bert::TinyBertConfig(lines));
+      const std::string vocab = ReadFile(vocab_path);  // the stages' model: TinyBertConfig over it
+      m.tensors = GradientTensors(bert::TinyBertConfig(std::count(vocab.begin(), vocab.end(), '\n')));
       m.description = absl::StrFormat(
           "The tiny BERT (hidden 128, 2 layers; %d gradient tensors, %d parameters = %.3f MB in "
           "float32)%s%s", m.tensors.size(), TotalNumel(m.tensors), 4e-6 * TotalNumel(m.tensors), sample, data);
