@@ -152,8 +152,24 @@ int Main(int argc, char** argv) {
            {"tests", nlohmann::json::array()}};
     std::fprintf(stdout, "grader error: %s\n", e.what());
     code = 1;
+  } catch (const std::exception& e) {
+    // Grade() turns what a submission does into test results; anything else that escapes is
+    // still the grader's failure, and results.json still says so.
+    out = {{"score", 0},
+           {"output", std::string("grader error (not your fault; tell the course staff): unexpected: ") + e.what()},
+           {"tests", nlohmann::json::array()}};
+    std::fprintf(stdout, "grader error: unexpected: %s\n", e.what());
+    code = 1;
+  } catch (...) {
+    out = {{"score", 0},
+           {"output", "grader error (not your fault; tell the course staff): unexpected exception"},
+           {"tests", nlohmann::json::array()}};
+    std::fprintf(stdout, "grader error: unexpected exception\n");
+    code = 1;
   }
-  distlm::WriteFileAtomically(results, out.dump(2) + "\n");
+  // Text a submission printed is made printable where it is quoted; `replace` keeps any byte
+  // that slipped through from failing the dump.
+  distlm::WriteFileAtomically(results, out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   std::fprintf(stdout, "results written to %s\n", results.c_str());
   return code;
 }

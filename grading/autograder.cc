@@ -1,12 +1,17 @@
 #include "grading/autograder.h"
 
+#include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -37,8 +42,7 @@ const std::vector<std::string> kRunfilesEnv = {"RUNFILES_DIR", "RUNFILES_MANIFES
                                                "JAVA_RUNFILES"};
 
 std::string Cap(std::string s) {
-  if (s.size() > kMaxTestOutput) s = s.substr(0, kMaxTestOutput) + "\n[... cut ...]\n";
-  return s;
+  return CapText(Printable(s), kMaxTestOutput, "\n[... cut ...]\n");
 }
 
 std::string JoinOps(const std::vector<std::string>& ops, const std::string& last_sep) {
@@ -48,6 +52,18 @@ std::string JoinOps(const std::vector<std::string>& ops, const std::string& last
     s += ops[i];
   }
   return s;
+}
+
+// A seed from the kernel's random source, in [1, 2^31): no submission can know it in advance.
+uint64_t DrawSeed() {
+  uint32_t v = 0;
+  while (v == 0) {
+    if (getrandom(&v, sizeof(v), 0) != static_cast<ssize_t>(sizeof(v))) {
+      throw GraderError(std::string("cannot draw this grading's seed: getrandom: ") + strerror(errno));
+    }
+    v &= 0x7FFFFFFFu;
+  }
+  return v;
 }
 
 }  // namespace
@@ -106,7 +122,9 @@ struct Autograder::Impl {
 
   std::string data_dir;  // the ViT's images (model_type "vit"), made by PrepareData
 
-  std::vector<std::string> Flags(int ranks) const { return RunFlags(ranks, config.model_type, data_dir); }
+  uint64_t seed = 0;  // this grading's (config.seed, or drawn in Grade())
+
+  std::vector<std::string> Flags(int ranks) const { return RunFlags(ranks, config.model_type, data_dir, seed); }
 
   // Task 3's bucket cap. The tiny ViT's gradients are 0.32 MB, the tiny BERT's 2.24: the cap
   // shrinks with them (0.5 -> 0.08 MB), so the student's DDP still makes 4 buckets to order and
@@ -278,7 +296,32 @@ struct Autograder::Impl {
     }
     t_run.passed = true;
     t_run.output = "completed " + std::to_string(r.log.size()) + " updates (" + confinement + ")\n";
+    try {
+      Judge(st, r, run, ranks, has_comm_test, &t_parity, &t_comm, &extra);
+    } catch (const GraderError&) {
+      throw;
+    } catch (const std::exception& e) {
+      // Nothing a submission writes stops the grading: this task scores nothing, and says why.
+      for (TestResult* t : {&t_parity, &t_comm}) {
+        t->passed = false;
+        t->score = 0;
+      }
+      extra.clear();
+      const std::string run_output = t_run.output;
+      not_run("not graded: the grader could not judge what this run wrote (" + Printable(e.what()) + ")\n");
+      t_run.output = run_output;
+    }
+    finish();
+  }
 
+  // The tests of a run that completed: parity with the grader's trace, task 3's own, the
+  // collectives called.
+  void Judge(const stages::Stage& st, const StageRun& r,
+             const std::function<StageRun(int, const std::vector<std::string>&, double)>& run, int ranks,
+             bool has_comm_test, TestResult* t_parity_out, TestResult* t_comm_out, std::vector<TestResult>* extra_out) {
+    TestResult& t_parity = *t_parity_out;
+    TestResult& t_comm = *t_comm_out;
+    std::vector<TestResult>& extra = *extra_out;
     const Trace& want = Expected();
     const Trace got = TraceOf(r);
     std::string diff = ParityDiff(want, got);
@@ -315,6 +358,7 @@ struct Autograder::Impl {
         for (auto it = ops->begin(); it != ops->end(); ++it) {
           called += (called.empty() ? "" : ", ") + it.key() + " x" + it.value().dump();
         }
+        called = CapText(Printable(called), 300, " [...]");
         if (called.empty()) called = "no collective at all";
         for (const auto& op : st.grading.required_ops) {
           if (!ops->contains(op)) problem = "update " + std::to_string(i + 1) + " called " + called;
@@ -333,7 +377,6 @@ struct Autograder::Impl {
                         " to synchronise the gradients\n";
       }
     }
-    finish();
   }
 };
 
@@ -350,7 +393,8 @@ Autograder::Autograder(GraderConfig config) : impl_(std::make_unique<Impl>()) {
 
 Autograder::~Autograder() = default;
 
-std::vector<std::string> Autograder::RunFlags(int ranks, const std::string& model_type, const std::string& data_dir) {
+std::vector<std::string> Autograder::RunFlags(int ranks, const std::string& model_type, const std::string& data_dir,
+                                              uint64_t seed) {
   // What grading/parity_test.cc uses: the tiny built-in model and data, no dropout, a learning
   // rate that makes a wrong update visible at once, one thread per rank (2 cores, 4 ranks).
   // The ViT's as grading/vit_parity_test.cc: its augmentation stays on (it depends on the seed,
@@ -363,6 +407,7 @@ std::vector<std::string> Autograder::RunFlags(int ranks, const std::string& mode
                                     "--do_eval=false",
                                     "--num_threads=1",
                                     "--dist_timeout_s=60"};
+  if (seed != 0) flags.push_back("--seed=" + std::to_string(seed));
   if (model_type == "vit") {
     flags.insert(flags.end(), {"--model_type=vit", "--task_name=cifar10", "--data_dir=" + data_dir});
   } else {
@@ -385,7 +430,18 @@ GradeReport Autograder::Grade(const GradeRequest& req) {
   } cleanup{work, im.config.keep_work};
   if (im.config.keep_work) report.notes.push_back("work folder kept: " + work);
 
+  // A new secret for every grading, and a new trace: nothing computed before this grading (the
+  // handout's numbers, an earlier grading's) is the answer to this one.
+  im.seed = im.config.seed != 0 ? im.config.seed : DrawSeed();
+  im.have_expected = false;
+  im.mistakes_tried = im.zero_mistakes_tried = false;
+  im.mistakes.clear();
+  im.zero_mistakes.clear();
   im.space = std::make_unique<StudentSpace>(im.config, work);
+  report.notes.push_back(std::string("every run used a seed ") +
+                         (im.config.seed != 0 ? "set by the instructor" : "drawn for this grading") +
+                         " (model initialisation, data order), not the handout's 42: your numbers differ from your "
+                         "self-check's, and are compared with the grader's own run on the same seed");
   im.PrepareData();
   if (im.config.model_type == "vit") {
     report.notes.push_back("every run trained the tiny ViT on a CIFAR-10-format set (--model_type=vit), not the "
@@ -439,9 +495,14 @@ nlohmann::json GradeReport::ToGradescope() const {
   }
   std::string output;
   for (const auto& n : notes) output += n + "\n";
+  // Plain text everywhere: a message quotes what a submission printed, which must not become
+  // HTML or Markdown on Gradescope's page.
   return {{"score", score()},
           {"execution_time", execution_time_s},
           {"output", output},
+          {"output_format", "text"},
+          {"test_output_format", "text"},
+          {"test_name_format", "text"},
           {"visibility", "visible"},
           {"tests", tests_json}};
 }

@@ -72,6 +72,10 @@ struct GraderConfig {
   // students' files never see the model, so a submission that passes on one passes on both.
   std::string model_type = "bert";
   std::string cifar_sample_binary;  // //common/vision:make_sample_cifar10; empty: among the runfiles
+  // The seed of every run of a grading (model initialisation, data order): 0 draws a new one
+  // from the kernel for each grading, so the numbers a correct run logs are known to nobody
+  // before it runs (the handout's self-check uses the public seed 42). Tests set it.
+  uint64_t seed = 0;
   // How each task runs.
   int ranks = 4;                                  // must divide the total batch of 8
   double run_timeout_s = 120;                     // per run, start to end
@@ -108,10 +112,10 @@ class Autograder {
 
   GradeReport Grade(const GradeRequest& request);
 
-  // The flags of every graded run: the total batch of 8 split over `ranks`. For model_type
-  // "vit", data_dir is the CIFAR-10-format folder.
+  // The flags of every graded run: the total batch of 8 split over `ranks`, `seed` (0: the
+  // trainer's default, 42). For model_type "vit", data_dir is the CIFAR-10-format folder.
   static std::vector<std::string> RunFlags(int ranks, const std::string& model_type = "bert",
-                                           const std::string& data_dir = "");
+                                           const std::string& data_dir = "", uint64_t seed = 0);
 
  private:
   struct Impl;

@@ -1,6 +1,7 @@
 #include "grading/ddp_checks.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -43,10 +44,7 @@ std::vector<int64_t> Numels(const nlohmann::json& list) {
   return out;
 }
 
-int64_t Field(const nlohmann::json& line, const char* name) {
-  auto it = line.find(name);
-  return it != line.end() && it->is_number_integer() ? it->get<int64_t>() : -1;
-}
+int64_t Field(const nlohmann::json& line, const char* name) { return IntegerField(line, name); }
 
 std::string List(const std::vector<int64_t>& v) {
   std::string s;
@@ -125,8 +123,9 @@ void Overlap(const StageRun& r, TestResult& t) {
   }
   double busy = 0, hidden = 0;
   for (const auto& line : r.log) {
-    busy += line.value("comm_busy_ms", 0.0);
-    hidden += line.value("comm_hidden_ms", 0.0);
+    const double b = NumberField(line, "comm_busy_ms"), h = NumberField(line, "comm_hidden_ms");
+    busy += std::isfinite(b) ? b : 0;
+    hidden += std::isfinite(h) ? h : 0;
   }
   Pass(t, "every update launched its bucket all-reduces while backward ran (" + Fmt("%.0f", hidden) + " of " +
               Fmt("%.0f", busy) + " ms of communication overlapped with backward over the run)\n");

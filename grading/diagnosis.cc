@@ -51,8 +51,8 @@ std::string Diagnose(const Trace& got, const Trace& want, const stages::Stage& s
       }
       if (km.mutation == "zero_local_norm") {
         return "you clip by the norm of this rank's shard only: the gradient norm before clipping (" +
-               Fmt("%.4f", got.grad_norms[0]) + ", the single-node run's " + Fmt("%.4f", want.grad_norms[0]) +
-               ") must be the norm of the whole gradient, the square root of the sum over ranks of the squared "
+               Fmt("%.4f", got.grad_norms[0]) + ", " + Times(got.grad_norms[0], want.grad_norms[0]) +
+               " the norm of the whole gradient) must be the norm of the whole gradient, the square root of the sum over ranks of the squared "
                "shard norms (opt.ClipGradShard(pg, max_grad_norm) all-reduces them), and every rank must scale by "
                "the same coefficient.";
       }
@@ -81,8 +81,8 @@ std::string Diagnose(const Trace& got, const Trace& want, const stages::Stage& s
                                                    : "";
       return "your gradients look summed but not divided by the world size: divide the sum by " +
              Fmt("%.0f", n) + " (pg.getSize())" + where + ". As it is, the gradient is " + Fmt("%.0f", n) +
-             " times too large (its norm before clipping was " + Fmt("%.4f", got.grad_norms[0]) + ", the single-node "
-             "one " + Fmt("%.4f", want.grad_norms[0]) + ").";
+             " times too large (its norm before clipping was " + Fmt("%.4f", got.grad_norms[0]) + ", " +
+             Times(got.grad_norms[0], want.grad_norms[0]) + " the single-node one).";
     }
     if (km.mutation == "some_params_only") {
       return "only some of the parameters are synchronised: your losses match a run in which the first half of "
@@ -113,8 +113,8 @@ std::string Diagnose(const Trace& got, const Trace& want, const stages::Stage& s
           "gradients.";
   } else if (Close(got.losses, want.losses, kSteps, kParityTol)) {
     msg = "the losses match the single-node run, but the gradient norm logged for update 1 is " +
-          Fmt("%.6g", got.grad_norms[0]) + " instead of " + Fmt("%.6g", want.grad_norms[0]) +
-          ": the optimizer step must return the norm of the (averaged) gradients measured before clipping.";
+          Fmt("%.6g", got.grad_norms[0]) + ", " + Times(got.grad_norms[0], want.grad_norms[0]) +
+          " the single-node run's: the optimizer step must return the norm of the (averaged) gradients measured before clipping.";
   } else if (std::abs(ratio - 1) <= 1e-4) {
     msg = "the gradient of update 1 matches the single-node one (norm " + Fmt("%.4f", got.grad_norms[0]) +
           "), but the losses differ later: check what happens after the synchronisation (clipping, the "
@@ -122,8 +122,8 @@ std::string Diagnose(const Trace& got, const Trace& want, const stages::Stage& s
           "same gradients.";
   } else {
     msg = "the first optimizer step already differs: rank 0's gradient norm before clipping was " +
-          Fmt("%.4f", got.grad_norms[0]) + ", the single-node run's " + Fmt("%.4f", want.grad_norms[0]) +
-          ". After your synchronisation every rank must hold the average over all ranks of every parameter's "
+          Fmt("%.4f", got.grad_norms[0]) + ", " + Times(got.grad_norms[0], want.grad_norms[0]) +
+          " the single-node run's. After your synchronisation every rank must hold the average over all ranks of every parameter's "
           "gradient: sum over all ranks, divide by their number, write it back into .grad on every rank "
           "(rank 0 included).";
   }

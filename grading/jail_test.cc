@@ -4,9 +4,12 @@
 // skips, saying so. grading/hostile_submission_test.cc does the same through whole gradings.
 #include "grading/jail.h"
 
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -183,7 +186,7 @@ TEST(ReadUntrustedFileTest, OnlyTheRunsOwnRegularFiles) {
   EXPECT_EQ(out, "{\"loss\": 0.7}\n");
   for (const char* bad : {"/linked_dir/train_log.jsonl", "/linked_file/train_log.jsonl"}) {
     EXPECT_FALSE(ReadUntrustedFile(root, root + bad, -1, 1 << 20, &out, &truncated, &why)) << bad;
-    EXPECT_NE(why.find("leads outside the run's folder"), std::string::npos) << why;
+    EXPECT_NE(why.find("is a symbolic link (the grader follows none)"), std::string::npos) << why;
   }
   EXPECT_FALSE(ReadUntrustedFile(root, root + "/fifo/train_log.jsonl", -1, 1 << 20, &out, &truncated, &why));
   EXPECT_NE(why.find("not a regular file"), std::string::npos) << why;
@@ -193,6 +196,52 @@ TEST(ReadUntrustedFileTest, OnlyTheRunsOwnRegularFiles) {
   EXPECT_TRUE(ReadUntrustedFile(root, root + "/good/train_log.jsonl", -1, 4, &out, &truncated, &why));
   EXPECT_EQ(out, "{\"lo");
   EXPECT_TRUE(truncated);
+}
+
+// Everything else a student can leave where the grader reads: a socket, a link to a device, a
+// path with '..', a run folder replaced by a link or by another folder after the grader made it.
+TEST(ReadUntrustedFileTest, SocketsDevicesDotDotAndReplacedFoldersAreRefused) {
+  const std::string parent = testing::MakeTempDir("untrusted_root");
+  const std::string root = parent + "/run";
+  fs::create_directories(root + "/out");
+  const DirIdentity made = IdentityOf(root);
+  ASSERT_TRUE(made.known());
+  WriteFileMakingDirs(root + "/out/train_log.jsonl", "{\"loss\": 0.7}\n");
+  std::string out, why;
+  bool truncated = false;
+  ASSERT_TRUE(ReadUntrustedFile(root, root + "/out/train_log.jsonl", -1, 1 << 20, &out, &truncated, &why, made)) << why;
+
+  // A socket bound at the file's name: open() fails with ENXIO, nothing is read or waited for.
+  const int s = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string sock = root + "/out/sock.json";
+  ASSERT_LT(sock.size(), sizeof(addr.sun_path));
+  memcpy(addr.sun_path, sock.c_str(), sock.size() + 1);
+  ASSERT_EQ(bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << strerror(errno);
+  EXPECT_FALSE(ReadUntrustedFile(root, sock, -1, 1 << 20, &out, &truncated, &why, made));
+  EXPECT_NE(why.find("a socket is not a file"), std::string::npos) << why;
+  close(s);
+
+  fs::create_symlink("/dev/zero", root + "/out/zero.json");
+  EXPECT_FALSE(ReadUntrustedFile(root, root + "/out/zero.json", -1, 1 << 20, &out, &truncated, &why, made));
+  EXPECT_NE(why.find("is a symbolic link"), std::string::npos) << why;
+
+  EXPECT_FALSE(ReadUntrustedFile(root, root + "/out/../out/train_log.jsonl", -1, 1 << 20, &out, &truncated, &why, made));
+  EXPECT_NE(why.find("'..'"), std::string::npos) << why;
+
+  // The folder swapped for another one of the same name: its identity no longer matches.
+  fs::rename(root, parent + "/moved");
+  fs::create_directories(root + "/out");
+  WriteFileMakingDirs(root + "/out/train_log.jsonl", "{\"loss\": 0.1}\n");
+  EXPECT_FALSE(ReadUntrustedFile(root, root + "/out/train_log.jsonl", -1, 1 << 20, &out, &truncated, &why, made));
+  EXPECT_NE(why.find("was replaced after the grader made it"), std::string::npos) << why;
+
+  // ... or for a link to it.
+  fs::remove_all(root);
+  fs::create_directory_symlink(parent + "/moved", root);
+  EXPECT_FALSE(ReadUntrustedFile(root, root + "/out/train_log.jsonl", -1, 1 << 20, &out, &truncated, &why, made));
+  EXPECT_NE(why.find("is not a directory the grader made"), std::string::npos) << why;
 }
 
 }  // namespace

@@ -55,7 +55,7 @@ std::string CompileErrors(const std::string& output, const std::string& kit, con
       in_block = false;
     }
     if (in_block && taken < 40 && (header || CompilerLine(line, student_dir))) {
-      out += "    " + (line.size() > 300 ? line.substr(0, 300) + " [...]" : line) + "\n";
+      out += QuotedLine(line) + "\n";
       ++taken;
     }
   }

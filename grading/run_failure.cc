@@ -27,7 +27,7 @@ std::vector<std::string> ErrorLines(const std::string& output, size_t max) {
       continue;
     }
     if (body.rfind("launch: started", 0) == 0) continue;
-    if (seen.insert(body).second && out.size() < max) out.push_back(who + (body.size() > 400 ? body.substr(0, 400) + " [...]" : body));
+    if (seen.insert(body).second && out.size() < max) out.push_back(QuotedLine(who + body, 400));
   }
   return out;
 }
@@ -52,7 +52,7 @@ std::string RunFailureMessage(const StageRun& r, const stages::Stage& st, const 
     if (from != std::string::npos && to != std::string::npos && to > from) {
       what = line.substr(from + todo_marker.size() + 2, to - from - todo_marker.size() - 2);
     }
-    m << "your " << what << " still calls StudentTodo (the stub is still in place):\n    " << Trim(line) << "\n";
+    m << "your " << Printable(what) << " still calls StudentTodo (the stub is still in place):\n" << QuotedLine(Trim(line)) << "\n";
     return m.str();
   }
   const bool oom = r.output.find("can't allocate memory") != std::string::npos ||
@@ -92,7 +92,7 @@ std::string RunFailureMessage(const StageRun& r, const stages::Stage& st, const 
   } else if (r.exit_code != 0) {
     m << "exited with code " << r.exit_code << ".\n";
   } else if (!r.bad_log_lines.empty()) {
-    m << "train_log.jsonl has lines that are not JSON objects, e.g.: " << r.bad_log_lines[0] << "\n";
+    m << "train_log.jsonl has lines that are not JSON objects, e.g.:\n" << QuotedLine(r.bad_log_lines[0]) << "\n";
   } else if (r.log.size() < kSteps) {
     m << "finished, but logged " << r.log.size() << " of the " << kSteps << " updates asked for"
       << (r.log_problem.empty() || r.log.size() > 0 ? "" : " (" + r.log_problem + ")") << ".\n";
@@ -100,15 +100,15 @@ std::string RunFailureMessage(const StageRun& r, const stages::Stage& st, const 
   // A rank killed by a signal, as the launcher reports it.
   for (const auto& e : errors) {
     if (e.find("was killed by signal") != std::string::npos && m.str().find("crashed") == std::string::npos) {
-      m << "a rank crashed: " << e << "\n";
+      m << "a rank crashed:\n" << e << "\n";
       break;
     }
   }
   if (!errors.empty()) {
     m << "errors reported:\n";
-    for (const auto& e : errors) m << "    " << e << "\n";
+    for (const auto& e : errors) m << e << "\n";
   }
-  m << "last lines of output:\n" << Tail(r.output, 15);
+  m << "last lines of output (the program's own words, marked |):\n" << Tail(r.output, 15);
   return m.str();
 }
 

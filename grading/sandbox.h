@@ -60,12 +60,25 @@ struct IsolationProbe {
 };
 IsolationProbe ProbeIsolation();
 
-// Reads a file that untrusted code wrote, once that code has ended: only a regular file whose
-// real path (symbolic links resolved) lies inside `trusted_root`, owned by `owner` when owner >= 0
-// (so a student's link or hard link cannot lend it the grader's files), and at most max_bytes
-// of it (*truncated says whether there was more). False, with *why, otherwise.
+// Which directory a path named when the grader made it (device and inode), so that a later
+// check can tell the grader's folder from one a student put in its place.
+struct DirIdentity {
+  uint64_t dev = 0;
+  uint64_t ino = 0;
+  bool known() const { return ino != 0; }
+};
+// The identity of `path` if it is a real directory (not a symbolic link to one); unknown otherwise.
+DirIdentity IdentityOf(const std::string& path);
+
+// Reads a file that untrusted code wrote, once that code has ended. `trusted_root` must be a real
+// directory (no symbolic link), the one the grader made when `root` is known; `path` lies inside
+// it and is walked from it one name at a time without following any symbolic link (a link
+// anywhere on the way is refused, wherever it points). Only a regular file is read (not a
+// FIFO, a socket or a device), owned by `owner` when owner >= 0 (so a hard link cannot lend it
+// the grader's files), and at most max_bytes of it (*truncated says whether there was more).
+// False, with *why naming the file as the student knows it, otherwise.
 bool ReadUntrustedFile(const std::string& trusted_root, const std::string& path, int64_t owner, size_t max_bytes,
-                       std::string* out, bool* truncated, std::string* why);
+                       std::string* out, bool* truncated, std::string* why, DirIdentity root = {});
 
 // A fresh directory named prefix + random suffix, in `parent` (created if needed) or, when that
 // is empty, in $TEST_TMPDIR, $TMPDIR or /tmp.

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 
@@ -10,22 +11,42 @@
 
 namespace distlm::grading {
 
+double NumberField(const nlohmann::json& line, const std::string& key) {
+  if (!line.is_object()) return NAN;
+  const auto it = line.find(key);
+  return it != line.end() && it->is_number() ? it->get<double>() : NAN;
+}
+
+int64_t IntegerField(const nlohmann::json& line, const std::string& key) {
+  if (!line.is_object()) return -1;
+  const auto it = line.find(key);
+  if (it == line.end()) return -1;
+  if (it->is_number_unsigned()) {
+    const uint64_t v = it->get<uint64_t>();
+    return v > static_cast<uint64_t>(INT64_MAX) ? -1 : static_cast<int64_t>(v);
+  }
+  return it->is_number_integer() ? it->get<int64_t>() : -1;
+}
+
 std::vector<double> StageRun::losses() const {
   std::vector<double> out;
-  for (const auto& line : log) out.push_back(line.is_object() ? line.value("loss", NAN) : NAN);
+  for (const auto& line : log) out.push_back(NumberField(line, "loss"));
   return out;
 }
 
 std::vector<double> StageRun::grad_norms() const {
   std::vector<double> out;
-  for (const auto& line : log) out.push_back(line.is_object() ? line.value("grad_norm", NAN) : NAN);
+  for (const auto& line : log) out.push_back(NumberField(line, "grad_norm"));
   return out;
 }
 
 std::string StageRun::ReadOutput(const std::string& name, size_t max_bytes) const {
   std::string out, why;
   bool truncated = false;
-  if (!ReadUntrustedFile(trusted_root, output_dir + "/" + name, output_owner, max_bytes, &out, &truncated, &why)) return "";
+  if (!ReadUntrustedFile(trusted_root, output_dir + "/" + name, output_owner, max_bytes, &out, &truncated, &why,
+                         root_identity)) {
+    return "";
+  }
   return out;
 }
 
@@ -44,6 +65,8 @@ StageRun RunStage(const std::string& binary, int nproc, Launcher launcher, const
   StageRun run;
   run.trusted_root = options.output_root.empty() ? MakeTempDir("stage_run") : options.output_root;
   run.output_dir = run.trusted_root + "/out";
+  // Taken before any of the run's code starts: the folder as the grader made it.
+  run.root_identity = IdentityOf(run.trusted_root);
   run.output_owner = options.output_owner;
   SandboxCommand c;
   // The launcher stops the ranks itself a few seconds before the sandbox would, and says which
@@ -86,7 +109,7 @@ StageRun RunStage(const std::string& binary, int nproc, Launcher launcher, const
   std::string text;
   bool truncated = false;
   if (!ReadUntrustedFile(run.trusted_root, run.output_dir + "/train_log.jsonl", run.output_owner, kMaxLogBytes, &text,
-                         &truncated, &run.log_problem)) {
+                         &truncated, &run.log_problem, run.root_identity)) {
     text.clear();
   }
   std::istringstream in(text);

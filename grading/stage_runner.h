@@ -2,6 +2,7 @@
 // and reading back what it logged. Used by the parity suites and the autograder.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -34,6 +35,7 @@ struct StageRun {
   // A file the run wrote in output_dir, read as ReadUntrustedFile does (sandbox.h); "" if refused.
   std::string ReadOutput(const std::string& name, size_t max_bytes = 1 << 20) const;
   std::string trusted_root;          // where its outputs must lie
+  DirIdentity root_identity;         // that folder as the grader made it (a replaced one is refused)
   int64_t output_owner = -1;         // whose they must be (-1: anyone's)
   std::vector<double> losses() const;
   std::vector<double> grad_norms() const;
@@ -63,6 +65,12 @@ StageRun RunStage(const std::string& binary, int nproc, Launcher launcher, const
 // otherwise one readable paragraph saying where they part and by how much.
 std::string CompareLosses(const std::vector<double>& expected, const std::vector<double>& got, size_t n,
                           double rel_tol);
+
+// What a run logged under `key`, never trusting its type (a submission writes these files):
+// NumberField is NaN when the field is missing, null (a non-finite float is logged as null) or
+// not a number; IntegerField is -1 when it is missing or not an integer.
+double NumberField(const nlohmann::json& line, const std::string& key);
+int64_t IntegerField(const nlohmann::json& line, const std::string& key);
 
 // The launcher and mpirun paths (for messages and tests).
 std::string LaunchBinary();

@@ -1,8 +1,11 @@
 #include "grading/student_space.h"
 
+#include <fcntl.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 
@@ -130,10 +133,24 @@ void StudentSpace::Confine() {
 }
 
 std::string StudentSpace::StudentFolder(const std::string& name) const {
-  const std::string d = student_dir_ + "/" + name;
-  std::error_code ec;
-  fs::create_directories(d, ec);
-  GiveToStudent(d);
+  // work/student is the student's: by the time a later run's folder is made, earlier runs may
+  // have planted anything there (a link to /etc named like the next run's folder). So the name
+  // is new and unguessable (mkdtemp creates it, failing on anything already there), and the
+  // folder is handed over through a descriptor opened without following links, after checking
+  // it is still the directory the grader just made.
+  std::string d = student_dir_ + "/" + name + "_XXXXXX";
+  if (mkdtemp(d.data()) == nullptr) {
+    throw GraderError("cannot make a run folder in " + student_dir_ + ": " + strerror(errno));
+  }
+  if (!confined()) return d;
+  const int fd = open(d.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0 || st.st_uid != geteuid() || fchown(fd, user_.uid, user_.gid) != 0) {
+    const std::string why = strerror(errno);
+    if (fd >= 0) close(fd);
+    throw GraderError("the run folder " + d + " changed between its making and its handing over (" + why + ")");
+  }
+  close(fd);
   return d;
 }
 
@@ -146,9 +163,16 @@ std::string StudentSpace::GraderFolder(const std::string& name) const {
 
 void StudentSpace::GiveToStudent(const std::string& path) const {
   if (!confined()) return;
+  // Only for trees the grader made before any student code ran. Even so, the start must be a
+  // real directory (a link there would hand its target over), and the walk follows no link
+  // (lchown changes the link, never what it names).
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    throw GraderError("refusing to hand " + path + " to the student: it is not a directory the grader made");
+  }
   (void)!lchown(path.c_str(), user_.uid, user_.gid);
   std::error_code ec;
-  for (fs::recursive_directory_iterator it(path, ec), end; it != end; it.increment(ec)) {
+  for (fs::recursive_directory_iterator it(path, fs::directory_options::none, ec), end; it != end; it.increment(ec)) {
     (void)!lchown(it->path().c_str(), user_.uid, user_.gid);
   }
 }

@@ -47,11 +47,16 @@ class StudentSpace {
   // The grader's own (writable by the grader), "" when there is none.
   const std::string& grader_disk_cache() const { return grader_cache_; }
 
-  // A fresh folder in work/student (given to the student's user) or in work/grader.
+  // A fresh folder in work/student, given to the student's user: named name_XXXXXX (mkdtemp:
+  // new, unguessable, made by the grader whatever earlier runs planted there) and handed over
+  // through a descriptor. Throws GraderError when it cannot be made.
   std::string StudentFolder(const std::string& name) const;
+  // A fresh folder in work/grader (root's, 0700; no student code reaches it).
   std::string GraderFolder(const std::string& name) const;
 
-  // Hands a tree the grader made to the student's user (chown -R; nothing when not confined).
+  // Hands a tree the grader made, before any student code ran, to the student's user (chown -R
+  // without following links; nothing when not confined). Throws GraderError when `path` is not
+  // a real directory.
   void GiveToStudent(const std::string& path) const;
 
   // A fresh folder in work/shared: the grader writes it, student code may only read it.

@@ -63,5 +63,61 @@ TEST(StudentSpaceTest, SharedDataIsReadableAndReadOnlyForStudentCode) {
   }
 }
 
+// After a student program ran, work/student holds whatever it left: links named like the next
+// run's folder, links to root's folders, FIFOs, hard links. The folder the grader makes next is
+// new, a real directory, the student's; nothing the links name changes owner.
+TEST(StudentSpaceTest, WhatARunPlantsInTheStudentFolderIsNeverFollowed) {
+  const IsolationProbe probe = ProbeIsolation();
+  if (probe.best == Isolation::kNone) GTEST_SKIP() << "SKIPPED (the jail needs root): " << probe.why_not_user;
+  const std::string work = MakeTempDir("distlm_space_test", "/tmp");
+  const std::string victim = MakeTempDir("distlm_victim", "/tmp");  // root's, as /etc would be
+  WriteFileMakingDirs(victim + "/passwd", "root's file\n");
+  {
+    GraderConfig config;
+    config.isolation = probe.best;
+    StudentSpace space(config, work);
+    space.Confine();
+    const std::string sd = space.student_dir();
+    const std::string first = space.StudentFolder("run_task2a_0");
+    // What a hostile run does: every name the grader used to make next, linked to root's folder.
+    std::string plant = "cd " + sd + " && ";
+    for (const char* name : {"run_task2b_1", "run_task2b_1_aaaaaa", "run_task3_2", "kit2"}) {
+      plant += std::string("ln -s ") + victim + " " + name + "; ";
+    }
+    plant += "mkfifo run_task5_3; ln " + victim + "/passwd hard_passwd 2>/dev/null; ln -s /etc etc; echo planted";
+    SandboxCommand c;
+    c.argv = {"/bin/bash", "-c", plant};
+    c.working_dir = first;
+    SandboxLimits limits;
+    limits.timeout_s = 20;
+    limits.jail = space.run_jail();
+    const SandboxResult r = RunSandboxed(c, limits);
+    ASSERT_NE(r.output.find("planted"), std::string::npos) << r.output;
+
+    for (const char* name : {"run_task2b_1", "run_task3_2", "run_task5_3"}) {
+      const std::string made = space.StudentFolder(name);
+      struct stat st {};
+      ASSERT_EQ(::lstat(made.c_str(), &st), 0) << made;
+      EXPECT_TRUE(S_ISDIR(st.st_mode)) << made << " must be a real directory, not what the run planted";
+      EXPECT_EQ(st.st_uid, space.student_uid()) << made;
+      EXPECT_NE(made, sd + "/" + name) << "the folder's name must not be guessable";
+    }
+    // Handing over a planted link is refused, not followed.
+    EXPECT_THROW(space.GiveToStudent(sd + "/run_task2b_1"), GraderError);
+    EXPECT_THROW(space.GiveToStudent(sd + "/etc"), GraderError);
+    struct stat v {};
+    ASSERT_EQ(::stat(victim.c_str(), &v), 0);
+    EXPECT_EQ(v.st_uid, 0u) << "root's folder was handed to the student";
+    ASSERT_EQ(::stat((victim + "/passwd").c_str(), &v), 0);
+    EXPECT_EQ(v.st_uid, 0u) << "root's file was handed to the student";
+    ASSERT_EQ(::stat("/etc", &v), 0);
+    EXPECT_EQ(v.st_uid, 0u);
+    std::printf("links, a FIFO and a hard link planted in %s: none followed, /etc and %s still root's\n", sd.c_str(),
+                victim.c_str());
+  }
+  RemoveTree(work);
+  RemoveTree(victim);
+}
+
 }  // namespace
 }  // namespace distlm::grading

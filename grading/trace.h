@@ -34,12 +34,23 @@ double RelDiff(double got, double want);
 // The first n entries of a and b each within tol (relative).
 bool Close(const std::vector<double>& a, const std::vector<double>& b, size_t n, double tol);
 
+// Feedback never shows the grader's own numbers: each grading draws a secret seed, and a
+// message that printed the expected values would hand them to a submission graded again on the
+// same draw (task 3's later runs) or to whoever reads results.json. It says where, which way and
+// how far off a value is.
+//
+// "1.2 times" / "0.25 times": got against want, three significant digits.
+std::string Times(double got, double want);
+// "2.3e-03 relative above" / "below" (or "not a number").
+std::string OffBy(double got, double want);
+
 // "" when the losses and the gradient norms (rank 0's, before clipping) all match; else where
-// they first part.
+// they first part (the submitted value and how far off, never the expected one).
 std::string ParityDiff(const Trace& want, const Trace& got);
 // The largest relative difference over the losses and gradient norms (for a passing message).
 double WorstDifference(const Trace& want, const Trace& got);
-// Expected and logged numbers side by side, with relative differences.
+// The submitted numbers per update with how far each is from the grader's (signed relative
+// difference; the expected values are not shown).
 std::string TraceTable(const Trace& want, const Trace& got);
 
 }  // namespace distlm::grading

@@ -260,3 +260,10 @@ def distlm_system_libraries():
         headers = ["utf8proc.h"],
         targets = {"utf8proc": ["-lutf8proc"]},
     )
+    # The grader's no-spawn filter (tools/no_spawn.cc). Linked statically: the launcher that
+    # installs it runs in the grader's jail and in bare Debian roots without libseccomp-dev.
+    system_library(
+        name = "libseccomp",
+        headers = ["seccomp.h", "seccomp-syscalls.h"],
+        targets = {"seccomp": ["-l:libseccomp.a"]},
+    )

@@ -4,8 +4,14 @@
 //
 // Everything after `--` is the command; the flags before it are the launcher's. See
 // tools/launcher.h for the environment each rank gets, the output format and the exit codes.
+#include <sys/prctl.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -14,6 +20,7 @@
 #include "absl/flags/usage.h"
 #include "common/runtime/errors.h"
 #include "tools/launcher.h"
+#include "tools/no_spawn.h"
 
 ABSL_FLAG(int, nproc_per_node, 1, "ranks to start on this host (1..256)");
 ABSL_FLAG(std::string, master_addr, "127.0.0.1", "MASTER_ADDR given to every rank");
@@ -23,6 +30,9 @@ ABSL_FLAG(double, timeout_s, 0,
           "running; 0 = no limit");
 ABSL_FLAG(double, grace_s, 5, "when stopping ranks, seconds between SIGTERM and SIGKILL");
 ABSL_FLAG(std::string, tee, "", "if set, also write rank R's output (unprefixed) to DIR/rank_R.log");
+ABSL_FLAG(bool, no_spawn, false,
+          "ranks may not start processes or execute programs (a seccomp filter, tools/no_spawn.h; threads are "
+          "fine); the grader runs every submission this way, and you can check yours with it");
 
 namespace {
 
@@ -55,6 +65,23 @@ int Main(int argc, char** argv) {
   if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY"); dir != nullptr && *dir != '\0') {
     options.working_dir = dir;
   }
+  // --no_spawn: the ranks get a filter that lets each execute its program once and start no
+  // process after; the launcher, once they run, gets one that lets it start nothing. It is not
+  // dumpable, so no rank can read the filter's secret out of it or write into its memory.
+  std::optional<distlm::tools::NoSpawnFilter> rank_filter, own_filter;
+  if (absl::GetFlag(FLAGS_no_spawn)) {
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) throw std::runtime_error("--no_spawn: prctl(PR_SET_DUMPABLE) failed");
+    rank_filter = distlm::tools::NoSpawnFilter::ExecOnce();
+    own_filter = distlm::tools::NoSpawnFilter::NoExec();
+    options.exec_rank = &distlm::tools::NoSpawnFilter::ExecHook;
+    options.exec_rank_arg = &*rank_filter;
+    options.after_start = [](const void* arg) {
+      if (int err = static_cast<const distlm::tools::NoSpawnFilter*>(arg)->Install(); err != 0) {
+        std::fprintf(stderr, "launch: --no_spawn: cannot confine the launcher itself: %s\n", std::strerror(err));
+      }
+    };
+    options.after_start_arg = &*own_filter;
+  }
   return distlm::tools::Launch(options);
 }
 
@@ -64,6 +91,6 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "starts N ranks of a command on this host with torchrun's variables set.\n"
       "usage: launch --nproc_per_node=N [--master_addr=A] [--master_port=P] [--timeout_s=T]\n"
-      "              [--grace_s=G] [--tee=DIR] -- BINARY [ARGS...]");
+      "              [--grace_s=G] [--tee=DIR] [--no_spawn] -- BINARY [ARGS...]");
   return distlm::RunMain([&] { return Main(argc, argv); });
 }

@@ -292,6 +292,7 @@ class Launcher {
       if (!o_.tee_dir.empty()) OpenTee(ranks_[r]);
     }
     for (Rank& r : ranks_) Spawn(r);
+    if (o_.after_start != nullptr) o_.after_start(o_.after_start_arg);
     Message("launch: started " + std::to_string(o_.nproc_per_node) + " rank(s) of " + executable_ +
             " (MASTER_ADDR=" + o_.master_addr + " MASTER_PORT=" + std::to_string(master_port_) + ")");
     return Loop();
@@ -342,7 +343,11 @@ class Launcher {
         sigprocmask(SIG_SETMASK, &blocked.old_mask(), nullptr);
         ExecFailure failure{0, 0};
         if (workdir == nullptr || chdir(workdir) == 0) {
-          execve(executable_.c_str(), argv.data(), envp.data());
+          if (o_.exec_rank != nullptr) {
+            o_.exec_rank(executable_.c_str(), argv.data(), envp.data(), o_.exec_rank_arg);
+          } else {
+            execve(executable_.c_str(), argv.data(), envp.data());
+          }
           failure.stage = 1;
         }
         failure.error = errno;

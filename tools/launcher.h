@@ -78,6 +78,15 @@ struct LaunchOptions {
   int out_fd = 1;                           // ranks' stdout lines go here
   int err_fd = 2;                           // ranks' stderr lines and the launcher's messages
   bool forward_signals = true;              // catch SIGINT/SIGTERM/SIGHUP and forward them
+  // For a caller that confines its ranks (the grader's graded_launch): called in each rank's
+  // child after fork(), in place of execve(path, argv, envp), so that it can install a filter
+  // that allows exactly that exec. Async-signal-safe calls only; returns only on failure, with
+  // errno set. Null: execve.
+  int (*exec_rank)(const char* path, char* const argv[], char* const envp[], const void* arg) = nullptr;
+  const void* exec_rank_arg = nullptr;
+  // Called once, in the launcher, when every rank has started (before any output is relayed).
+  void (*after_start)(const void* arg) = nullptr;
+  const void* after_start_arg = nullptr;
 };
 
 // Throws UserError naming the flag when an option is out of range.

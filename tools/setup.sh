@@ -24,6 +24,8 @@ PACKAGES=(
   # LibTorch (CPU, with c10d and Gloo) and a fast BLAS for it: OpenBLAS's OpenMP build, which
   # shares LibTorch's OpenMP threads (see below)
   libtorch-dev libopenblas0-openmp libgloo-dev
+  # the grader's seccomp filter (grading/no_spawn.cc; linked statically)
+  libseccomp-dev
   # MPI backend
   libopenmpi-dev openmpi-bin
   # libraries the code uses
