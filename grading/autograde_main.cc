@@ -33,6 +33,9 @@ ABSL_FLAG(std::string, bazel, "/usr/bin/bazel", "the bazel binary that builds th
 ABSL_FLAG(std::string, model_type, "bert",
           "what every run trains: bert (the tiny built-in BERT on the built-in RTE sample) or vit (the tiny ViT on "
           "CIFAR-10-format images the grader writes); the same tests and points");
+ABSL_FLAG(uint64_t, seed, 0,
+          "the seed of every run (model initialisation, data order); 0 (the default) draws a new secret one for "
+          "each grading, so that no submission can know the numbers a correct run logs");
 ABSL_FLAG(int, ranks, 4, "ranks each distributed task runs on (must divide the total batch of 8)");
 ABSL_FLAG(double, run_timeout_s, 120, "seconds each run may take, start to end");
 ABSL_FLAG(double, build_timeout_s, 1800, "seconds each task's build may take");
@@ -93,6 +96,7 @@ int Main(int argc, char** argv) {
   config.bazel = absl::GetFlag(FLAGS_bazel);
   config.model_type = absl::GetFlag(FLAGS_model_type);
   config.ranks = absl::GetFlag(FLAGS_ranks);
+  config.seed = absl::GetFlag(FLAGS_seed);
   config.run_timeout_s = absl::GetFlag(FLAGS_run_timeout_s);
   config.build_timeout_s = absl::GetFlag(FLAGS_build_timeout_s);
   const double gib = absl::GetFlag(FLAGS_memory_limit_gib);

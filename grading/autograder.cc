@@ -2,6 +2,7 @@
 
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -24,6 +25,7 @@
 #include "grading/student_space.h"
 #include "grading/submission.h"
 #include "grading/text.h"
+#include "grading/traffic_check.h"
 
 namespace distlm::grading {
 namespace {
@@ -72,6 +74,7 @@ struct Autograder::Impl {
   GraderConfig config;
   bool have_expected = false;
   Trace expected;
+  double gradient_bytes = 0;  // of the model the grader's own run saved (0: unknown, traffic not checked)
   bool mistakes_tried = false;
   std::vector<KnownMistake> mistakes;
   bool zero_mistakes_tried = false;
@@ -83,9 +86,28 @@ struct Autograder::Impl {
     if (config.progress) config.progress(line);
   }
 
+  // The grader's own launcher (tools/launch), where student runs can execute it: in a jail the
+  // grader's runfiles are covered, so a copy, root's and read-only, in work/shared. Not the
+  // kit's: that one was built in, and lies in, the student's folder, where any earlier run could
+  // have replaced it.
+  std::string graded_launcher;
+  const std::string& GradedLauncher() {
+    if (!graded_launcher.empty()) return graded_launcher;
+    const std::string own = RequiredGraderBinary("", "tools/launch", "launcher");
+    if (!space->confined()) return graded_launcher = own;
+    const std::string dir = space->SharedFolder("bin");
+    std::error_code ec;
+    fs::copy_file(own, dir + "/launch", fs::copy_options::overwrite_existing, ec);
+    if (ec) throw GraderError("cannot put the grader's launcher where student runs reach it: " + ec.message());
+    space->ShareReadOnly(dir);
+    chmod((dir + "/launch").c_str(), 0755);
+    return graded_launcher = dir + "/launch";
+  }
+
   // A run named `name`: the grader's own (its binaries, in work/grader), or the student's (built
-  // in the kit: jailed when confined, in work/student, with the kit's launcher).
-  StageRunOptions RunOptions(const std::string& name, const BuildOutcome* student_build) const {
+  // in the kit or prebuilt: started by the grader's launcher with --no_spawn; jailed when
+  // confined, in a fresh folder in work/student).
+  StageRunOptions RunOptions(const std::string& name, const BuildOutcome* student_build) {
     StageRunOptions o;
     o.limits.timeout_s = config.run_timeout_s;
     o.limits.address_space_bytes = config.memory_limit_bytes;
@@ -94,10 +116,13 @@ struct Autograder::Impl {
     o.unset_env = kDistEnv;
     const bool from_kit = student_build != nullptr && student_build->from_kit;
     if (from_kit) o.unset_env.insert(o.unset_env.end(), kRunfilesEnv.begin(), kRunfilesEnv.end());
+    if (student_build != nullptr) {
+      o.no_spawn = true;
+      o.launcher = GradedLauncher();
+    }
     if (from_kit && space->confined()) {
       o.output_root = space->StudentFolder(name);
       o.limits.jail = space->run_jail();
-      o.launcher = student_build->launcher;
       o.output_owner = space->student_uid();
     } else {
       o.output_root = space->GraderFolder(name);
@@ -172,6 +197,8 @@ struct Autograder::Impl {
                         Tail(r.output, 20));
     }
     expected = TraceOf(r);
+    // S for the traffic check: the bytes of the model this (trusted) run saved.
+    gradient_bytes = TensorBytesOf(r.output_dir + "/model.safetensors");
     have_expected = true;
     return expected;
   }
@@ -335,6 +362,15 @@ struct Autograder::Impl {
     } else {
       t_parity.output = Diagnose(got, want, st) + "\n\n" + diff + ".\n" + TraceTable(want, got);
     }
+    // What the log claims against what the kernel counted on the ranks' network.
+    const TrafficVerdict traffic = CheckTraffic(r, st, ranks, gradient_bytes, r.log.size());
+    if (traffic.counted && !traffic.enough) {
+      t_parity.passed = false;
+      t_parity.score = 0;
+      t_parity.output = traffic.Describe() + ".\n\n" + t_parity.output;
+    } else if (traffic.counted) {
+      t_parity.output += traffic.Describe() + "\n";
+    }
 
     if (st.grading.ddp_checks) {
       DdpCheckContext c;
@@ -344,7 +380,19 @@ struct Autograder::Impl {
       c.run = run;
       c.diagnose = [&](const Trace& trace) { return Diagnose(trace, want, st); };
       c.run_failure = [&](const StageRun& failed) { return RunFailureMessage(failed, st, config); };
-      extra = DdpTests(r, c);
+      c.traffic = [&](const StageRun& run_of, int n) {
+        const TrafficVerdict v = CheckTraffic(run_of, st, n, gradient_bytes, run_of.log.size());
+        return v.counted && !v.enough ? v.Describe() : std::string();
+      };
+      if (traffic.counted && !traffic.enough) {
+        // The DDP's own tests read this run's log and files: not credited either.
+        for (TestResult t : DdpTestNames()) {
+          t.output = "not credited: " + traffic.Describe() + "\n";
+          extra.push_back(t);
+        }
+      } else {
+        extra = DdpTests(r, c);
+      }
     }
     if (has_comm_test) {
       std::string problem;
@@ -367,6 +415,7 @@ struct Autograder::Impl {
           if (ops->contains(op)) problem = "update " + std::to_string(i + 1) + " called " + called;
         }
       }
+      if (problem.empty() && traffic.counted && !traffic.enough) problem = "the collectives your log reports were not sent (" + traffic.Describe() + ")";
       if (problem.empty()) {
         t_comm.passed = true;
         t_comm.score = t_comm.max_score;
@@ -431,12 +480,17 @@ GradeReport Autograder::Grade(const GradeRequest& req) {
   if (im.config.keep_work) report.notes.push_back("work folder kept: " + work);
 
   // A new secret for every grading, and a new trace: nothing computed before this grading (the
-  // handout's numbers, an earlier grading's) is the answer to this one.
-  im.seed = im.config.seed != 0 ? im.config.seed : DrawSeed();
-  im.have_expected = false;
-  im.mistakes_tried = im.zero_mistakes_tried = false;
-  im.mistakes.clear();
-  im.zero_mistakes.clear();
+  // handout's numbers, an earlier grading's) is the answer to this one. With a seed the
+  // instructor (or a test) set, the traces of the last grading still hold.
+  const uint64_t seed = im.config.seed != 0 ? im.config.seed : DrawSeed();
+  if (seed != im.seed) {
+    im.seed = seed;
+    im.have_expected = false;
+    im.mistakes_tried = im.zero_mistakes_tried = false;
+    im.mistakes.clear();
+    im.zero_mistakes.clear();
+  }
+  im.graded_launcher.clear();
   im.space = std::make_unique<StudentSpace>(im.config, work);
   report.notes.push_back(std::string("every run used a seed ") +
                          (im.config.seed != 0 ? "set by the instructor" : "drawn for this grading") +

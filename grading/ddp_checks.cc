@@ -148,6 +148,12 @@ bool RunsAndMatches(const DdpCheckContext& c, int ranks, const std::vector<std::
     t.output = "with" + flags + ": " + c.diagnose(got) + "\n\n" + diff + ".\n" + TraceTable(*c.expected, got);
     return false;
   }
+  if (c.traffic) {
+    if (const std::string problem = c.traffic(*out, ranks); !problem.empty()) {
+      t.output = "with" + flags + ": " + problem + "\n";
+      return false;
+    }
+  }
   return true;
 }
 

@@ -31,6 +31,9 @@ struct DdpCheckContext {
   std::function<std::string(const Trace& got)> diagnose;
   // What went wrong in a run that did not complete.
   std::function<std::string(const StageRun& run)> run_failure;
+  // "" when what the run sent over the network can carry what it logged (traffic_check.h), else
+  // why not. Null: not checked.
+  std::function<std::string(const StageRun& run, int ranks)> traffic;
 };
 
 // The tests, in report order, with points. `main_run` completed its kSteps updates.

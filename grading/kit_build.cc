@@ -152,9 +152,6 @@ std::map<std::string, BuildOutcome> BuildSubmission(const GraderConfig& config,
     targets.push_back("//" + st->package + ":student");
     said += (said.empty() ? "" : " ") + targets.back();
   }
-  // The launcher the runs start (tools/launch, from the kit: in a jail the grader's own is out of
-  // sight). Not the student's code, and quick from the cache.
-  targets.push_back("//tools:launch");
   const std::vector<std::string> common = {"build", "--keep_going", "--color=no", "--curses=no",
                                            "--show_progress_rate_limit=60"};
   std::vector<std::string> cache_flag;
@@ -208,7 +205,6 @@ std::map<std::string, BuildOutcome> BuildSubmission(const GraderConfig& config,
     std::error_code ec;
     fs::remove(kit + "/part1_single/student/train_step.cc", ec);
   }
-  const std::string launcher = kit + "/bazel-bin/tools/launch";
   if (r.disk_limit_hit) {
     notes->push_back("the build was stopped: it wrote more than " +
                      Fmt("%.0f", static_cast<double>(config.disk_limit_bytes) / (1 << 30)) + " GiB");
@@ -216,7 +212,6 @@ std::map<std::string, BuildOutcome> BuildSubmission(const GraderConfig& config,
   for (const stages::Stage* st : to_build) {
     BuildOutcome& b = out[st->id];
     b.from_kit = true;
-    b.launcher = launcher;
     const std::string target = "//" + st->package + ":student";
     // Removed after the grader's build of the stubs: the binary exists only if this build made it.
     const std::string binary = kit + "/bazel-bin/" + st->package + "/student";

@@ -20,7 +20,6 @@ struct BuildOutcome {
   std::string binary;
   std::vector<std::string> flags;
   bool from_kit = false;
-  std::string launcher;  // from the kit: its own //tools:launch (student code starts it, in its jail)
   std::string message;
 };
 

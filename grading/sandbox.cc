@@ -14,6 +14,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -61,6 +63,34 @@ std::string ReadBounded(int fd, size_t max_bytes) {
   const size_t head = max_bytes / 4, tail = max_bytes - head;
   return read_at(0, head) + "\n[... " + std::to_string(size - head - tail) + " bytes of output left out ...]\n" +
          read_at(size - tail, tail);
+}
+
+// lo's transmitted bytes in the network namespace `netns_fd` names, or -1. Read from a thread
+// of its own that enters the namespace (setns moves only the calling thread), through
+// /proc/thread-self/net/dev, which shows the namespace of the thread that reads it.
+int64_t LoopbackTxBytes(int netns_fd) {
+  int64_t bytes = -1;
+  std::thread reader([&] {
+    if (setns(netns_fd, CLONE_NEWNET) != 0) return;
+    std::ifstream in("/proc/thread-self/net/dev");
+    std::string line;
+    while (std::getline(in, line)) {
+      const size_t colon = line.find(':');
+      if (colon == std::string::npos) continue;
+      std::string name = line.substr(0, colon);
+      name.erase(0, name.find_first_not_of(' '));
+      if (name != "lo") continue;
+      // rx: bytes packets errs drop fifo frame compressed multicast; then tx: bytes ...
+      std::istringstream fields(line.substr(colon + 1));
+      int64_t v = 0, tx = -1;
+      for (int i = 0; i < 9 && (fields >> v); ++i) {
+        if (i == 8) tx = v;
+      }
+      bytes = tx;
+    }
+  });
+  reader.join();
+  return bytes;
 }
 
 }  // namespace
@@ -177,7 +207,11 @@ SandboxResult RunSandboxed(const SandboxCommand& command, const SandboxLimits& l
       WriteStatus(status_pipe[1], 'c', errno);
       _exit(127);
     }
-    execve(argv[0], argv.data(), envp.data());
+    if (limits.no_spawn != nullptr) {
+      limits.no_spawn->ExecConfined(argv[0], argv.data(), envp.data());
+    } else {
+      execve(argv[0], argv.data(), envp.data());
+    }
     WriteStatus(status_pipe[1], 'e', errno);
     _exit(127);
   }
@@ -200,6 +234,12 @@ SandboxResult RunSandboxed(const SandboxCommand& command, const SandboxLimits& l
   }
   close(status_pipe[0]);
   if (full_jail && notes.empty()) result.network_isolated = true;
+  // The command's network namespace, held open so that its counters can be read once the
+  // command and everything it started have ended (the namespace lives while this fd does).
+  int netns_fd = -1;
+  if (result.network_isolated) {
+    netns_fd = open(("/proc/" + std::to_string(pid) + "/ns/net").c_str(), O_RDONLY | O_CLOEXEC);
+  }
 
   // Disk: the free space of the student's file system, sampled while it runs.
   const std::string& watch = jailed ? jail->spec().disk_watch_path : std::string();
@@ -245,6 +285,10 @@ SandboxResult RunSandboxed(const SandboxCommand& command, const SandboxLimits& l
     result.exit_code = 128 + result.signal;
   } else {
     result.exit_code = WEXITSTATUS(wstatus);
+  }
+  if (netns_fd >= 0) {
+    result.loopback_bytes = LoopbackTxBytes(netns_fd);
+    close(netns_fd);
   }
   result.output = notes + ReadBounded(out_fd, limits.max_output_bytes);
   close(out_fd);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "grading/jail.h"
+#include "tools/no_spawn.h"
 
 namespace distlm::grading {
 
@@ -23,6 +24,9 @@ struct SandboxLimits {
   // Student code: entered after the limits above, before exec; every process of the jail's user
   // is killed when the command ends. Not owned; null: runs as the grader.
   const PreparedJail* jail = nullptr;
+  // Non-null: the command is executed through this filter (tools/no_spawn.h), so that it can
+  // start no process and execute nothing else. Not owned.
+  const tools::NoSpawnFilter* no_spawn = nullptr;
 };
 
 struct SandboxCommand {
@@ -43,6 +47,10 @@ struct SandboxResult {
   std::string jail_error;       // "<step> failed: <error>" when the jail could not be entered
   std::string output;          // stdout and stderr interleaved, possibly cut in the middle
   double seconds = 0;          // wall time
+  // Bytes sent over loopback in the command's own network namespace, counted by the kernel and
+  // read by the grader once the command ended (so nothing the command did can change the
+  // count but sending more); -1 when it had no namespace of its own.
+  int64_t loopback_bytes = -1;
 };
 
 // Runs the command to its end or to the deadline. Throws std::runtime_error only when the

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "common/runtime/runfiles.h"
@@ -78,7 +79,9 @@ StageRun RunStage(const std::string& binary, int nproc, Launcher launcher, const
       break;
     case Launcher::kLaunch:
       c.argv = {options.launcher.empty() ? LaunchBinary() : options.launcher, "--nproc_per_node=" + std::to_string(nproc),
-                "--timeout_s=" + std::to_string(launcher_timeout), "--grace_s=3", "--", binary};
+                "--timeout_s=" + std::to_string(launcher_timeout), "--grace_s=3"};
+      if (options.no_spawn) c.argv.push_back("--no_spawn");
+      c.argv.insert(c.argv.end(), {"--", binary});
       break;
     case Launcher::kMpirun:
       // Loopback TCP only, no core binding (2 cores, up to 4 ranks), more ranks than cores.
@@ -93,7 +96,14 @@ StageRun RunStage(const std::string& binary, int nproc, Launcher launcher, const
   c.argv.push_back("--output_dir=" + run.output_dir);
   for (const auto& [k, v] : options.env) c.env[k] = v;
   c.unset_env = options.unset_env;
-  SandboxResult r = RunSandboxed(c, options.limits);
+  SandboxLimits limits = options.limits;
+  std::optional<tools::NoSpawnFilter> filter;
+  if (options.no_spawn && launcher == Launcher::kSingle) {
+    filter = tools::NoSpawnFilter::ExecOnce();
+    limits.no_spawn = &*filter;
+  }
+  SandboxResult r = RunSandboxed(c, limits);
+  run.network_bytes = r.loopback_bytes;
   run.signal = r.signal;
   run.output = r.output;
   run.network_isolated = r.network_isolated;

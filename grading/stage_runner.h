@@ -28,6 +28,7 @@ struct StageRun {
   std::vector<nlohmann::json> log;   // train_log.jsonl, one object per update
   std::vector<std::string> bad_log_lines;  // lines of train_log.jsonl that are not JSON objects
   bool network_isolated = false;
+  int64_t network_bytes = -1;        // sent over loopback by all ranks together, counted by the kernel; -1: not counted
   std::string isolation_note;
   double seconds = 0;
   bool disk_limit_hit = false;
@@ -49,6 +50,9 @@ struct StageRunOptions {
   std::vector<std::string> unset_env;         // removed for the run
   std::string launcher;                       // "": the grader's //tools:launch
   int64_t output_owner = -1;                  // >= 0: outputs are read only if this uid's (a jailed run)
+  // The program may start no process and execute nothing but itself (tools/no_spawn.h): the
+  // launcher gets --no_spawn, a single process the same filter from the sandbox.
+  bool no_spawn = false;
 };
 
 // Runs `binary` (an absolute path) with `flags` plus --output_dir=<fresh dir>, on nproc ranks.

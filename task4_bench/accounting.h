@@ -47,16 +47,7 @@ using SyncPattern = stages::SyncPattern;  // kNone: a stage that communicates no
 // True for task 5's patterns (their buffer is padded to N equal shards).
 bool IsSharded(SyncPattern pattern);
 
-// Payload bytes sent per update for a gradient buffer of S bytes at world size N (traffic.h),
-// summed over all ranks, and the busiest rank's share. Ring all_reduce: every rank 2(N-1)/N S,
-// total 2(N-1) S. Gather + scatter: rank 0 (N-1) S, the others S each: total 2(N-1) S as well;
-// the two patterns put the same bytes on the network, gather + scatter all through one link.
-struct ExpectedUpdateTraffic {
-  double total_sent = 0;     // all ranks
-  double per_rank_mean = 0;  // total / N
-  double busiest_rank = 0;   // what the busiest rank sends
-};
-ExpectedUpdateTraffic ExpectedTrafficPerUpdate(SyncPattern pattern, double gradient_bytes, int world_size);
+// ExpectedTrafficPerUpdate (bytes per update for each pattern) is in traffic.h.
 
 // A stage's train_log.jsonl (rank 0's lines), summarised.
 struct LogSummary {

@@ -2,6 +2,7 @@
 // what real 2-rank runs of tasks 2a, 2b and 3 log as communicated against the model's own
 // parameter list (numel x 4 bytes each).
 #include "task4_bench/accounting.h"
+#include "task4_bench/traffic.h"
 
 #include <cmath>
 #include <fstream>

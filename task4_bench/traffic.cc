@@ -1,5 +1,6 @@
 #include "task4_bench/traffic.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -122,6 +123,28 @@ InterfaceCounters ParseInterfaceCounters(const std::string& text, const std::str
 
 InterfaceCounters ReadInterfaceCounters(const std::string& iface) {
   return ParseInterfaceCounters(ReadFile("/proc/net/dev"), iface, "/proc/net/dev");
+}
+
+ExpectedUpdateTraffic ExpectedTrafficPerUpdate(stages::SyncPattern pattern, double gradient_bytes, int world_size) {
+  ExpectedUpdateTraffic e;
+  for (int r = 0; r < world_size; ++r) {
+    Traffic t;
+    if (pattern == stages::SyncPattern::kGatherScatter) {
+      t = ExpectedGatherScatterBytes(gradient_bytes, world_size, r);
+    } else {
+      // A ring all_reduce is a reduce-scatter then an all-gather, (N-1)/N x S each: so is
+      // task 5's native pattern; its Gloo fallback adds one more all-gather to a full all_reduce.
+      t = ExpectedRingAllreduceBytesPerRank(gradient_bytes, world_size);
+      if (pattern == stages::SyncPattern::kAllreduceAllGather) {
+        t.sent_bytes *= 1.5;
+        t.received_bytes *= 1.5;
+      }
+    }
+    e.total_sent += t.sent_bytes;
+    e.busiest_rank = std::max(e.busiest_rank, t.sent_bytes);
+  }
+  e.per_rank_mean = e.total_sent / world_size;
+  return e;
 }
 
 }  // namespace distlm::task4_bench

@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <string>
 
+#include "common/stages/stages.h"
+
 namespace distlm::task4_bench {
 
 struct Traffic {
@@ -31,6 +33,17 @@ Traffic ExpectedRingAllreduceBytesPerRank(double bytes, int world_size);
 // receives S back (the average); the root receives (N-1) * S and sends (N-1) * S (its own
 // share stays in memory). Throws distlm::UserError for a rank or root outside 0..N-1.
 Traffic ExpectedGatherScatterBytes(double bytes, int world_size, int rank, int root = 0);
+
+// Payload bytes sent per update for a gradient buffer of S bytes at world size N (below),
+// summed over all ranks, and the busiest rank's share. Ring all_reduce: every rank 2(N-1)/N S,
+// total 2(N-1) S. Gather + scatter: rank 0 (N-1) S, the others S each: total 2(N-1) S as well;
+// the two patterns put the same bytes on the network, gather + scatter all through one link.
+struct ExpectedUpdateTraffic {
+  double total_sent = 0;     // all ranks
+  double per_rank_mean = 0;  // total / N
+  double busiest_rank = 0;   // what the busiest rank sends
+};
+ExpectedUpdateTraffic ExpectedTrafficPerUpdate(stages::SyncPattern pattern, double gradient_bytes, int world_size);
 
 // The collectives of //task4_bench:collectives.
 enum class Collective { kAllReduce, kAllGather, kBroadcast, kGatherScatter };

@@ -1,0 +1,54 @@
+#include "grading/traffic_check.h"
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <fstream>
+
+#include "grading/trace.h"
+#include "task4_bench/traffic.h"
+
+namespace distlm::grading {
+
+std::string TrafficVerdict::Describe() const {
+  if (!counted) return "";
+  const std::string mb = Fmt("%.1f", counted_bytes / 1e6) + " MB";
+  if (enough) {
+    return "network: the ranks sent " + mb + " over loopback (counted by the grader, outside your processes; the " +
+           "synchronisation needs at least " + Fmt("%.1f", least_bytes / 1e6) + " MB)";
+  }
+  return "the grader counted " + mb + " sent over the ranks' network during this run (outside your processes), "
+         "but synchronising the gradients of every logged update needs at least " +
+         Fmt("%.1f", least_bytes / 1e6) + " MB: the log reports a synchronisation that did not go over the "
+         "network, so it is not credited";
+}
+
+TrafficVerdict CheckTraffic(const StageRun& run, const stages::Stage& st, int ranks, double gradient_bytes,
+                            size_t updates) {
+  TrafficVerdict v;
+  if (run.network_bytes < 0 || ranks < 2 || gradient_bytes <= 0 || updates == 0 ||
+      st.report.pattern == stages::SyncPattern::kNone) {
+    return v;
+  }
+  v.counted = true;
+  v.counted_bytes = static_cast<double>(run.network_bytes);
+  const double per_update = task4_bench::ExpectedTrafficPerUpdate(st.report.pattern, gradient_bytes, ranks).total_sent;
+  v.least_bytes = kMinTrafficShare * per_update * static_cast<double>(updates);
+  v.enough = v.counted_bytes >= v.least_bytes;
+  return v;
+}
+
+double TensorBytesOf(const std::string& safetensors_path) {
+  std::ifstream in(safetensors_path, std::ios::binary);
+  unsigned char len[8];
+  if (!in.read(reinterpret_cast<char*>(len), 8)) return 0;
+  uint64_t header = 0;
+  for (int i = 7; i >= 0; --i) header = (header << 8) | len[i];
+  struct stat st;
+  if (stat(safetensors_path.c_str(), &st) != 0) return 0;
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size < 8 || header > size - 8) return 0;
+  return static_cast<double>(size - 8 - header);
+}
+
+}  // namespace distlm::grading
