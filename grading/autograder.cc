@@ -402,12 +402,7 @@ struct Autograder::Impl {
           problem = "update " + std::to_string(i + 1) + " has no record of its communication";
           break;
         }
-        std::string called;
-        for (auto it = ops->begin(); it != ops->end(); ++it) {
-          called += (called.empty() ? "" : ", ") + it.key() + " x" + it.value().dump();
-        }
-        called = CapText(Printable(called), 300, " [...]");
-        if (called.empty()) called = "no collective at all";
+        const std::string called = DescribeOps(*ops);
         for (const auto& op : st.grading.required_ops) {
           if (!ops->contains(op)) problem = "update " + std::to_string(i + 1) + " called " + called;
         }

@@ -177,7 +177,9 @@ INSTANTIATE_TEST_SUITE_P(
         Mutation{"none", 8, 2, {"match the grader's single-node run"}},
         Mutation{"no_sync", 0, 0, {"never synchronise their gradients"}},
         Mutation{"sum_without_average", 0, 2, {"summed but not divided by the world size", "divide the sum by 4"}},
-        Mutation{"some_params_only", 0, 2, {"only some of the parameters are synchronised"}},
+        // Half the gradients cross the network: the grader's own count says so, and the
+        // all_reduce it does call earns nothing.
+        Mutation{"some_params_only", 0, 0, {"only some of the parameters are synchronised", "the grader counted"}},
         Mutation{"rank0_keeps_own", 0, 2, {"rank 0 keeps its own gradient"}},
         Mutation{"sync_after_step", 0, 2, {"synchronise before the optimizer step, not after it"}},
         Mutation{"same_data", 0, 2, {"very first loss", "every rank reads the whole data set in the same order"}}),

@@ -9,25 +9,9 @@
 #include <sstream>
 
 #include "common/runtime/runfiles.h"
+#include "grading/train_log.h"
 
 namespace distlm::grading {
-
-double NumberField(const nlohmann::json& line, const std::string& key) {
-  if (!line.is_object()) return NAN;
-  const auto it = line.find(key);
-  return it != line.end() && it->is_number() ? it->get<double>() : NAN;
-}
-
-int64_t IntegerField(const nlohmann::json& line, const std::string& key) {
-  if (!line.is_object()) return -1;
-  const auto it = line.find(key);
-  if (it == line.end()) return -1;
-  if (it->is_number_unsigned()) {
-    const uint64_t v = it->get<uint64_t>();
-    return v > static_cast<uint64_t>(INT64_MAX) ? -1 : static_cast<int64_t>(v);
-  }
-  return it->is_number_integer() ? it->get<int64_t>() : -1;
-}
 
 std::vector<double> StageRun::losses() const {
   std::vector<double> out;
@@ -122,17 +106,7 @@ StageRun RunStage(const std::string& binary, int nproc, Launcher launcher, const
                          &truncated, &run.log_problem, run.root_identity)) {
     text.clear();
   }
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object()) {
-      run.log.push_back(std::move(j));
-    } else {
-      run.bad_log_lines.push_back(line.substr(0, 200));
-    }
-  }
+  ParseTrainLog(text, &run.log, &run.bad_log_lines);
   if (truncated) run.bad_log_lines.push_back("(train_log.jsonl is larger than 64 MiB; the rest was not read)");
   return run;
 }

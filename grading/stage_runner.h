@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "grading/sandbox.h"
+#include "grading/train_log.h"
 
 namespace distlm::grading {
 
@@ -69,12 +70,6 @@ StageRun RunStage(const std::string& binary, int nproc, Launcher launcher, const
 // otherwise one readable paragraph saying where they part and by how much.
 std::string CompareLosses(const std::vector<double>& expected, const std::vector<double>& got, size_t n,
                           double rel_tol);
-
-// What a run logged under `key`, never trusting its type (a submission writes these files):
-// NumberField is NaN when the field is missing, null (a non-finite float is logged as null) or
-// not a number; IntegerField is -1 when it is missing or not an integer.
-double NumberField(const nlohmann::json& line, const std::string& key);
-int64_t IntegerField(const nlohmann::json& line, const std::string& key);
 
 // The launcher and mpirun paths (for messages and tests).
 std::string LaunchBinary();

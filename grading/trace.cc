@@ -34,11 +34,13 @@ bool Close(const std::vector<double>& a, const std::vector<double>& b, size_t n,
   return true;
 }
 
-Trace TraceOf(const StageRun& run) {
+Trace TraceOf(const StageRun& run) { return TraceOfLog(run.log); }
+
+Trace TraceOfLog(const std::vector<nlohmann::json>& log) {
   Trace t;
-  t.losses = run.losses();
-  t.grad_norms = run.grad_norms();
-  for (const auto& line : run.log) {
+  for (const auto& line : log) {
+    t.losses.push_back(NumberField(line, "loss"));
+    t.grad_norms.push_back(NumberField(line, "grad_norm"));
     t.lrs.push_back(NumberField(line, "lr"));
     t.comm_calls.push_back(IntegerField(line, "comm_calls"));
   }

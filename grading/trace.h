@@ -27,6 +27,8 @@ struct Trace {
 };
 
 Trace TraceOf(const StageRun& run);
+// The same from the log's records alone.
+Trace TraceOfLog(const std::vector<nlohmann::json>& log);
 
 // printf of one number, for messages.
 std::string Fmt(const char* format, double v);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the project's three libFuzzer targets with clang-14 (ASan + UBSan) and runs each for
-# SECONDS (default 20): the safetensors header parser, the TSV row reader and the tokenizer.
+# Builds the project's four libFuzzer targets with clang-14 (ASan + UBSan) and runs each for
+# SECONDS (default 20): the safetensors header parser, the TSV row reader, the tokenizer and
+# the grader's reader of a submission's train_log.jsonl.
 # gcc, Bazel's toolchain here, has no libFuzzer, so these build outside Bazel. Exits non-zero
 # when a fuzzer finds a crash or a broken invariant (the reproducer stays in WORK_DIR).
 #   tools/fuzz/run_fuzzers.sh [SECONDS] [WORK_DIR]
@@ -21,7 +22,11 @@ clang++-14 "${flags[@]}" "$src/common/tokenizer/tokenizer_fuzzer.cc" "${tok[@]}"
 clang++-14 "${flags[@]}" "$src/common/glue/tsv_fuzzer.cc" "$src"/common/glue/{tsv,processors,features}.cc "${tok[@]}" \
   -lutf8proc -o "$work/tsv_fuzzer"
 
+clang++-14 "${flags[@]}" "$src/grading/train_log_fuzzer.cc" "$src"/grading/{train_log,trace,text}.cc \
+  -o "$work/train_log_fuzzer"
+
 cp -r "$src/common/tokenizer/fuzz_corpus" "$work/corpus_tokenizer"
+cp -r "$src/grading/fuzz_corpus" "$work/corpus_train_log"
 cp -r "$src/common/glue/fuzz_corpus" "$work/corpus_tsv"
 mkdir -p "$work/corpus_safetensors"
 # The safetensors seeds are the hand-built files of sample_files.cc, written by its seed test.
@@ -31,7 +36,7 @@ mkdir -p "$work/corpus_safetensors"
 
 status=0
 cd "$work"
-for f in safetensors:65536 tokenizer:512 tsv:1024; do
+for f in safetensors:65536 tokenizer:512 tsv:1024 train_log:4096; do
   name=${f%%:*}
   max_len=${f##*:}
   extra=()
