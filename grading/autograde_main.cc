@@ -52,6 +52,9 @@ ABSL_FLAG(std::string, disk_cache, "",
           "the Bazel disk cache the kit was built with, shared (read-only in a jail) with the submission's "
           "build; default: ~/.cache/distlm/bazel-disk");
 ABSL_FLAG(double, disk_limit_gib, 4, "disk space student code (its build and runs) may fill, GiB");
+ABSL_FLAG(int64_t, disk_limit_files, 200000, "files and folders student code (its build and runs) may make");
+ABSL_FLAG(double, build_memory_limit_gib, 16,
+          "address space each process of the submission's build may use (Bazel's JVM, the compiler), GiB");
 ABSL_FLAG(bool, recognise_mistakes, true,
           "when a trace is wrong, run the known mistakes to name the one it matches");
 ABSL_FLAG(std::string, work_dir, "", "where to put the work folder; default: $TMPDIR or /tmp");
@@ -112,10 +115,17 @@ int Main(int argc, char** argv) {
   const double disk_gib = absl::GetFlag(FLAGS_disk_limit_gib);
   if (!(disk_gib > 0)) throw UserError("--disk_limit_gib must be positive");
   config.disk_limit_bytes = static_cast<int64_t>(disk_gib * (1 << 30));
+  config.disk_limit_inodes = absl::GetFlag(FLAGS_disk_limit_files);
+  if (config.disk_limit_inodes <= 0) throw UserError("--disk_limit_files must be positive");
+  const double build_gib = absl::GetFlag(FLAGS_build_memory_limit_gib);
+  if (!(build_gib > 0)) throw UserError("--build_memory_limit_gib must be positive");
+  config.build_memory_limit_bytes = static_cast<int64_t>(build_gib * (1 << 30));
   config.disk_cache = distlm::FromUserWorkingDirectory(absl::GetFlag(FLAGS_disk_cache));
   // Out of student code's sight besides the grader's own files: where the results go and the
   // submission as it was handed in.
-  config.hidden_paths = {std::filesystem::path(results).parent_path().string(), submission};
+  // Gradescope's submission_metadata.json too (the student's name, email, earlier scores).
+  config.hidden_paths = {std::filesystem::path(results).parent_path().string(), submission,
+                         "/autograder/submission_metadata.json"};
   config.recognise_mistakes = absl::GetFlag(FLAGS_recognise_mistakes);
   config.work_root = distlm::FromUserWorkingDirectory(absl::GetFlag(FLAGS_work_dir));
   config.keep_work = absl::GetFlag(FLAGS_keep_work);

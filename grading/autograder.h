@@ -88,7 +88,9 @@ struct GraderConfig {
   std::vector<std::string> hidden_paths;  // covered for student code, besides the grader's own
   std::string disk_cache;                 // shown read-only to the student's build; "": ~/.cache/distlm/bazel-disk
   int64_t disk_limit_bytes = int64_t{4} << 30;  // what student code may add to the disk, build or run
+  int64_t disk_limit_inodes = 200000;           // files and folders it may make (a build makes ~2000)
   int build_max_processes = 4096;         // processes and threads of the student's user
+  int64_t build_memory_limit_bytes = int64_t{16} << 30;  // address space per process of the build
   int run_max_processes = 1024;
   // The grader's own binaries; empty: found among its runfiles.
   std::string expected_binary;  // part 1's reference

@@ -114,14 +114,20 @@ PreparedJail::PreparedJail(const JailSpec& spec) : spec_(spec) {
 
 PreparedJail::~PreparedJail() = default;
 
-int PreparedJail::Enter(const char** what) const {
+int PreparedJail::EnterNamespaces(const char** what, bool* new_pid_namespace) const {
   auto fail = [what](const char* step) {
     *what = step;
     return errno != 0 ? errno : EPERM;
   };
+  *new_pid_namespace = false;
   if (spec_.level == Isolation::kNone) return 0;
   if (spec_.level == Isolation::kFull) {
-    if (unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET) != 0) return fail("unshare(mount, IPC and network namespaces)");
+    const int ns = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET;
+    if (spec_.pid_namespace && unshare(ns | CLONE_NEWPID) == 0) {
+      *new_pid_namespace = true;
+    } else if (unshare(ns) != 0) {
+      return fail("unshare(mount, IPC and network namespaces)");
+    }
     if (int err = LoopbackUp(); err != 0) {
       errno = err;
       return fail("bringing loopback up in the new network namespace");
@@ -169,6 +175,29 @@ int PreparedJail::Enter(const char** what) const {
       }
     }
   }
+  return 0;
+}
+
+int PreparedJail::MountProc(const char** what) const {
+  // The first process of the new PID namespace mounts a proc of its own over the old one (in
+  // the jail's mount namespace only): ps, /proc/N and /proc/N/cmdline show the jail's processes,
+  // and with hidepid only the student's own (the namespace's first process is a copy of the
+  // grader, command line included, and stays root's). "invisible" is Linux 5.8's name for 2.
+  const unsigned long flags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+  if (mount("proc", "/proc", "proc", flags, "hidepid=invisible") != 0 &&
+      mount("proc", "/proc", "proc", flags, "hidepid=2") != 0 && mount("proc", "/proc", "proc", flags, nullptr) != 0) {
+    *what = "mounting the PID namespace's /proc";
+    return errno != 0 ? errno : EPERM;
+  }
+  return 0;
+}
+
+int PreparedJail::DropToStudent(const char** what) const {
+  auto fail = [what](const char* step) {
+    *what = step;
+    return errno != 0 ? errno : EPERM;
+  };
+  if (spec_.level == Isolation::kNone) return 0;
   errno = 0;
   if (spec_.max_processes > 0) {
     const rlim_t n = static_cast<rlim_t>(spec_.max_processes);

@@ -48,13 +48,20 @@ struct JailSpec {
     bool read_only = false;
   };
   std::vector<Bind> binds;
-  std::vector<std::string> private_tmp = {"/tmp", "/var/tmp", "/dev/shm"};  // a fresh tmpfs each (kFull)
-  int64_t tmp_bytes = int64_t{512} << 20;  // size of each
+  // A fresh tmpfs each (kFull), small: it is memory, outside every per-process limit, so the
+  // three together (192 MiB) are part of the run's memory budget. TMPDIR points at the student's
+  // folder on disk, inside the disk budget.
+  std::vector<std::string> private_tmp = {"/tmp", "/var/tmp", "/dev/shm"};
+  int64_t tmp_bytes = int64_t{64} << 20;  // size of each
+  // kFull: a PID namespace of its own where the kernel allows it (its /proc shows only its own
+  // processes: no other command line, the grader's included, is visible).
+  bool pid_namespace = true;
   int64_t max_processes = 0;  // RLIMIT_NPROC of the student's user (threads count); 0: none
   double cpu_seconds = 0;     // RLIMIT_CPU of each process; 0: none
   // The run is stopped when the free space of the file system holding `disk_watch_path` falls
   // by more than this while it runs; 0: not watched.
   int64_t disk_bytes = 0;
+  int64_t disk_inodes = 0;  // the same for files made (a million empty files fill no blocks); 0: not watched
   std::string disk_watch_path;
   std::map<std::string, std::string> env;  // set for the student (HOME, USER, TMPDIR, ...)
 };
@@ -70,9 +77,16 @@ class PreparedJail {
 
   const JailSpec& spec() const { return spec_; }
 
-  // In the forked child, before exec: namespaces, coverings, binds, limits, then the user.
-  // Returns 0, or an errno with *what naming the step that failed (a static string).
-  int Enter(const char** what) const;
+  // In the forked child, before exec, in this order (each returns 0, or an errno with *what
+  // naming the step that failed, a static string):
+  //  1. EnterNamespaces: mount, IPC and network namespaces (kFull), the coverings and binds,
+  //     and a PID namespace when spec().pid_namespace and the kernel allows it
+  //     (*new_pid_namespace says whether): then the caller's next child is its first process;
+  //  2. MountProc, in that first process: a /proc of the new PID namespace;
+  //  3. DropToStudent: limits, then the student's user and groups, no_new_privs.
+  int EnterNamespaces(const char** what, bool* new_pid_namespace) const;
+  int MountProc(const char** what) const;
+  int DropToStudent(const char** what) const;
 
  private:
   struct Cover {

@@ -100,6 +100,25 @@ TEST_F(JailTest, TheGradersFilesCannotBeReadAtEitherLevel) {
   }
 }
 
+// A full jail has a PID namespace of its own: its /proc lists the student's processes only, so no
+// command line outside it (the grader's, another program's) can be read from inside.
+TEST_F(JailTest, OnlyItsOwnProcessesAreVisible) {
+  NeedFull();
+  const std::string mine = std::to_string(getpid());
+  SandboxResult r = Run(Spec(Isolation::kFull),
+                        "sleep 30 & n=0; for p in /proc/[0-9]*; do n=$((n+1)); tr '\\0' ' ' < $p/cmdline; echo; done; "
+                        "echo processes=$n; ls /proc/" + mine + " >/dev/null 2>&1 && echo grader''-visible; echo "
+                        "self=$$; kill %1; echo done");
+  ASSERT_NE(r.output.find("done"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("grader-visible"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("jail_test"), std::string::npos) << "the grader's command line is visible:\n" << r.output;
+  // bash, sleep, and the loop's own subshells: a handful, not the machine's hundreds.
+  const size_t at = r.output.rfind("processes=");  // the last: the first is in bash's command line
+  ASSERT_NE(at, std::string::npos) << r.output;
+  EXPECT_LE(std::stoi(r.output.substr(at + 10)), 6) << r.output;
+  EXPECT_TRUE(r.isolation_note.empty()) << r.isolation_note;
+}
+
 TEST_F(JailTest, WritesOutsideItsFolderFailAndTmpIsPrivate) {
   NeedFull();
   const std::string marker = "/tmp/distlm_jail_marker_" + std::to_string(getpid());
@@ -212,13 +231,16 @@ TEST(ReadUntrustedFileTest, SocketsDevicesDotDotAndReplacedFoldersAreRefused) {
   ASSERT_TRUE(ReadUntrustedFile(root, root + "/out/train_log.jsonl", -1, 1 << 20, &out, &truncated, &why, made)) << why;
 
   // A socket bound at the file's name: open() fails with ENXIO, nothing is read or waited for.
+  // (Bound by a relative name: the test's folder is longer than a socket address may be.)
   const int s = socket(AF_UNIX, SOCK_STREAM, 0);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   const std::string sock = root + "/out/sock.json";
-  ASSERT_LT(sock.size(), sizeof(addr.sun_path));
-  memcpy(addr.sun_path, sock.c_str(), sock.size() + 1);
+  memcpy(addr.sun_path, "sock.json", 10);
+  const fs::path cwd = fs::current_path();
+  fs::current_path(root + "/out");
   ASSERT_EQ(bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << strerror(errno);
+  fs::current_path(cwd);
   EXPECT_FALSE(ReadUntrustedFile(root, sock, -1, 1 << 20, &out, &truncated, &why, made));
   EXPECT_NE(why.find("a socket is not a file"), std::string::npos) << why;
   close(s);

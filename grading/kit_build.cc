@@ -5,6 +5,7 @@
 #include <cctype>
 #include <filesystem>
 
+#include "grading/run_failure.h"
 #include "grading/sandbox.h"
 #include "grading/text.h"
 #include "grading/trace.h"
@@ -130,7 +131,9 @@ std::map<std::string, BuildOutcome> BuildSubmission(const GraderConfig& config,
   const std::string output_base = space->student_dir() + "/bazel_output_base";
   auto bazel = [&](const std::vector<std::string>& args, double timeout_s, const PreparedJail* jail) {
     SandboxCommand c;
-    c.argv = {config.bazel, "--batch", "--output_base=" + output_base};
+    // The JVM's heap is capped, so that its reservation fits the build's address-space limit
+    // whatever this machine's memory (by default Java reserves a quarter of it).
+    c.argv = {config.bazel, "--batch", "--output_base=" + output_base, "--host_jvm_args=-Xmx3g"};
     if (space->confined()) c.argv.push_back("--output_user_root=" + space->student_dir() + "/bazel_user_root");
     c.argv.insert(c.argv.end(), args.begin(), args.end());
     c.working_dir = kit;
@@ -144,6 +147,9 @@ std::map<std::string, BuildOutcome> BuildSubmission(const GraderConfig& config,
     l.max_output_bytes = 512 * 1024;
     l.file_size_bytes = int64_t{2} << 30;
     l.jail = jail;
+    // Student code's build: every process (the JVM, the compiler on the submitted files) under
+    // an address-space limit, as a run's are.
+    if (jail != nullptr) l.address_space_bytes = config.build_memory_limit_bytes;
     return RunSandboxed(c, l);
   };
   std::vector<std::string> targets;
@@ -205,10 +211,7 @@ std::map<std::string, BuildOutcome> BuildSubmission(const GraderConfig& config,
     std::error_code ec;
     fs::remove(kit + "/part1_single/student/train_step.cc", ec);
   }
-  if (r.disk_limit_hit) {
-    notes->push_back("the build was stopped: it wrote more than " +
-                     Fmt("%.0f", static_cast<double>(config.disk_limit_bytes) / (1 << 30)) + " GiB");
-  }
+  if (r.disk_limit_hit) notes->push_back("the build was stopped: " + DiskLimitMessage(r.inode_limit_hit, config));
   for (const stages::Stage* st : to_build) {
     BuildOutcome& b = out[st->id];
     b.from_kit = true;
@@ -223,8 +226,7 @@ std::map<std::string, BuildOutcome> BuildSubmission(const GraderConfig& config,
     } else if (r.timed_out) {
       b.message = "the build did not finish within " + Fmt("%.0f", config.build_timeout_s) + " s and was stopped";
     } else if (r.disk_limit_hit) {
-      b.message = "the build was stopped: it wrote more than " +
-                  Fmt("%.0f", static_cast<double>(config.disk_limit_bytes) / (1 << 30)) + " GiB";
+      b.message = "the build was stopped: " + DiskLimitMessage(r.inode_limit_hit, config);
     } else {
       b.message = "does not compile: " + CompileErrors(r.output, kit, *st);
     }

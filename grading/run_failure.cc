@@ -34,6 +34,11 @@ std::vector<std::string> ErrorLines(const std::string& output, size_t max) {
 
 }  // namespace
 
+std::string DiskLimitMessage(bool inodes, const GraderConfig& config) {
+  if (inodes) return "it made more than " + std::to_string(config.disk_limit_inodes) + " files and folders";
+  return "it wrote more than " + Fmt("%.0f", static_cast<double>(config.disk_limit_bytes) / (1 << 30)) + " GiB to the disk";
+}
+
 std::string RunFailureMessage(const StageRun& r, const stages::Stage& st, const GraderConfig& config) {
   std::ostringstream m;
   const std::string todo_marker = "TODO(student)";
@@ -64,8 +69,7 @@ std::string RunFailureMessage(const StageRun& r, const stages::Stage& st, const 
                                   r.output.find("timed out waiting") != std::string::npos ||
                                   r.output.find("Connection closed by peer") != std::string::npos;
   if (r.disk_limit_hit) {
-    m << "was stopped: it wrote more than " << Fmt("%.0f", static_cast<double>(config.disk_limit_bytes) / (1 << 30))
-      << " GiB to the disk (a run here needs a few MiB).\n";
+    m << "was stopped: " << DiskLimitMessage(r.inode_limit_hit, config) << " (a run here needs a few MiB and files).\n";
   } else if (r.timed_out) {
     m << "no progress within " << Fmt("%.0f", config.run_timeout_s) << " s (" << r.log.size() << " of " << kSteps
       << " updates logged): a rank is probably waiting in a collective the others never called (for example "

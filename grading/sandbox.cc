@@ -29,7 +29,7 @@ namespace {
 // closes it, so the parent reads until EOF).
 struct ChildStatus {
   char stage;  // 'n': network isolated; 'N': isolation failed; 'j': the jail failed; 'c': chdir failed;
-               // 'e': exec failed
+               // 'e': exec failed; 'p': no PID namespace could be had
   int err;
   const char* what;  // for 'j': the step (a string literal, at the same address in the parent)
 };
@@ -91,6 +91,77 @@ int64_t LoopbackTxBytes(int netns_fd) {
   });
   reader.join();
   return bytes;
+}
+
+// Waits for `pid`, reaping every other child meanwhile (orphans of the namespace come here);
+// its wait status.
+int ReapUntil(pid_t pid) {
+  for (;;) {
+    int status = 0;
+    const pid_t got = waitpid(-1, &status, 0);
+    if (got == pid) return status;
+    if (got < 0 && errno != EINTR) return 0;
+  }
+}
+
+// Ends this process as a command with wait status `status` ended: the same exit code, or the
+// same signal (re-raised with its default action), so the grader sees what the command did.
+[[noreturn]] void EndAs(int status) {
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    signal(sig, SIG_DFL);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    sigprocmask(SIG_UNBLOCK, &set, nullptr);
+    raise(sig);
+    _exit(128 + sig);
+  }
+  _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 1);
+}
+
+// In a child that has just entered a new PID namespace (its own PID is still the old
+// namespace's). Three processes from here: this one waits outside the namespace and ends as
+// the command did; its child is the namespace's init (PID 1), root, which mounts the
+// namespace's /proc, reaps orphans and, when the command ends, ends too (the kernel then kills
+// whatever is left inside); init's child returns from here to become the command. Only system
+// calls: other threads of the grader may hold locks.
+void BecomeInitOfPidNamespace(const PreparedJail& jail, int status_fd) {
+  int relay[2];  // init -> this process: the command's wait status
+  if (pipe2(relay, O_CLOEXEC) != 0) {
+    WriteStatus(status_fd, 'j', errno, "making a pipe for the PID namespace");
+    _exit(126);
+  }
+  const pid_t init = fork();
+  if (init < 0) {
+    WriteStatus(status_fd, 'j', errno, "starting the PID namespace's first process");
+    _exit(126);
+  }
+  if (init > 0) {
+    close(status_fd);
+    close(relay[1]);
+    const int init_status = ReapUntil(init);
+    int status = 0;
+    EndAs(read(relay[0], &status, sizeof(status)) == static_cast<ssize_t>(sizeof(status)) ? status : init_status);
+  }
+  close(relay[0]);
+  const char* what = "";
+  if (int err = jail.MountProc(&what); err != 0) {
+    WriteStatus(status_fd, 'j', err, what);
+    _exit(126);
+  }
+  const pid_t command = fork();
+  if (command < 0) {
+    WriteStatus(status_fd, 'j', errno, "starting the command in the PID namespace");
+    _exit(126);
+  }
+  if (command > 0) {
+    close(status_fd);
+    const int status = ReapUntil(command);
+    (void)!write(relay[1], &status, sizeof(status));
+    _exit(0);
+  }
+  close(relay[1]);
 }
 
 }  // namespace
@@ -198,7 +269,17 @@ SandboxResult RunSandboxed(const SandboxCommand& command, const SandboxLimits& l
     }
     if (jail != nullptr) {
       const char* what = "";
-      if (int err = jail->Enter(&what); err != 0) {
+      bool pid_ns = false;
+      if (int err = jail->EnterNamespaces(&what, &pid_ns); err != 0) {
+        WriteStatus(status_pipe[1], 'j', err, what);
+        _exit(126);
+      }
+      if (pid_ns) {
+        BecomeInitOfPidNamespace(*jail, status_pipe[1]);  // returns in the command's own process
+      } else if (jail->spec().level == Isolation::kFull && jail->spec().pid_namespace) {
+        WriteStatus(status_pipe[1], 'p', 0);
+      }
+      if (int err = jail->DropToStudent(&what); err != 0) {
         WriteStatus(status_pipe[1], 'j', err, what);
         _exit(126);
       }
@@ -230,6 +311,7 @@ SandboxResult RunSandboxed(const SandboxCommand& command, const SandboxLimits& l
       notes += "the sandbox could not start: " + result.jail_error + "\n";
     }
     if (s.stage == 'c') notes += "cannot enter " + command.working_dir + ": " + strerror(s.err) + "\n";
+    if (s.stage == 'p') result.isolation_note = "no PID namespace here: the kernel refused one";
     if (s.stage == 'e') notes += "cannot execute " + command.argv[0] + ": " + strerror(s.err) + "\n";
   }
   close(status_pipe[0]);
@@ -244,12 +326,17 @@ SandboxResult RunSandboxed(const SandboxCommand& command, const SandboxLimits& l
   // Disk: the free space of the student's file system, sampled while it runs.
   const std::string& watch = jailed ? jail->spec().disk_watch_path : std::string();
   const int64_t disk_budget = jailed ? jail->spec().disk_bytes : 0;
-  auto free_bytes = [&watch]() -> int64_t {
-    struct statvfs v;
-    if (statvfs(watch.c_str(), &v) != 0) return -1;
-    return static_cast<int64_t>(v.f_bavail) * static_cast<int64_t>(v.f_frsize);
+  const int64_t inode_budget = jailed ? jail->spec().disk_inodes : 0;
+  struct FreeSpace {
+    int64_t bytes = -1, inodes = -1;
   };
-  const int64_t free_at_start = disk_budget > 0 && !watch.empty() ? free_bytes() : -1;
+  auto free_space = [&watch]() -> FreeSpace {
+    struct statvfs v;
+    if (statvfs(watch.c_str(), &v) != 0) return {};
+    return {static_cast<int64_t>(v.f_bavail) * static_cast<int64_t>(v.f_frsize), static_cast<int64_t>(v.f_favail)};
+  };
+  const bool watching = (disk_budget > 0 || inode_budget > 0) && !watch.empty();
+  const FreeSpace at_start = watching ? free_space() : FreeSpace{};
 
   const auto deadline = start + std::chrono::duration<double>(limits.timeout_s);
   int wstatus = 0;
@@ -257,10 +344,14 @@ SandboxResult RunSandboxed(const SandboxCommand& command, const SandboxLimits& l
     pid_t r = waitpid(pid, &wstatus, WNOHANG);
     if (r == pid) break;
     if (r < 0 && errno != EINTR) throw std::runtime_error(std::string("waitpid: ") + strerror(errno));
-    if (free_at_start >= 0) {
-      const int64_t now_free = free_bytes();
-      if (now_free >= 0 && free_at_start - now_free > disk_budget) {
+    if (watching) {
+      const FreeSpace now = free_space();
+      const bool bytes_over = disk_budget > 0 && at_start.bytes >= 0 && now.bytes >= 0 && at_start.bytes - now.bytes > disk_budget;
+      // A file system without inode counts (f_favail 0 throughout) never trips this.
+      const bool inodes_over = inode_budget > 0 && at_start.inodes > 0 && now.inodes >= 0 && at_start.inodes - now.inodes > inode_budget;
+      if (bytes_over || inodes_over) {
         result.disk_limit_hit = true;
+        result.inode_limit_hit = inodes_over;
         kill(-pid, SIGKILL);
         if (jailed) KillAllProcessesOf(jail->spec().user.uid);
         while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {

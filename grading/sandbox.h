@@ -43,7 +43,8 @@ struct SandboxResult {
   bool timed_out = false;      // killed at the deadline
   bool network_isolated = false;
   std::string isolation_note;  // why the network could not be isolated, when asked and it failed
-  bool disk_limit_hit = false;  // stopped for writing more than the jail's disk_bytes
+  bool disk_limit_hit = false;  // stopped for writing more than the jail's disk_bytes (or disk_inodes)
+  bool inode_limit_hit = false;  // ... and it was the files' count
   std::string jail_error;       // "<step> failed: <error>" when the jail could not be entered
   std::string output;          // stdout and stderr interleaved, possibly cut in the middle
   double seconds = 0;          // wall time

@@ -97,6 +97,7 @@ StageRun RunStage(const std::string& binary, int nproc, Launcher launcher, const
   run.timed_out = r.timed_out || (launcher == Launcher::kLaunch && r.exit_code == 124);
   run.exit_code = r.exit_code;
   run.disk_limit_hit = r.disk_limit_hit;
+  run.inode_limit_hit = r.inode_limit_hit;
   // A log is a few hundred bytes per update; what a broken (or hostile) program writes beyond
   // this is not read.
   constexpr size_t kMaxLogBytes = 64 << 20;

@@ -33,6 +33,7 @@ struct StageRun {
   std::string isolation_note;
   double seconds = 0;
   bool disk_limit_hit = false;
+  bool inode_limit_hit = false;      // the disk limit hit was the count of files
   std::string log_problem;           // why train_log.jsonl was not read (missing, a link out, not the student's)
   // A file the run wrote in output_dir, read as ReadUntrustedFile does (sandbox.h); "" if refused.
   std::string ReadOutput(const std::string& name, size_t max_bytes = 1 << 20) const;

@@ -51,7 +51,26 @@ StudentSpace::StudentSpace(const GraderConfig& config, const std::string& work)
   disk_cache_ = grader_cache_;
 }
 
-StudentSpace::~StudentSpace() = default;
+StudentSpace::~StudentSpace() {
+  // --sandbox=user shares /tmp, /var/tmp and /dev/shm with the machine: what this grading's
+  // student code left there must not reach the next grading (a second submission on the same
+  // Gradescope machine, or a planted file for the grader's own use).
+  if (level_ == Isolation::kUser) ClearSharedTmp();
+}
+
+void StudentSpace::ClearSharedTmp() const {
+  // Called when no student process runs (each command ends with KillAllProcessesOf). Entries
+  // are removed by name without following links; only the student's user's.
+  for (const char* dir : {"/tmp", "/var/tmp", "/dev/shm"}) {
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; it != end; it.increment(ec)) {
+      struct stat st;
+      if (lstat(it->path().c_str(), &st) != 0 || st.st_uid != user_.uid || user_.uid == 0) continue;
+      std::error_code rm;
+      fs::remove_all(it->path(), rm);
+    }
+  }
+}
 
 JailSpec StudentSpace::BaseSpec() const {
   JailSpec spec;
@@ -74,10 +93,12 @@ JailSpec StudentSpace::BaseSpec() const {
   spec.binds.push_back({shared_dir_, shared_dir_, true});
   spec.disk_watch_path = student_dir_;
   spec.disk_bytes = config_.disk_limit_bytes;
+  spec.disk_inodes = config_.disk_limit_inodes;
   spec.env = {{"HOME", student_dir_ + "/home"},
               {"USER", user_.name},
               {"LOGNAME", user_.name},
-              {"TMPDIR", level_ == Isolation::kFull ? "/tmp" : student_dir_ + "/tmp"}};
+              // On disk, inside the disk budget, at both levels (a jail's /tmp is small memory).
+              {"TMPDIR", student_dir_ + "/tmp"}};
   return spec;
 }
 
@@ -97,6 +118,7 @@ void StudentSpace::Confine() {
   }
   user_ = probe.user;
   level_ = config_.isolation;
+  if (level_ == Isolation::kUser) ClearSharedTmp();  // what an earlier grading's student code left
   for (const char* sub : {"home", "tmp"}) fs::create_directories(student_dir_ + "/" + sub);
   GiveToStudent(student_dir_);
 

@@ -70,6 +70,8 @@ class StudentSpace {
 
  private:
   JailSpec BaseSpec() const;
+  // Removes what the student's user owns at the top of /tmp, /var/tmp and /dev/shm.
+  void ClearSharedTmp() const;
 
   GraderConfig config_;
   std::string work_, grader_dir_, student_dir_, shared_dir_;
