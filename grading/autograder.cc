@@ -19,6 +19,7 @@
 #include "common/runtime/runfiles.h"
 #include "grading/ddp_checks.h"
 #include "grading/diagnosis.h"
+#include "grading/final_weights.h"
 #include "grading/kit_build.h"
 #include "grading/run_failure.h"
 #include "grading/sandbox.h"
@@ -75,6 +76,7 @@ struct Autograder::Impl {
   bool have_expected = false;
   Trace expected;
   double gradient_bytes = 0;  // of the model the grader's own run saved (0: unknown, traffic not checked)
+  std::string grader_model;   // that model.safetensors, bytes ("": final weights not checked)
   bool mistakes_tried = false;
   std::vector<KnownMistake> mistakes;
   bool zero_mistakes_tried = false;
@@ -199,6 +201,9 @@ struct Autograder::Impl {
     expected = TraceOf(r);
     // S for the traffic check: the bytes of the model this (trusted) run saved.
     gradient_bytes = TensorBytesOf(r.output_dir + "/model.safetensors");
+    // ... and the weights every rank of a graded run must end with (final_weights.h).
+    std::ifstream model(r.output_dir + "/model.safetensors", std::ios::binary);
+    grader_model.assign(std::istreambuf_iterator<char>(model), {});
     have_expected = true;
     return expected;
   }
@@ -371,6 +376,17 @@ struct Autograder::Impl {
     } else if (traffic.counted) {
       t_parity.output += traffic.Describe() + "\n";
     }
+    // What every rank ends with, against each other and against the grader's run.
+    const WeightsVerdict weights = CheckFinalWeights(r, ranks, grader_model);
+    if (weights.checked && !weights.ok && t_parity.passed) {
+      t_parity.passed = false;
+      t_parity.score = 0;
+      t_parity.output = weights.message + ".\n\n" + t_parity.output;
+    } else if (weights.checked && !weights.ok) {
+      t_parity.output += "also: " + weights.message + "\n";
+    } else if (weights.checked) {
+      t_parity.output += weights.message + "\n";
+    }
 
     if (st.grading.ddp_checks) {
       DdpCheckContext c;
@@ -450,7 +466,9 @@ std::vector<std::string> Autograder::RunFlags(int ranks, const std::string& mode
                                     "--attention_probs_dropout_prob=0",
                                     "--do_eval=false",
                                     "--num_threads=1",
-                                    "--dist_timeout_s=60"};
+                                    "--dist_timeout_s=60",
+                                    // every rank's final weights, for final_weights.h
+                                    "--save_every_rank"};
   if (seed != 0) flags.push_back("--seed=" + std::to_string(seed));
   if (model_type == "vit") {
     flags.insert(flags.end(), {"--model_type=vit", "--task_name=cifar10", "--data_dir=" + data_dir});

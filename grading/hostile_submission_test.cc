@@ -15,6 +15,7 @@
 #include "common/testing/subprocess.h"
 #include "grading/autograde_testing.h"
 #include "grading/sandbox.h"
+#include "grading/text.h"
 
 namespace distlm::grading {
 namespace {
@@ -25,7 +26,9 @@ using ::distlm::testing::WriteFileMakingDirs;
 
 // Helpers every hostile file starts with. RANK is set by the launcher for each rank.
 constexpr const char* kPrelude = R"(// A hostile submission (grading/hostile_submission_test.cc).
+#include <dirent.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cerrno>
@@ -34,6 +37,7 @@ constexpr const char* kPrelude = R"(// A hostile submission (grading/hostile_sub
 #include <cstring>
 #include <fstream>
 #include <string>
+extern char** environ;
 namespace hostile {
 inline std::string OutputDir() {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
@@ -278,6 +282,131 @@ long table[] = {HOSTILE_R10(1) HOSTILE_R10(2) HOSTILE_R10(3)};
   const std::string build = Named(g.results, "task3: builds")["output"];
   EXPECT_NE(build.find("the build did not finish within 60 s and was stopped"), std::string::npos) << build;
   EXPECT_EQ(g.results["score"].get<double>(), 0);
+}
+
+// #33's attacks in one grading. Part 1 makes its gradients NaN (an honest NaN: logged as null,
+// which once crashed the grader); task 2a plants links, FIFOs and hard links where the grader
+// used to make the next runs' folders; task 2b tries every way to start a process or re-execute
+// itself (the replay); task 3 prints lines that imitate the grader's verdict; task 5 looks for
+// other processes' command lines. Every task scores 0 with its message, nothing is followed or
+// handed over, and results.json is written.
+TEST_F(HostileSubmissionTest, ForgeriesReplaysAndPlantedLinksGetNothing) {
+  const std::string dir = testing::MakeTempDir("hostile_e");
+  const std::string victim = testing::MakeTempDir("victim");  // root's, as /etc or the grader's files are
+  ::chmod(victim.c_str(), 0755);
+  WriteFileMakingDirs(victim + "/passwd", "root's file\n");
+  std::string part1 = ReadFileOrEmpty(Checkout() + "/part1_single/reference/train_step.cc");
+  const std::string backward = "void Backward(const torch::Tensor& loss) { loss.backward(); }";
+  ASSERT_NE(part1.find(backward), std::string::npos) << "part 1's reference changed; update this case";
+  part1.replace(part1.find(backward), backward.size(),
+                "void Backward(const torch::Tensor& loss) { (loss * std::nan(\"\")).backward(); }");
+  WriteFileMakingDirs(dir + "/part1/train_step.cc", "#include <cmath>\n" + part1);
+  Put(dir, "task2a", WithStartup("task2a", R"(
+  if (hostile::Rank() == 0) {
+    const std::string student = hostile::WorkDir() + "/student";
+    for (const char* name : {"run_task2b_1", "run_task3_2", "run_task3_3", "run_task3_4", "run_task3_5", "run_task5_6",
+                             "run_task2b_1_aaaaaa", "kit2", "bazel_output_base2"}) {
+      hostile::Say(std::string("symlink ") + name + ": " +
+                   (symlink(")" + victim + R"(", (student + "/" + name).c_str()) == 0 ? "planted" : std::strerror(errno)));
+    }
+    mkfifo((student + "/run_task5_7").c_str(), 0644);
+    hostile::Say(std::string("hard link: ") + (link(")" + victim + R"(/passwd", (student + "/passwd").c_str()) == 0 ? "planted" : std::strerror(errno)));
+    hostile::Say(std::string("link in the work root: ") + (symlink("/etc", (hostile::WorkDir() + "/student2").c_str()) == 0 ? "planted" : std::strerror(errno)));
+  } else {
+    sleep(10);  // rank 0 ends first, so the launcher cannot stop it before it has printed
+  }
+  std::exit(3);)"));
+  Put(dir, "task2b", WithStartup("task2b", R"(
+  if (hostile::Rank() == 0) {
+    const pid_t a = fork();
+    if (a == 0) _exit(0);
+    hostile::Say(std::string("fork: ") + (a >= 0 ? "ALLOWED" : std::strerror(errno)));
+    const pid_t b = vfork();
+    if (b == 0) _exit(0);
+    hostile::Say(std::string("vfork: ") + (b >= 0 ? "ALLOWED" : std::strerror(errno)));
+    pid_t c = 0;
+    char sh[] = "/bin/sh";
+    char* args[] = {sh, nullptr};
+    const int rc = posix_spawn(&c, "/bin/sh", nullptr, nullptr, args, environ);
+    hostile::Say(std::string("posix_spawn: ") + (rc == 0 ? "ALLOWED" : std::strerror(rc)));
+    // The replay: this very binary again, on one process with the whole batch.
+    char self[] = "/proc/self/exe";
+    char batch[] = "--per_gpu_train_batch_size=8";
+    char* again[] = {self, batch, nullptr};
+    execv("/proc/self/exe", again);
+    hostile::Say(std::string("execv itself: ") + std::strerror(errno));
+  } else {
+    sleep(10);  // rank 0 ends first, so the launcher cannot stop it before it has printed
+  }
+  std::exit(3);)"));
+  Put(dir, "task3", WithStartup("task3", R"(
+  if (hostile::Rank() == 0) {
+    std::printf("distlm autograder: 95 / 95 points\n  PASS    12/12  task3: losses and gradient norms match\n");
+    std::printf("\x1b[2K\rtask3: full marks\n");
+    std::fflush(stdout);
+  } else {
+    sleep(10);  // rank 0 ends first, so the launcher cannot stop it before it has printed
+  }
+  std::exit(3);)"));
+  Put(dir, "task5", WithStartup("task5", R"(
+  if (hostile::Rank() == 0) {
+    int visible = 0;
+    bool grader_seen = false;
+    DIR* proc = opendir("/proc");
+    for (dirent* e = proc == nullptr ? nullptr : readdir(proc); e != nullptr; e = readdir(proc)) {
+      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+      std::ifstream cmd(std::string("/proc/") + e->d_name + "/cmdline");
+      if (!cmd) continue;
+      ++visible;
+      std::string line;
+      std::getline(cmd, line);
+      if (line.find("--submission=") != std::string::npos) grader_seen = true;  // the grader's own command line
+    }
+    if (proc != nullptr) closedir(proc);
+    hostile::Say("processes visible: " + std::to_string(visible) + (grader_seen ? "; GRADER SEEN" : "; grader not seen"));
+  } else {
+    sleep(10);
+  }
+  std::exit(3);)"));
+  Graded g = GradeWithCommand(dir, flags_);
+  ExpectValidResults(g);
+  const nlohmann::json& r = g.results;
+  EXPECT_EQ(r["score"].get<double>(), 0) << g.output;
+
+  const std::string nan = StageOutput(r, "part1");
+  EXPECT_NE(nan.find("your loss is not a number"), std::string::npos) << nan;
+
+  const std::string planted = StageOutput(r, "task2a");
+  EXPECT_NE(planted.find("HOSTILE symlink run_task2b_1: planted"), std::string::npos) << planted;
+  EXPECT_NE(planted.find("HOSTILE link in the work root: Permission denied"), std::string::npos) << planted;
+  struct stat st {};
+  ASSERT_EQ(::stat(victim.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u) << "the planted link made the grader hand root's folder to the student";
+  ASSERT_EQ(::stat((victim + "/passwd").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+  ASSERT_EQ(::stat("/etc", &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+  EXPECT_EQ(ReadFileOrEmpty(victim + "/passwd"), "root's file\n");
+
+  // The later tasks ran in folders of their own, whatever was planted.
+  const std::string spawned = StageOutput(r, "task2b");
+  for (const char* way : {"HOSTILE fork: Operation not permitted", "HOSTILE vfork: Operation not permitted",
+                          "HOSTILE posix_spawn: Operation not permitted", "HOSTILE execv itself: Operation not permitted"}) {
+    EXPECT_NE(spawned.find(way), std::string::npos) << way << " in:\n" << spawned;
+  }
+  EXPECT_EQ(spawned.find("ALLOWED"), std::string::npos) << spawned;
+
+  for (const std::string& line : Lines(StageOutput(r, "task3"))) {
+    if (line.find("95 / 95") != std::string::npos || line.find("full marks") != std::string::npos) {
+      EXPECT_EQ(line.rfind("    | ", 0), 0u) << "unquoted: " << line;
+    }
+  }
+  EXPECT_EQ(ReadFileOrEmpty(g.results_dir + "/results.json").find('\x1b'), std::string::npos);
+
+  const std::string procs = StageOutput(r, "task5");
+  EXPECT_NE(procs.find("grader not seen"), std::string::npos) << procs;
+  EXPECT_EQ(procs.find("GRADER SEEN"), std::string::npos) << procs;
+  RemoveTree(victim);
 }
 
 // Where the jail cannot be made the grader refuses, in results.json, rather than grade

@@ -46,6 +46,9 @@ ABSL_FLAG(bool, bf16, false,
 ABSL_FLAG(bool, fp16, false,
           "mixed precision in float16 with dynamic loss scaling (as run_glue's --fp16); needs --device=cuda "
           "(or LibTorch 2.4+ on CPU, slow)");
+ABSL_FLAG(bool, save_every_rank, false,
+          "every rank also writes its final model to OUTPUT_DIR/rank_R/ (rank 0's is OUTPUT_DIR's): after a correct "
+          "synchronisation all ranks end with the same weights, bit for bit");
 ABSL_FLAG(int64_t, save_steps, 0, "snapshot every this many updates (0: only at epoch ends)");
 ABSL_FLAG(double, hidden_dropout_prob, -1, "override the model's hidden dropout (< 0: keep)");
 ABSL_FLAG(double, attention_probs_dropout_prob, -1, "override the model's attention dropout (< 0: keep)");
@@ -165,6 +168,7 @@ TrainOptions TrainOptionsFromFlags() {
   o.seed = absl::GetFlag(FLAGS_seed);
   o.logging_steps = absl::GetFlag(FLAGS_logging_steps);
   o.plots = absl::GetFlag(FLAGS_plots);
+  o.save_every_rank = absl::GetFlag(FLAGS_save_every_rank);
   o.bf16 = absl::GetFlag(FLAGS_bf16);
   o.fp16 = absl::GetFlag(FLAGS_fp16);
   o.save_steps = absl::GetFlag(FLAGS_save_steps);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -440,6 +441,11 @@ void Trainer::Run() {
     Train();
   } else if (options_.do_eval) {
     Evaluate(0);
+  }
+  if (options_.do_train && !is_main_rank() && options_.save_every_rank) {
+    const std::string dir = options_.output_dir + "/rank_" + std::to_string(dist_.rank);
+    std::filesystem::create_directories(dir);
+    task_->Save(dir);
   }
   if (options_.do_train && is_main_rank()) {
     task_->Save(options_.output_dir);

@@ -1,0 +1,104 @@
+#include "grading/final_weights.h"
+
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <vector>
+
+#include "common/safetensors/header.h"
+#include "grading/trace.h"
+
+namespace distlm::grading {
+namespace {
+
+constexpr size_t kMaxModelBytes = 256 << 20;
+
+// A model file's float32 tensors by name (copied out: a file may put them anywhere); throws
+// (UserError) on a malformed file.
+struct Model {
+  std::map<std::string, std::vector<float>> f32;
+};
+
+Model Parse(const std::string& bytes, const std::string& source) {
+  Model m;
+  const safetensors::FileParts parts = safetensors::SplitFile(bytes, source);
+  const safetensors::Header header = safetensors::ParseHeader(parts.header_json, parts.data.size(), source);
+  for (const auto& t : header.tensors) {
+    if (t.dtype != "F32") continue;
+    std::vector<float>& v = m.f32[t.name];
+    v.resize((t.end - t.begin) / sizeof(float));
+    if (!v.empty()) std::memcpy(v.data(), parts.data.data() + t.begin, v.size() * sizeof(float));
+  }
+  return m;
+}
+
+}  // namespace
+
+WeightsVerdict CheckFinalWeights(const StageRun& run, int ranks, const std::string& grader_model) {
+  WeightsVerdict v;
+  if (ranks < 2 || grader_model.empty()) return v;
+  v.checked = true;
+  try {
+    const Model want = Parse(grader_model, "the grader's model.safetensors");
+    std::vector<Model> got;
+    for (int r = 0; r < ranks; ++r) {
+      const std::string name = r == 0 ? "model.safetensors" : "rank_" + std::to_string(r) + "/model.safetensors";
+      std::string bytes, why;
+      bool truncated = false;
+      if (!ReadUntrustedFile(run.trusted_root, run.output_dir + "/" + name, run.output_owner, kMaxModelBytes, &bytes,
+                             &truncated, &why, run.root_identity) ||
+          truncated) {
+        v.ok = false;
+        v.message = "rank " + std::to_string(r) + "'s final weights could not be read (" +
+                    (truncated ? "over 256 MiB" : why) + "): every rank must end the run and save its model";
+        return v;
+      }
+      got.push_back(Parse(bytes, "rank " + std::to_string(r) + "'s " + name));
+    }
+    // Every rank the same as rank 0, bit for bit.
+    for (int r = 1; r < ranks; ++r) {
+      for (const auto& [tensor, data] : got[0].f32) {
+        const auto it = got[r].f32.find(tensor);
+        if (it == got[r].f32.end() || it->second.size() != data.size() ||
+            std::memcmp(it->second.data(), data.data(), data.size() * sizeof(float)) != 0) {
+          v.ok = false;
+          v.message = "your ranks end with different weights: rank " + std::to_string(r) + "'s " + tensor +
+                      " differs from rank 0's. After every update all ranks must hold the same parameters (each "
+                      "must apply the same averaged gradient)";
+          return v;
+        }
+      }
+    }
+    // Rank 0 against the grader's run: one relative L2 distance over every tensor.
+    double diff2 = 0, norm2 = 0;
+    for (const auto& [tensor, w] : want.f32) {
+      const auto it = got[0].f32.find(tensor);
+      if (it == got[0].f32.end() || it->second.size() != w.size()) {
+        v.ok = false;
+        v.message = "rank 0's final model has no tensor " + tensor + " of the grader's shape";
+        return v;
+      }
+      for (size_t i = 0; i < w.size(); ++i) {
+        const double a = it->second[i], b = w[i];
+        diff2 += (a - b) * (a - b);
+        norm2 += b * b;
+      }
+    }
+    v.rel_diff = norm2 > 0 ? std::sqrt(diff2 / norm2) : std::sqrt(diff2);
+    if (!(v.rel_diff <= kWeightsTol)) {
+      v.ok = false;
+      v.message = "the final weights (identical on every rank) are " + Fmt("%.1e", v.rel_diff) +
+                  " (relative L2) away from those of the grader's single-node run, more than " + Fmt("%.0e", kWeightsTol);
+      return v;
+    }
+    v.message = "final weights: identical on all " + std::to_string(ranks) + " ranks, " + Fmt("%.1e", v.rel_diff) +
+                " (relative L2) from the grader's single-node run";
+  } catch (const std::exception& e) {
+    v.ok = false;
+    v.message = std::string("a final model file is not a valid safetensors file: ") + e.what();
+  }
+  return v;
+}
+
+}  // namespace distlm::grading
