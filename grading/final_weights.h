@@ -15,8 +15,9 @@
 namespace distlm::grading {
 
 // Rank 0's weights may differ from the grader's by this much: ||w - w_grader|| / ||w_grader||
-// over every tensor together. The references differ by about 1e-8 (measured: README).
-inline constexpr double kWeightsTol = 1e-6;
+// over every tensor together. The references differ by 7e-8 (measured: README); a wrong
+// synchronisation moves every weight by about the learning rate each update (~1e-2 here).
+inline constexpr double kWeightsTol = 1e-5;
 
 struct WeightsVerdict {
   bool checked = false;   // a distributed run, and the grader's own model to compare with
