@@ -369,24 +369,9 @@ struct Autograder::Impl {
     }
     // What the log claims against what the kernel counted on the ranks' network.
     const TrafficVerdict traffic = CheckTraffic(r, st, ranks, gradient_bytes, r.log.size());
-    if (traffic.counted && !traffic.enough) {
-      t_parity.passed = false;
-      t_parity.score = 0;
-      t_parity.output = traffic.Describe() + ".\n\n" + t_parity.output;
-    } else if (traffic.counted) {
-      t_parity.output += traffic.Describe() + "\n";
-    }
+    traffic.Judge(&t_parity);
     // What every rank ends with, against each other and against the grader's run.
-    const WeightsVerdict weights = CheckFinalWeights(r, ranks, grader_model);
-    if (weights.checked && !weights.ok && t_parity.passed) {
-      t_parity.passed = false;
-      t_parity.score = 0;
-      t_parity.output = weights.message + ".\n\n" + t_parity.output;
-    } else if (weights.checked && !weights.ok) {
-      t_parity.output += "also: " + weights.message + "\n";
-    } else if (weights.checked) {
-      t_parity.output += weights.message + "\n";
-    }
+    CheckFinalWeights(r, ranks, grader_model).Judge(&t_parity);
 
     if (st.grading.ddp_checks) {
       DdpCheckContext c;
@@ -411,22 +396,10 @@ struct Autograder::Impl {
       }
     }
     if (has_comm_test) {
-      std::string problem;
-      for (size_t i = 0; i < r.log.size() && problem.empty(); ++i) {
-        auto ops = r.log[i].find("comm_ops");
-        if (ops == r.log[i].end() || !ops->is_object()) {
-          problem = "update " + std::to_string(i + 1) + " has no record of its communication";
-          break;
-        }
-        const std::string called = DescribeOps(*ops);
-        for (const auto& op : st.grading.required_ops) {
-          if (!ops->contains(op)) problem = "update " + std::to_string(i + 1) + " called " + called;
-        }
-        for (const auto& op : st.grading.forbidden_ops) {
-          if (ops->contains(op)) problem = "update " + std::to_string(i + 1) + " called " + called;
-        }
+      std::string problem = CollectivesProblem(r.log, st.grading.required_ops, st.grading.forbidden_ops);
+      if (problem.empty() && traffic.counted && !traffic.enough) {
+        problem = "the collectives your log reports were not sent (" + traffic.Describe() + ")";
       }
-      if (problem.empty() && traffic.counted && !traffic.enough) problem = "the collectives your log reports were not sent (" + traffic.Describe() + ")";
       if (problem.empty()) {
         t_comm.passed = true;
         t_comm.score = t_comm.max_score;
@@ -536,60 +509,6 @@ GradeReport Autograder::Grade(const GradeRequest& req) {
   if (!im.mistakes_note.empty()) report.notes.push_back(im.mistakes_note);
   report.execution_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return report;
-}
-
-double GradeReport::score() const {
-  double s = 0;
-  for (const auto& t : tests) s += t.score;
-  return s;
-}
-
-double GradeReport::max_score() const {
-  double s = 0;
-  for (const auto& t : tests) s += t.max_score;
-  return s;
-}
-
-nlohmann::json GradeReport::ToGradescope() const {
-  nlohmann::json tests_json = nlohmann::json::array();
-  for (const auto& t : tests) {
-    tests_json.push_back({{"name", t.name},
-                          {"score", t.score},
-                          {"max_score", t.max_score},
-                          {"status", t.passed ? "passed" : "failed"},
-                          {"output", t.output},
-                          {"visibility", "visible"}});
-  }
-  std::string output;
-  for (const auto& n : notes) output += n + "\n";
-  // Plain text everywhere: a message quotes what a submission printed, which must not become
-  // HTML or Markdown on Gradescope's page.
-  return {{"score", score()},
-          {"execution_time", execution_time_s},
-          {"output", output},
-          {"output_format", "text"},
-          {"test_output_format", "text"},
-          {"test_name_format", "text"},
-          {"visibility", "visible"},
-          {"tests", tests_json}};
-}
-
-std::string GradeReport::Summary() const {
-  std::ostringstream s;
-  s << "distlm autograder: " << Fmt("%g", score()) << " / " << Fmt("%g", max_score()) << " points\n";
-  for (const auto& t : tests) {
-    s << "  " << (t.passed ? "PASS" : "FAIL") << "  " << Fmt("%4g", t.score) << "/" << Fmt("%-3g", t.max_score) << " "
-      << t.name << "\n";
-  }
-  if (!notes.empty()) {
-    s << "notes:\n";
-    for (const auto& n : notes) s << "  " << n << "\n";
-  }
-  for (const auto& t : tests) {
-    if (t.passed) continue;
-    s << "\n--- " << t.name << " (" << Fmt("%g", t.score) << "/" << Fmt("%g", t.max_score) << ")\n" << t.output;
-  }
-  return s.str();
 }
 
 }  // namespace distlm::grading

@@ -35,6 +35,19 @@ Model Parse(const std::string& bytes, const std::string& source) {
 
 }  // namespace
 
+void WeightsVerdict::Judge(TestResult* parity) const {
+  if (!checked) return;
+  if (ok) {
+    parity->output += message + "\n";
+  } else if (parity->passed) {
+    parity->passed = false;
+    parity->score = 0;
+    parity->output = message + ".\n\n" + parity->output;
+  } else {
+    parity->output += "also: " + message + "\n";
+  }
+}
+
 WeightsVerdict CheckFinalWeights(const StageRun& run, int ranks, const std::string& grader_model) {
   WeightsVerdict v;
   if (ranks < 2 || grader_model.empty()) return v;

@@ -10,6 +10,7 @@
 
 #include <string>
 
+#include "grading/autograder.h"
 #include "grading/stage_runner.h"
 
 namespace distlm::grading {
@@ -24,6 +25,8 @@ struct WeightsVerdict {
   bool ok = true;
   double rel_diff = 0;    // rank 0 against the grader's run
   std::string message;    // why not ok; or a line for a passing test's output
+  // Not ok: a passing parity test scores nothing and says why first (a failing one adds it).
+  void Judge(TestResult* parity) const;
 };
 
 // Reads OUT/model.safetensors (rank 0) and OUT/rank_R/model.safetensors (R = 1..ranks-1) of

@@ -23,6 +23,16 @@ std::string TrafficVerdict::Describe() const {
          "network, so it is not credited";
 }
 
+void TrafficVerdict::Judge(TestResult* parity) const {
+  if (counted && !enough) {
+    parity->passed = false;
+    parity->score = 0;
+    parity->output = Describe() + ".\n\n" + parity->output;
+  } else if (counted) {
+    parity->output += Describe() + "\n";
+  }
+}
+
 TrafficVerdict CheckTraffic(const StageRun& run, const stages::Stage& st, int ranks, double gradient_bytes,
                             size_t updates) {
   TrafficVerdict v;

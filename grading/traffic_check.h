@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/stages/stages.h"
+#include "grading/autograder.h"
 #include "grading/stage_runner.h"
 
 namespace distlm::grading {
@@ -25,6 +26,8 @@ struct TrafficVerdict {
   double counted_bytes = 0;
   double least_bytes = 0;  // kMinTrafficShare x expected
   std::string Describe() const;  // one line for a test's output
+  // Not enough: the parity test scores nothing and says why first; counted: a line more.
+  void Judge(TestResult* parity) const;
 };
 
 // `gradient_bytes`: S, the bytes of the model's gradients (the grader's own trace's model);

@@ -50,4 +50,19 @@ std::string DescribeOps(const nlohmann::json& ops) {
   return CapText(Printable(called), 300, " [...]");
 }
 
+std::string CollectivesProblem(const std::vector<nlohmann::json>& log, const std::vector<std::string>& required,
+                               const std::vector<std::string>& forbidden) {
+  for (size_t i = 0; i < log.size(); ++i) {
+    const auto ops = log[i].find("comm_ops");
+    if (ops == log[i].end() || !ops->is_object()) {
+      return "update " + std::to_string(i + 1) + " has no record of its communication";
+    }
+    bool wrong = false;
+    for (const auto& op : required) wrong = wrong || !ops->contains(op);
+    for (const auto& op : forbidden) wrong = wrong || ops->contains(op);
+    if (wrong) return "update " + std::to_string(i + 1) + " called " + DescribeOps(*ops);
+  }
+  return "";
+}
+
 }  // namespace distlm::grading

@@ -27,4 +27,9 @@ int64_t IntegerField(const nlohmann::json& line, const std::string& key);
 // most 300 bytes, printable (text.h).
 std::string DescribeOps(const nlohmann::json& ops);
 
+// "" when every update's "comm_ops" holds each of `required` and none of `forbidden`; else the
+// first update that does not, in words ("update 1 called allreduce x41").
+std::string CollectivesProblem(const std::vector<nlohmann::json>& log, const std::vector<std::string>& required,
+                               const std::vector<std::string>& forbidden);
+
 }  // namespace distlm::grading
