@@ -141,5 +141,24 @@ TEST(ForgedOutputTest, APerfectTraceWithoutTrafficIsNotCredited) {
   EXPECT_NE(out.find("+0.0e+00"), std::string::npos) << out;
 }
 
+// Whatever escapes the grading (an exception of any type) still ends in a results.json that
+// says the grader failed, with exit 1.
+TEST(ForgedOutputTest, AnythingThatEscapesStillWritesResults) {
+  for (const char* fault : {"exception", "other"}) {
+    const std::string sub = testing::MakeTempDir("fault");
+    const std::string results = testing::MakeTempDir("fault_results");
+    testing::Command c;
+    c.argv = {Runfile("grading/autograde"), "--submission=" + sub, "--results=" + results + "/results.json",
+              "--unsafe_no_sandbox", "--source=" + Checkout()};
+    c.env["DISTLM_AUTOGRADE_FAULT"] = fault;
+    const auto p = testing::Run(c, 60);
+    EXPECT_EQ(p.exit_code, 1) << fault << ": " << p.output;
+    const nlohmann::json r = nlohmann::json::parse(ReadFileOrEmpty(results + "/results.json"), nullptr, false);
+    ASSERT_TRUE(r.is_object()) << fault << ": no results.json\n" << p.output;
+    EXPECT_EQ(r["score"], 0);
+    EXPECT_NE(r["output"].get<std::string>().find("grader error (not your fault"), std::string::npos) << r.dump();
+  }
+}
+
 }  // namespace
 }  // namespace distlm::grading

@@ -119,6 +119,27 @@ TEST_F(JailTest, OnlyItsOwnProcessesAreVisible) {
   EXPECT_TRUE(r.isolation_note.empty()) << r.isolation_note;
 }
 
+// A hidden file (Gradescope's submission_metadata.json: names, emails, earlier scores) reads
+// as empty in the full jail, though its permissions would let anyone read it.
+TEST_F(JailTest, AHiddenFileReadsAsEmpty) {
+  NeedFull();
+  // Outside /tmp, which the full jail replaces anyway (Gradescope's is /autograder/...).
+  const std::string dir = MakeTempDir("distlm_jail_meta", "/opt");
+  chmod(dir.c_str(), 0755);
+  const std::string meta = dir + "/submission_metadata.json";
+  WriteFileMakingDirs(meta, "{\"users\": [{\"email\": \"student@example.edu\"}]}\n");
+  chmod(meta.c_str(), 0644);
+  JailSpec spec = Spec(Isolation::kFull);
+  spec.hidden.push_back(meta);
+  SandboxResult r = Run(spec, "cat " + meta + "; echo done");
+  EXPECT_NE(r.output.find("done"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("student@example.edu"), std::string::npos) << r.output;
+  // Unhidden, the same command reads it: the covering is what hides it.
+  SandboxResult shown = Run(Spec(Isolation::kFull), "cat " + meta);
+  EXPECT_NE(shown.output.find("student@example.edu"), std::string::npos) << shown.output;
+  RemoveTree(dir);
+}
+
 TEST_F(JailTest, WritesOutsideItsFolderFailAndTmpIsPrivate) {
   NeedFull();
   const std::string marker = "/tmp/distlm_jail_marker_" + std::to_string(getpid());
@@ -171,6 +192,21 @@ TEST_F(JailTest, WritingTenGigabytesIsStoppedAtTheDiskBudget) {
   int64_t total = 0;
   for (const auto& e : fs::directory_iterator(student_)) total += e.is_regular_file() ? e.file_size() : 0;
   EXPECT_LT(total, int64_t{1} << 30) << "it wrote " << total << " bytes";
+}
+
+// Empty files fill no blocks: the budget counts files too.
+TEST_F(JailTest, AMillionEmptyFilesAreStoppedAtTheFileBudget) {
+  JailSpec spec = Spec(probe_.best);
+  spec.disk_inodes = 2000;
+  spec.disk_watch_path = student_;
+  SandboxResult r = Run(spec, "mkdir -p many && cd many && for i in $(seq 1000000); do : > f$i; done; echo made all", 120);
+  EXPECT_TRUE(r.disk_limit_hit) << r.output;
+  EXPECT_TRUE(r.inode_limit_hit) << r.output;
+  EXPECT_EQ(r.output.find("made all"), std::string::npos);
+  size_t files = 0;
+  for (auto it = fs::directory_iterator(student_ + "/many"); it != fs::directory_iterator(); ++it) ++files;
+  EXPECT_LT(files, 100000u) << "it made " << files << " files";
+  std::printf("stopped after %zu empty files (budget 2000, checked every 20 ms)\n", files);
 }
 
 TEST_F(JailTest, AHundredMegabytesOfOutputAreCutToTheBound) {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <filesystem>
 
@@ -172,7 +173,7 @@ std::map<std::string, BuildOutcome> BuildSubmission(const GraderConfig& config,
     std::vector<std::string> args = common;
     if (!space->grader_disk_cache().empty()) args.push_back("--disk_cache=" + space->grader_disk_cache());
     args.insert(args.end(), targets.begin(), targets.end());
-    SandboxResult warm = bazel(args, config.build_timeout_s, nullptr);
+    SandboxResult warm = bazel(args, std::max(config.kit_build_timeout_s, config.build_timeout_s), nullptr);
     if (warm.exit_code != 0) {
       notes->push_back("the clean kit did not build as the grader (exit " + std::to_string(warm.exit_code) +
                        "); the submission's build starts from the disk cache:\n" + Tail(warm.output, 10));

@@ -4,6 +4,7 @@
 #include "grading/student_space.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -61,6 +62,39 @@ TEST(StudentSpaceTest, SharedDataIsReadableAndReadOnlyForStudentCode) {
     }
     RemoveTree(work);
   }
+}
+
+// --sandbox=user shares /tmp with the machine: what student code left there is gone once the
+// grading ends, and nothing of anyone else's is touched.
+TEST(StudentSpaceTest, TheUserLevelClearsWhatStudentCodeLeftInTmp) {
+  const IsolationProbe probe = ProbeIsolation();
+  if (probe.best == Isolation::kNone) GTEST_SKIP() << "SKIPPED (the jail needs root): " << probe.why_not_user;
+  const std::string work = MakeTempDir("distlm_space_test", "/tmp");
+  const std::string left = "/tmp/distlm_left_" + std::to_string(getpid());
+  const std::string roots = "/tmp/distlm_roots_" + std::to_string(getpid());
+  WriteFileMakingDirs(roots, "root's\n");
+  {
+    GraderConfig config;
+    config.isolation = Isolation::kUser;
+    StudentSpace space(config, work);
+    space.Confine();
+    SandboxCommand c;
+    c.argv = {"/bin/bash", "-c", "mkdir -p " + left + "/sub && echo planted > " + left + "/sub/f && echo done"};
+    c.working_dir = "/";
+    SandboxLimits limits;
+    limits.timeout_s = 20;
+    limits.jail = space.run_jail();
+    const SandboxResult r = RunSandboxed(c, limits);
+    ASSERT_NE(r.output.find("done"), std::string::npos) << r.output;
+    struct stat st {};
+    ASSERT_EQ(::lstat(left.c_str(), &st), 0) << "student code could not write to /tmp";
+  }
+  struct stat st {};
+  EXPECT_NE(::lstat(left.c_str(), &st), 0) << left << " outlived the grading";
+  EXPECT_EQ(ReadFileOrEmpty(roots), "root's\n");
+  RemoveTree(work);
+  RemoveTree(roots);
+  RemoveTree(left);
 }
 
 // After a student program ran, work/student holds whatever it left: links named like the next

@@ -2,8 +2,6 @@
 
 #include <cstdio>
 
-#include <c10/util/Exception.h>
-
 namespace distlm {
 
 void StudentTodo(const std::string& what, const std::string& handout_section) {
@@ -11,12 +9,11 @@ void StudentTodo(const std::string& what, const std::string& handout_section) {
 }
 
 std::string OneLine(const std::exception& e) {
-  std::string msg;
-  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) {
-    msg = c10_error->what_without_backtrace();
-  } else {
-    msg = e.what();
-  }
+  // LibTorch's c10::Error puts its message first and the backtrace after a newline (1.13 and
+  // 2.x alike), so the first line of what() is the message for every exception. No LibTorch
+  // header here: this library (common/runtime:base) is shared with programs that do not load
+  // LibTorch, and a header of another LibTorch than the one linked would not match its objects.
+  std::string msg = e.what();
   auto nl = msg.find('\n');
   if (nl != std::string::npos) msg = msg.substr(0, nl);
   return msg;
