@@ -199,11 +199,11 @@ struct Autograder::Impl {
                         Tail(r.output, 20));
     }
     expected = TraceOf(r);
-    // S for the traffic check: the bytes of the model this (trusted) run saved.
-    gradient_bytes = TensorBytesOf(r.output_dir + "/model.safetensors");
-    // ... and the weights every rank of a graded run must end with (final_weights.h).
+    // The weights every rank of a graded run must end with (final_weights.h), and S for the
+    // traffic check: the bytes of the model this (trusted) run saved.
     std::ifstream model(r.output_dir + "/model.safetensors", std::ios::binary);
     grader_model.assign(std::istreambuf_iterator<char>(model), {});
+    gradient_bytes = TensorBytesOf(grader_model);
     have_expected = true;
     return expected;
   }

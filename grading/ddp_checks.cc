@@ -44,8 +44,6 @@ std::vector<int64_t> Numels(const nlohmann::json& list) {
   return out;
 }
 
-int64_t Field(const nlohmann::json& line, const char* name) { return IntegerField(line, name); }
-
 std::string List(const std::vector<int64_t>& v) {
   std::string s;
   for (size_t i = 0; i < v.size() && i < 12; ++i) s += (i ? ", " : "") + std::to_string(v[i]);
@@ -57,7 +55,7 @@ std::string List(const std::vector<int64_t>& v) {
 // the first update that did not, in words.
 std::string LateLaunches(const StageRun& r, const std::string& what) {
   for (size_t u = 0; u < r.log.size(); ++u) {
-    const int64_t n = Field(r.log[u], "buckets"), early = Field(r.log[u], "buckets_started_before_backward_end");
+    const int64_t n = IntegerField(r.log[u], "buckets"), early = IntegerField(r.log[u], "buckets_started_before_backward_end");
     if (n <= 0) return "update " + std::to_string(u + 1) + " launched no all-reduce";
     if (early < n - 1) {
       return "in update " + std::to_string(u + 1) + ", only " + std::to_string(std::max<int64_t>(early, 0)) + " of your " +
@@ -88,8 +86,8 @@ void Layout(const StageRun& r, const DdpCheckContext& c, TestResult& t) {
                            Fmt("%g", c.bucket_cap_mb) + " MiB";
   if (got == want) {
     for (size_t u = 0; u < r.log.size(); ++u) {
-      if (Field(r.log[u], "buckets") != static_cast<int64_t>(want.size())) {
-        t.output = "update " + std::to_string(u + 1) + " launched " + std::to_string(Field(r.log[u], "buckets")) +
+      if (IntegerField(r.log[u], "buckets") != static_cast<int64_t>(want.size())) {
+        t.output = "update " + std::to_string(u + 1) + " launched " + std::to_string(IntegerField(r.log[u], "buckets")) +
                    " all-reduces where the " + std::to_string(want.size()) +
                    " buckets need one each: every update must all-reduce each bucket exactly once\n";
         return;
@@ -168,7 +166,7 @@ void PerParameter(const DdpCheckContext& c, TestResult& parity, TestResult& shap
                    Fmt("%.1e", WorstDifference(*c.expected, TraceOf(r))) + ")\n");
   const size_t n = Numels(ReadJson(r, "ddp_parameters.json")).size();
   for (size_t u = 0; u < r.log.size(); ++u) {
-    const int64_t calls = Field(r.log[u], "buckets");
+    const int64_t calls = IntegerField(r.log[u], "buckets");
     if (calls != static_cast<int64_t>(n)) {
       shape.output = "update " + std::to_string(u + 1) + " of --ddp=per_parameter launched " + std::to_string(calls) +
                      " all-reduces for " + std::to_string(n) + " parameters: 3a launches one per parameter, from "
@@ -195,9 +193,9 @@ void NoSync(const StageRun& main_run, const DdpCheckContext& c, TestResult& t) {
                       t, &r)) {
     return;
   }
-  const int64_t once = Field(main_run.log[0], "comm_bytes");
+  const int64_t once = IntegerField(main_run.log[0], "comm_bytes");
   for (size_t u = 0; u < r.log.size(); ++u) {
-    const int64_t during = Field(r.log[u], "no_sync_calls"), bytes = Field(r.log[u], "comm_bytes");
+    const int64_t during = IntegerField(r.log[u], "no_sync_calls"), bytes = IntegerField(r.log[u], "comm_bytes");
     if (during != 0) {
       t.output = "with --gradient_accumulation_steps=2, your DDP launched " + std::to_string(during) +
                  " collective(s) during the backward of update " + std::to_string(u + 1) +

@@ -58,13 +58,10 @@ WeightsVerdict CheckFinalWeights(const StageRun& run, int ranks, const std::stri
     for (int r = 0; r < ranks; ++r) {
       const std::string name = r == 0 ? "model.safetensors" : "rank_" + std::to_string(r) + "/model.safetensors";
       std::string bytes, why;
-      bool truncated = false;
-      if (!ReadUntrustedFile(run.trusted_root, run.output_dir + "/" + name, run.output_owner, kMaxModelBytes, &bytes,
-                             &truncated, &why, run.root_identity) ||
-          truncated) {
+      if (!run.ReadOutput(name, kMaxModelBytes, &bytes, &why)) {
         v.ok = false;
-        v.message = "rank " + std::to_string(r) + "'s final weights could not be read (" +
-                    (truncated ? "over 256 MiB" : why) + "): every rank must end the run and save its model";
+        v.message = "rank " + std::to_string(r) + "'s final weights could not be read (" + why +
+                    "): every rank must end the run and save its model";
         return v;
       }
       got.push_back(Parse(bytes, "rank " + std::to_string(r) + "'s " + name));

@@ -28,11 +28,23 @@ std::vector<double> StageRun::grad_norms() const {
 std::string StageRun::ReadOutput(const std::string& name, size_t max_bytes) const {
   std::string out, why;
   bool truncated = false;
-  if (!ReadUntrustedFile(trusted_root, output_dir + "/" + name, output_owner, max_bytes, &out, &truncated, &why,
+  return ReadUntrustedFile(trusted_root, output_dir + "/" + name, output_owner, max_bytes, &out, &truncated, &why,
+                           root_identity)
+             ? out
+             : "";
+}
+
+bool StageRun::ReadOutput(const std::string& name, size_t max_bytes, std::string* out, std::string* why) const {
+  bool truncated = false;
+  if (!ReadUntrustedFile(trusted_root, output_dir + "/" + name, output_owner, max_bytes, out, &truncated, why,
                          root_identity)) {
-    return "";
+    return false;
   }
-  return out;
+  if (truncated) {
+    *why = name + " is over " + std::to_string(max_bytes >> 20) + " MiB";
+    return false;
+  }
+  return true;
 }
 
 std::string LaunchBinary() { return FindRunfile("tools/launch"); }

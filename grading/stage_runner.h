@@ -35,8 +35,11 @@ struct StageRun {
   bool disk_limit_hit = false;
   bool inode_limit_hit = false;      // the disk limit hit was the count of files
   std::string log_problem;           // why train_log.jsonl was not read (missing, a link out, not the student's)
-  // A file the run wrote in output_dir, read as ReadUntrustedFile does (sandbox.h); "" if refused.
+  // A file the run wrote in output_dir, read as ReadUntrustedFile does (sandbox.h), its first
+  // max_bytes; "" if refused.
   std::string ReadOutput(const std::string& name, size_t max_bytes = 1 << 20) const;
+  // The same, false with *why when refused or longer than max_bytes.
+  bool ReadOutput(const std::string& name, size_t max_bytes, std::string* out, std::string* why) const;
   std::string trusted_root;          // where its outputs must lie
   DirIdentity root_identity;         // that folder as the grader made it (a replaced one is refused)
   int64_t output_owner = -1;         // whose they must be (-1: anyone's)

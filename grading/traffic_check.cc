@@ -1,10 +1,8 @@
 #include "grading/traffic_check.h"
 
-#include <sys/stat.h>
+#include <exception>
 
-#include <cstdint>
-#include <fstream>
-
+#include "common/safetensors/header.h"
 #include "grading/trace.h"
 #include "task4_bench/traffic.h"
 
@@ -48,17 +46,12 @@ TrafficVerdict CheckTraffic(const StageRun& run, const stages::Stage& st, int ra
   return v;
 }
 
-double TensorBytesOf(const std::string& safetensors_path) {
-  std::ifstream in(safetensors_path, std::ios::binary);
-  unsigned char len[8];
-  if (!in.read(reinterpret_cast<char*>(len), 8)) return 0;
-  uint64_t header = 0;
-  for (int i = 7; i >= 0; --i) header = (header << 8) | len[i];
-  struct stat st;
-  if (stat(safetensors_path.c_str(), &st) != 0) return 0;
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
-  if (size < 8 || header > size - 8) return 0;
-  return static_cast<double>(size - 8 - header);
+double TensorBytesOf(const std::string& safetensors_bytes) {
+  try {
+    return static_cast<double>(safetensors::SplitFile(safetensors_bytes, "the grader's model.safetensors").data.size());
+  } catch (const std::exception&) {
+    return 0;
+  }
 }
 
 }  // namespace distlm::grading

@@ -35,8 +35,8 @@ struct TrafficVerdict {
 TrafficVerdict CheckTraffic(const StageRun& run, const stages::Stage& st, int ranks, double gradient_bytes,
                             size_t updates);
 
-// S from a model.safetensors the grader itself wrote: the bytes of its tensors (everything
-// after the header). 0 when the file cannot be read.
-double TensorBytesOf(const std::string& safetensors_path);
+// S from the bytes of a model.safetensors the grader itself wrote: its data buffer (everything
+// after the header). 0 when they are not a safetensors file.
+double TensorBytesOf(const std::string& safetensors_bytes);
 
 }  // namespace distlm::grading
