@@ -1,8 +1,28 @@
 #!/usr/bin/env bash
 # Installs every Debian package that building, testing and running distlm needs.
 # Idempotent: packages already present are skipped, so a second run takes seconds.
-# Works as root or through sudo. Prints what it installed.
+# Works as root or through sudo. Prints one line per step (what, how long); apt's and dpkg's
+# own output goes to a log it names ($DISTLM_SETUP_LOG, by default
+# ~/.cache/distlm/setup.log), whose tail it prints only when a step fails.
 set -euo pipefail
+
+log=${DISTLM_SETUP_LOG:-${DISTLM_CACHE:-$HOME/.cache/distlm}/setup.log}
+mkdir -p "$(dirname "$log")"
+# step NAME CMD...: runs CMD with its output appended to the log; one line with the time taken,
+# or the log's tail and a non-zero exit when it fails.
+step() {
+  local name=$1 t0 rc=0
+  shift
+  t0=$(date +%s)
+  echo "=== $(date -u +%FT%TZ) $name: $*" >>"$log"
+  "$@" >>"$log" 2>&1 || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    echo "tools/setup.sh: $name FAILED (exit $rc) after $(( $(date +%s) - t0 )) s; the end of $log:" >&2
+    tail -n 25 "$log" >&2
+    exit "$rc"
+  fi
+  echo "tools/setup.sh: $name ($(( $(date +%s) - t0 )) s)"
+}
 
 if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg-query >/dev/null 2>&1; then
   echo "tools/setup.sh: this system has no apt-get/dpkg; distlm's set-up needs Debian 12 (bookworm) or a derivative" >&2
@@ -68,11 +88,11 @@ for p in "${PACKAGES[@]}"; do
 done
 
 if [ "${#missing[@]}" -gt 0 ]; then
-  echo "tools/setup.sh: installing ${#missing[@]} package(s): ${missing[*]}"
+  echo "tools/setup.sh: installing ${#missing[@]} package(s): ${missing[*]} (apt's output: $log)"
   export DEBIAN_FRONTEND=noninteractive
-  "${SUDO[@]}" apt-get update -qq
-  "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
-  echo "tools/setup.sh: installed: ${missing[*]}"
+  step "apt-get update" "${SUDO[@]}" apt-get update
+  step "apt-get install ${#missing[@]} package(s)" \
+    "${SUDO[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
 else
   echo "tools/setup.sh: all ${#PACKAGES[@]} packages already installed"
 fi
@@ -92,8 +112,8 @@ for lib in libblas.so.3 liblapack.so.3 libopenblas.so.0; do
   if [ -e "$target" ] && update-alternatives --query "$alt" >/dev/null 2>&1; then
     current=$(update-alternatives --query "$alt" | awk '/^Value:/{print $2}')
     if [ "$current" != "$target" ]; then
-      "${SUDO[@]}" update-alternatives --set "$alt" "$target" >/dev/null
-      echo "tools/setup.sh: $lib now points to OpenBLAS, OpenMP build ($target)"
+      step "$lib -> OpenBLAS, OpenMP build ($target)" \
+        "${SUDO[@]}" update-alternatives --set "$alt" "$target"
     fi
   fi
 done
