@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <filesystem>
@@ -77,6 +78,32 @@ std::vector<std::string> Existing(const std::vector<std::string>& files) {
   return out;
 }
 
+// The evaluation plot's axes. Epochs are whole: ticks on integers only (gnuplot's own choice
+// put ticks at 1.5 and 2.5). Accuracy and F1 on [0, 1], where chance and learning can be told
+// apart at a glance. The loss axis spans at least 2% of the loss: a run whose loss barely moves
+// (0.69331 to 0.69334) otherwise got ticks closer than its labels' six digits, printed twice.
+std::string EvalAxes(const json& evals) {
+  double last_epoch = 1, lo = INFINITY, hi = -INFINITY;
+  for (const auto& r : evals) {
+    if (!r.is_object()) continue;
+    last_epoch = std::max(last_epoch, Num(r, "epoch"));
+    const double loss = Num(r, "loss");
+    if (std::isfinite(loss)) lo = std::min(lo, loss), hi = std::max(hi, loss);
+  }
+  std::ostringstream s;
+  const int step = std::max(1, static_cast<int>(std::ceil(last_epoch / 10)));
+  s << "set xrange [0.5:" << last_epoch + 0.5 << "]\nset xtics " << step << "\nset format x '%.0f'\n"
+    << "set yrange [0:1.05]\nset y2label 'loss'\nset y2tics\n"
+    << "set key below horizontal\n";  // beside the curves it hid them where accuracy nears 1
+  if (lo <= hi) {
+    const double half = std::max((hi - lo) * 0.6, 0.01 * std::max(std::abs(hi), 1e-6));
+    const double mid = (lo + hi) / 2;
+    s.precision(9);
+    s << "set y2range [" << mid - half << ":" << mid + half << "]\n";
+  }
+  return s.str();
+}
+
 }  // namespace
 
 std::string RunGnuplot(const std::string& script, const std::string& log) {
@@ -127,15 +154,17 @@ std::vector<std::string> WriteRunPlots(const std::string& run_dir, std::string* 
     if (evals.is_array() && !evals.empty()) {
       std::ostringstream e;
       e << "# epoch accuracy f1 loss\n";
+      e.precision(9);
       for (const auto& r : evals) {
         if (r.is_object()) e << Num(r, "epoch") << " " << Num(r, "accuracy") << " " << Num(r, "f1") << " " << Num(r, "loss") << "\n";
       }
       WriteFileAtomically(dir + "/eval.dat", e.str());
       const std::string ed = Quoted(dir + "/eval.dat");
-      gp << Header(dir + "/eval.png", "evaluation (dev set)", "epoch", "accuracy, F1") << "set y2label 'loss'\nset y2tics\n"
+      gp << Header(dir + "/eval.png", "evaluation (dev set)", "epoch", "accuracy, F1") << EvalAxes(evals)
          << "plot " << ed << " using 1:2 with linespoints pointtype 7 title 'accuracy', " << ed
          << " using 1:3 with linespoints pointtype 5 title 'F1', " << ed
-         << " using 1:4 axes x1y2 with linespoints pointtype 9 title 'loss (right axis)'\nunset y2tics\nunset y2label\n";
+         << " using 1:4 axes x1y2 with linespoints pointtype 9 title 'loss (right axis)'\n"
+         << "unset y2tics\nunset y2label\nset autoscale\nset xtics autofreq\nset format y2\n";
       files.push_back(dir + "/eval.png");
     }
     WriteFileAtomically(dir + "/plots.gp", gp.str());
