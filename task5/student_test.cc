@@ -3,11 +3,16 @@
 // On 2 and 4 real ranks (Gloo over 127.0.0.1): each rank's gradient is a function of its rank,
 // so every rank computes by itself what one process would do (average the gradients, clip by
 // their norm, one AdamW step) and compares its parameters after your ShardedStep with it,
-// block by block, saying which part of the update went wrong.
+// block by block, then the norm it returned. A difference is matched against what each usual
+// mistake gives, computed here too (the sum, this rank's own gradient, another block, ...), to
+// name the mistake. Clipping and AdamW hide a scale factor in the gradient (the sum's update
+// equals the mean's), so some mistakes show only in the returned norm.
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -76,10 +81,49 @@ std::string Block(int r, int64_t s) {
          ", owned by rank " + std::to_string(r) + ")";
 }
 
+std::string Num(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", x);
+  return buf;
+}
+
+// The gradients of one update laid out as ShardedAdamW lays them out: registration order,
+// padded with zeros to `padded` elements.
+torch::Tensor FlatGrad(const std::vector<torch::Tensor>& g, int64_t padded) {
+  std::vector<torch::Tensor> v;
+  for (const auto& t : g) v.push_back(t.reshape(-1));
+  torch::Tensor flat = torch::cat(v);
+  return torch::cat({flat, torch::zeros({padded - flat.numel()})});
+}
+
+// A shard for StepShard and the norm to clip it by (< 0: not clipped).
+struct ShardInput {
+  torch::Tensor shard;
+  double norm;
+};
+
+// Rank `rank`'s block after `updates` sharded updates that each step with the shard and clip
+// by the norm `input(u)` gives: the arithmetic of ShardedStep with one mistake in what reaches
+// the step, on a ShardedAdamW of this process, without communication.
+torch::Tensor SimulatedBlock(int rank, int world, int updates, double max_norm,
+                             const std::function<ShardInput(int)>& input) {
+  torch::NoGradGuard no_grad;
+  zero::ShardedAdamW sim(MakeParams(), Adam(), rank, world);
+  for (int u = 0; u < updates; ++u) {
+    ShardInput in = input(u);
+    sim.grad_shard().copy_(in.shard);
+    if (in.norm >= 0) sim.ScaleGradShard(in.norm, max_norm);
+    sim.StepShard();
+  }
+  return sim.param_shard().clone();
+}
+
 void Check(RankEnv& env, double max_norm, int updates) {
   Params mine = MakeParams();
   zero::ShardedAdamW opt(mine, Adam(), env.rank, env.world);
-  const int64_t S = opt.layout().shard_numel(), total = opt.layout().total_numel();
+  const int64_t S = opt.layout().shard_numel(), total = opt.layout().total_numel(),
+                padded = opt.layout().padded_numel();
+  const int N = env.world, me = env.rank;
   auto grads_of_rank = [&](int r, int u) { return GradsOfRank(MakeParams(), r, u); };
   auto average = [&](int world, int u, size_t i) {
     torch::Tensor sum = torch::zeros_like(grads_of_rank(0, u)[i]);
@@ -90,7 +134,7 @@ void Check(RankEnv& env, double max_norm, int updates) {
   for (int u = 0; u < updates; ++u) {
     {
       torch::NoGradGuard no_grad;
-      auto g = grads_of_rank(env.rank, u);
+      auto g = grads_of_rank(me, u);
       for (size_t i = 0; i < mine.size(); ++i) mine[i].second.mutable_grad().copy_(g[i]);
     }
     const int64_t steps = opt.step_count();
@@ -101,49 +145,131 @@ void Check(RankEnv& env, double max_norm, int updates) {
     }
     opt.ZeroGrad();
   }
-  auto [want, want_norm] = OneProcess(env.world, updates, max_norm, average);
+  auto [want, want_norm] = OneProcess(N, updates, max_norm, average);
   torch::Tensor got = opt.flat_params().narrow(0, 0, total);
   const std::string when = "after " + std::to_string(updates) + " update(s)";
-  // Own block first: it is what this rank's step wrote.
+  // Compares the real (unpadded) elements of block r.
   auto block_ok = [&](const torch::Tensor& a, const torch::Tensor& b, int r) {
     const int64_t begin = r * S, n = std::min<int64_t>(S, total - begin);
     if (n <= 0) return true;
     return torch::allclose(a.narrow(0, begin, n), b.narrow(0, begin, n), 1e-5, 1e-6);
   };
-  if (!block_ok(got, want, env.rank)) {
-    auto local = [&](int, int u, size_t i) { return grads_of_rank(env.rank, u)[i]; };
-    auto summed = [&](int world, int u, size_t i) { return average(world, u, i) * world; };
-    if (block_ok(got, OneProcess(env.world, updates, max_norm, summed).first, env.rank)) {
-      Fail("your " + Block(env.rank, S) + " was updated with the SUM of the ranks' gradients, not their mean: "
-           "divide the reduced shard by the number of ranks (" + std::to_string(env.world) + ") " + when);
+
+  // Every rank's gradients of update u, flat: the mean, the sum, and rank r's own.
+  auto flat_mean = [&](int u) {
+    std::vector<torch::Tensor> g;
+    for (size_t i = 0; i < mine.size(); ++i) g.push_back(average(N, u, i));
+    return FlatGrad(g, padded);
+  };
+  auto flat_own = [&](int r, int u) { return FlatGrad(grads_of_rank(r, u), padded); };
+  auto shard = [&](const torch::Tensor& flat, int r) { return flat.narrow(0, r * S, S); };
+
+  // Own block first: it is what this rank's step wrote. Each mistake is simulated and its
+  // block compared with this one.
+  if (!block_ok(got, want, me)) {
+    const std::string yours = when + ", your " + Block(me, S) + " ";
+    if (block_ok(got, Flat(MakeParams()), me)) {
+      Fail(yours + "still holds the initial weights: the step's result did not reach opt.flat_params()");
     }
-    if (block_ok(got, OneProcess(env.world, updates, max_norm, local).first, env.rank)) {
-      Fail("your " + Block(env.rank, S) + " was updated with this rank's own gradient: the gradient shard must be "
-           "the average over ranks (reduce it across ranks before the step) " + when);
+    auto matches = [&](const std::function<ShardInput(int)>& input) {
+      torch::Tensor block = SimulatedBlock(me, N, updates, max_norm, input);
+      torch::Tensor whole = torch::zeros({padded});
+      whole.narrow(0, me * S, S).copy_(block);
+      return block_ok(got, whole.narrow(0, 0, total), me);
+    };
+    if (matches([&](int u) {
+          torch::Tensor sum = flat_mean(u) * N;
+          return ShardInput{shard(sum, me), sum.norm().item<double>()};
+        })) {
+      Fail(yours + "was updated with the SUM of the ranks' gradients, not their mean: divide the reduce-scattered "
+           "shard by the world size (" + std::to_string(N) + ")");
     }
-    if (block_ok(got, Flat(MakeParams()), env.rank)) {
-      Fail("your " + Block(env.rank, S) + " still holds the initial weights " + when +
-           ": the step's result did not reach opt.flat_params()");
+    if (matches([&](int u) {
+          // Every rank steps its block of its own gradient; ClipGradShard sums those blocks' squares.
+          double sq = 0;
+          for (int r = 0; r < N; ++r) sq += shard(flat_own(r, u), r).pow(2).sum().item<double>();
+          return ShardInput{shard(flat_own(me, u), me), std::sqrt(sq)};
+        })) {
+      Fail(yours + "was updated with this rank's own gradient, not the average over ranks: reduce the gradient "
+           "across ranks (reduce-scatter, or all-reduce and narrow) before the step");
     }
-    Fail("your " + Block(env.rank, S) + " differs from one process's clipped AdamW update on the averaged gradient " +
-         when + " (did you clip by the global norm, with opt.ClipGradShard, before opt.StepShard()?)");
+    for (int k = 0; k < N; ++k) {
+      if (k != me && matches([&](int u) {
+            torch::Tensor mean = flat_mean(u);
+            return ShardInput{shard(mean, k), mean.norm().item<double>()};
+          })) {
+        Fail(yours + "was updated with the gradient of " + Block(k, S) +
+             ": step with your own block of the reduced gradient, elements [rank * S, (rank + 1) * S)");
+      }
+    }
+    if (matches([&](int) { return ShardInput{torch::zeros({S}), -1}; })) {
+      Fail(yours + "was updated with a zero gradient (only weight decay moved it): the reduced gradient never "
+           "reached opt.grad_shard(), which opt.StepShard() reads");
+    }
+    if (matches([&](int u) {
+          torch::Tensor mine_of_mean = shard(flat_mean(u), me);
+          return ShardInput{mine_of_mean, mine_of_mean.norm().item<double>()};
+        })) {
+      Fail(yours + "was clipped by the norm of this rank's shard alone, not of the whole gradient: clip with "
+           "opt.ClipGradShard(pg, max_grad_norm), which all-reduces the squared shard norms");
+    }
+    if (matches([&](int u) { return ShardInput{shard(flat_mean(u), me), -1}; })) {
+      Fail(yours + "matches an update without clipping: call opt.ClipGradShard(pg, max_grad_norm) before "
+           "opt.StepShard() (clipping after the step changes nothing the step used)");
+    }
+    if (matches([&](int u) {
+          torch::Tensor twice = flat_mean(u) / N;
+          return ShardInput{shard(twice, me), twice.norm().item<double>()};
+        })) {
+      Fail(yours + "was updated with the mean divided by the world size (" + std::to_string(N) +
+           ") once too often: divide the summed shard once");
+    }
+    Fail(yours + "differs from one process's clipped AdamW update on the averaged gradient (did you clip by the "
+         "global norm, with opt.ClipGradShard, before opt.StepShard()?)");
   }
-  for (int r = 0; r < env.world; ++r) {
-    if (r == env.rank || block_ok(got, want, r)) continue;
-    if (block_ok(got, Flat(MakeParams()), r) && updates == 1) {
-      Fail(Block(r, S) + " still holds the initial weights on this rank: the ranks never shared their updated "
-           "blocks (all-gather the shards into opt.flat_params())");
+  for (int r = 0; r < N; ++r) {
+    if (r == me || block_ok(got, want, r)) continue;
+    if (block_ok(got, Flat(MakeParams()), r)) {
+      Fail(when + ", " + Block(r, S) + " still holds the initial weights on this rank: the ranks never shared "
+           "their updated blocks (all-gather the shards into opt.flat_params(), after opt.StepShard())");
     }
-    Fail(Block(r, S) + " on this rank differs from rank " + std::to_string(r) + "'s update " + when +
-         ": every rank must end with every rank's updated block (all-gather)");
+    if (updates > 1 && block_ok(got, OneProcess(N, updates - 1, max_norm, average).first, r)) {
+      Fail(when + ", " + Block(r, S) + " on this rank holds rank " + std::to_string(r) +
+           "'s block from before the last update: all-gather after opt.StepShard(), not before");
+    }
+    Fail(when + ", " + Block(r, S) + " on this rank differs from rank " + std::to_string(r) +
+         "'s updated block: every rank must end with every rank's updated block (all-gather)");
   }
+
+  // The parameters are right; the returned norm (of the last update) is compared with what
+  // each mistake would return.
   if (std::abs(norm - want_norm) > 1e-5 * want_norm) {
-    char buf[200];
-    std::snprintf(buf, sizeof(buf),
-                  "ShardedStep returned %.6g, but the norm of the averaged gradient before clipping is %.6g: return "
-                  "what opt.ClipGradShard returns",
-                  norm, want_norm);
-    Fail(buf);
+    auto near = [&](double x) { return std::abs(norm - x) <= 1e-5 * std::abs(x) + 1e-9; };
+    const torch::Tensor mean = flat_mean(updates - 1);
+    const std::string returned = "ShardedStep returned " + Num(norm) + ", ";
+    if (near((mean * N).norm().item<double>())) {
+      Fail(returned + "the norm of the SUM of the ranks' gradients, not their mean (whose norm is " + Num(want_norm) +
+           "): divide the reduce-scattered shard by the world size (" + std::to_string(N) +
+           ") before clipping; clipping scaled the sum down, which is why the parameters still came out right");
+    }
+    if (near(want_norm * std::min(1.0, max_norm / (want_norm + 1e-6)))) {
+      Fail(returned + "the norm after clipping: return the norm before clipping (" + Num(want_norm) +
+           "), what opt.ClipGradShard returns");
+    }
+    if (near(shard(mean, me).norm().item<double>())) {
+      Fail(returned + "the norm of this rank's shard alone, not of the whole averaged gradient (" + Num(want_norm) +
+           "): clip with opt.ClipGradShard(pg, max_grad_norm), which all-reduces the squared shard norms, and return "
+           "what it returns");
+    }
+    if (near(want_norm / N)) {
+      Fail(returned + "the norm of the mean divided by the world size (" + std::to_string(N) +
+           ") once too often (the mean's is " + Num(want_norm) + "): divide the summed shard once");
+    }
+    if (near(want_norm * want_norm)) {
+      Fail(returned + "the squared norm: return the norm (" + Num(want_norm) + "), what opt.ClipGradShard returns");
+    }
+    Fail(returned + "but the norm of the averaged gradient before clipping is " + Num(want_norm) +
+         ": return what opt.ClipGradShard returns");
   }
 }
 

@@ -214,9 +214,25 @@ std::string Key(const std::string& package, const std::string& name) { return pa
 // task 3's answer.
 const char* const kReferenceOnlyPackages[] = {"common/ddp"};
 
+// Documents for the course staff only: the instructor guide lists the grader's mutants, its
+// points and how it recognises each mistake, which would turn the assignment into a checklist.
+const char* const kInstructorOnlyFiles[] = {"docs/instructor.md"};
+
+namespace {
+
+bool IsInstructorOnlyFile(const std::string& path) {
+  for (const char* file : kInstructorOnlyFiles) {
+    if (path == file) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 bool IsPrivatePath(const std::string& path) {
   auto parts = SplitPath(path);
   if (!parts.empty() && parts[0] == "grading") return true;
+  if (IsInstructorOnlyFile(path)) return true;
   for (const char* package : kReferenceOnlyPackages) {
     if (path.rfind(std::string(package) + "/", 0) == 0) return true;
   }
@@ -363,7 +379,9 @@ KitReport MakeStudentKit(const KitOptions& options) {
     }
     if (IsPrivatePath(f)) {
       private_files.insert(f);
-      report.left_out.push_back(f + (SplitPath(f)[0] == "grading" ? ": the grader" : ": a reference solution (or reference-only code)"));
+      report.left_out.push_back(f + (SplitPath(f)[0] == "grading" ? ": the grader"
+                                     : IsInstructorOnlyFile(f)  ? ": for the course staff only"
+                                                                : ": a reference solution (or reference-only code)"));
       // Every folder from the private one down is gone from the kit.
       auto parts = SplitPath(f);
       std::string dir;

@@ -1,5 +1,6 @@
 // The student release of the repository: every tracked file except the reference solutions
-// (each `reference/` folder), the grader (`grading/`), and whatever only they use.
+// (each `reference/` folder), the grader (`grading/`), the instructor guide
+// (`docs/instructor.md`, which lists the grader's mutants), and whatever only they use.
 //
 // BUILD files are edited in the copy, not in the repository: a rule that names a left-out
 // file or depends on a removed rule is removed too (with the comment lines right above it),
@@ -34,7 +35,8 @@ struct KitReport {
 KitReport MakeStudentKit(const KitOptions& options);
 
 // True for a path (relative, '/'-separated) the kit never contains: inside a `reference`
-// folder, grading/, or a reference-only package (common/ddp, the finished DDP of task 3).
+// folder, grading/, a reference-only package (common/ddp, the finished DDP of task 3), or an
+// instructor-only document (docs/instructor.md).
 bool IsPrivatePath(const std::string& path);
 
 // One top-level statement of a BUILD file, with the comment lines right above it.

@@ -117,6 +117,9 @@ TEST(IsPrivatePathTest, ReferenceFoldersAndTheGrader) {
   EXPECT_FALSE(IsPrivatePath("task2a/student/grad_sync.cc"));
   EXPECT_FALSE(IsPrivatePath("docs/reference"));  // a file, not a folder
   EXPECT_FALSE(IsPrivatePath("common/glue/reference_parity_test.cc"));
+  EXPECT_TRUE(IsPrivatePath("docs/instructor.md"));  // lists the grader's mutants
+  EXPECT_FALSE(IsPrivatePath("docs/handout/part1.md"));
+  EXPECT_FALSE(IsPrivatePath("docs/architecture.md"));
 }
 
 // A stage laid out as the course's are, and a package using the grader.
@@ -269,6 +272,9 @@ TEST_P(RealKitTest, NoReferenceSourceAndEveryStubIsThere) {
     }
   }
   EXPECT_GE(stages, 5u) << "part1_single, task2a, task2b, task3, task5 at least";
+  // The instructor guide lists the grader's mutants and how it names each mistake.
+  EXPECT_EQ(kit.count("docs/instructor.md"), 0u) << "the instructor guide is in the kit";
+  EXPECT_EQ(kit.count("docs/handout/part1.md"), 1u);
   for (const auto& f : kit) {
     EXPECT_EQ(f.find("reference/"), std::string::npos) << f;
     EXPECT_NE(f.rfind("grading/", 0), 0u) << f;
@@ -298,6 +304,13 @@ TEST_P(RealKitTest, NoReferenceSourceAndEveryStubIsThere) {
         ADD_FAILURE() << f << " carries two lines of " << hit->second << ": \n  " << lines[i] << "\n  " << lines[i + 1];
         break;
       }
+    }
+  }
+  // The handout is what students follow: every target it names must be in their kit. Checked
+  // on the working tree, which is what the next commit releases (HEAD may predate a fix).
+  if (GetParam().empty()) {
+    for (const auto& w : r.warnings) {
+      EXPECT_NE(w.rfind("docs/handout/", 0), 0u) << "the handout names a target the student kit lacks: " << w;
     }
   }
   std::printf("kit: %zu files, %zu left out, %zu rules removed, %zu reference files checked against it\n",

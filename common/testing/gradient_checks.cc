@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 
 namespace distlm::testing {
 namespace {
@@ -71,30 +72,90 @@ Grads AverageGrads(SmallNet& weights, int world, int k) {
   return sum;
 }
 
-void CheckAverage(const RankEnv& env, SmallNet& net, const Grads& want, const Grads& local, const std::string& when) {
+namespace {
+
+// Why a parameter's .grad is not the average, or "" when it is.
+std::string Diagnose(const RankEnv& env, const torch::Tensor& got, const torch::Tensor& want, const torch::Tensor& local,
+                     const std::vector<std::pair<const torch::Tensor*, const std::string*>>& known,
+                     int64_t collectives) {
+  if (!got.defined()) return ".grad is empty";
+  if (RelDiff(got, want) < 1e-5) return "";
+  if (RelDiff(got, want * env.world) < 1e-5) {
+    return "the sum over ranks, not the mean: divide by the number of ranks (" + std::to_string(env.world) + ")";
+  }
+  if (RelDiff(got, want / env.world) < 1e-5) return "the mean, divided by the number of ranks once too often";
+  for (const auto& [grad, diagnosis] : known) {
+    if (grad->defined() && RelDiff(got, *grad) < 1e-5) return *diagnosis;
+  }
+  if (RelDiff(got, local) < 1e-5) {
+    if (collectives == 0) return "still this rank's own gradient, not the average over ranks: no collective was called";
+    if (collectives > 0) {
+      return "still this rank's own gradient, not the average over ranks, though " + std::to_string(collectives) +
+             " collective(s) ran: their result never reached .grad (write it into p.grad() itself, e.g. with "
+             "copy_, not into a copy of it)";
+    }
+    return "still this rank's own gradient, not the average over ranks: was it communicated, waited for, and the "
+           "result written into .grad?";
+  }
+  // The division ran, on a .grad the collective's sum never reached: a copy was reduced, or the
+  // result was not waited for.
+  if (RelDiff(got, local / env.world) < 1e-5) {
+    return "this rank's own gradient divided by the number of ranks, not the average over ranks: the sum never "
+           "reached .grad before the division (reduce p.grad() itself, not a copy of it, and wait() before dividing)";
+  }
+  if (got.abs().max().item<double>() == 0) {
+    return "all zeros, not the average over ranks: what reached .grad was never filled with the gradients";
+  }
+  // The element furthest off, so the numbers shown are ones that differ.
+  const int64_t at = (got - want).abs().reshape(-1).argmax().item<int64_t>();
+  char buf[300];
+  std::snprintf(buf, sizeof(buf),
+                "differs from the average over ranks by %.3g (relative; element %lld is %.6g, expected %.6g): was a "
+                "collective's result read or divided before its wait()?",
+                RelDiff(got, want), static_cast<long long>(at), got.reshape(-1)[at].item<double>(),
+                want.reshape(-1)[at].item<double>());
+  return buf;
+}
+
+// What the task asks each collective for, after "never called OP, which this task asks for".
+std::string OpHint(const std::string& op) {
+  if (op == "gather") return ": every rank's gradients go to rank 0 with gather";
+  if (op == "scatter") return ": rank 0 sends the average back to every rank with scatter";
+  if (op == "allreduce") return ": all-reduce every .grad (SUM), then divide by the number of ranks";
+  return "";
+}
+
+}  // namespace
+
+void CheckAverage(const RankEnv& env, SmallNet& net, const Grads& want, const Grads& local, const std::string& when,
+                  int64_t collectives, const std::vector<KnownMistake>& known) {
+  std::string first_name, first_why;
+  int checked = 0, averaged = 0;
   for (const auto& p : net->named_parameters()) {
     const std::string& name = p.key();
-    const torch::Tensor got = p.value().grad();
-    const std::string where = "parameter " + name + " " + when + ": ";
-    if (!got.defined()) Fail(where + ".grad is empty");
     const torch::Tensor& w = want.at(name);
-    if (!w.defined()) continue;
-    if (RelDiff(got, w) < 1e-5) continue;
-    if (RelDiff(got, w * env.world) < 1e-5) {
-      Fail(where + "the sum over ranks, not the mean: divide by the number of ranks (" + std::to_string(env.world) + ")");
+    if (!w.defined()) continue;  // no gradient expected (a parameter the loss does not use)
+    std::vector<std::pair<const torch::Tensor*, const std::string*>> candidates;
+    for (const auto& k : known) {
+      auto it = k.grads.find(name);
+      if (it != k.grads.end()) candidates.emplace_back(&it->second, &k.diagnosis);
     }
-    if (RelDiff(got, w / env.world) < 1e-5) Fail(where + "the mean, divided by the number of ranks once too often");
-    if (RelDiff(got, local.at(name)) < 1e-5) {
-      Fail(where + "still this rank's own gradient, not the average over ranks: was it communicated, waited for, "
-                   "and the result written into .grad?");
+    const std::string why = Diagnose(env, p.value().grad(), w, local.at(name), candidates, collectives);
+    ++checked;
+    if (why.empty()) {
+      ++averaged;
+    } else if (first_name.empty()) {
+      first_name = name;
+      first_why = why;
     }
-    if (got.abs().max().item<double>() == 0) Fail(where + "all zeros");
-    char buf[200];
-    std::snprintf(buf, sizeof(buf),
-                  "differs from the average over ranks by %.3g (relative; first element %.6g, expected %.6g)",
-                  RelDiff(got, w), got.reshape(-1)[0].item<double>(), w.reshape(-1)[0].item<double>());
-    Fail(where + buf);
   }
+  if (first_name.empty()) return;
+  // A loop that stops early or skips some parameters: the others being right is the clue.
+  if (averaged > 0 && first_why.rfind("still this rank's own gradient", 0) == 0) {
+    first_why = "still this rank's own gradient, not the average over ranks, while " + std::to_string(averaged) +
+                " of the " + std::to_string(checked) + " parameters hold the average: synchronise every parameter";
+  }
+  Fail("parameter " + first_name + " " + when + ": " + first_why);
 }
 
 void CheckGradientSync(RankEnv& env, const GradSyncFn& sync, const std::vector<std::string>& required,
@@ -107,17 +168,24 @@ void CheckGradientSync(RankEnv& env, const GradSyncFn& sync, const std::vector<s
     env.counting->TakeStats();
     sync(*env.pg, net->parameters());
     std::map<std::string, int> ops;
-    for (const auto& r : env.counting->TakeStats().records) ++ops[r.op];
-    CheckAverage(env, net, want, local, when);
-    for (const auto& op : required) {
-      if (ops[op] == 0) Fail("update " + std::to_string(update) + " never called " + op + ", which this task asks for");
+    int64_t calls = 0;
+    for (const auto& r : env.counting->TakeStats().records) {
+      ++ops[r.op];
+      ++calls;
     }
+    // A forbidden collective first: it is usually what replaced the missing one.
     for (const auto& op : forbidden) {
       if (ops[op] > 0) {
         Fail("update " + std::to_string(update) + " called " + op + " " + std::to_string(ops[op]) +
              " time(s); this task must do without it");
       }
     }
+    for (const auto& op : required) {
+      if (ops[op] == 0) {
+        Fail("update " + std::to_string(update) + " never called " + op + ", which this task asks for" + OpHint(op));
+      }
+    }
+    CheckAverage(env, net, want, local, when, calls);
     StepBoth(net, ref, want);
   }
 }

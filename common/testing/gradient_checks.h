@@ -46,13 +46,25 @@ Grads LocalGrads(SmallNet& weights, int rank, int k);
 // The average over `world` ranks of LocalGrads.
 Grads AverageGrads(SmallNet& weights, int world, int k);
 
-// Fail()s, naming the parameter, unless every .grad of `net` equals `want` (1e-5 relative);
-// says when it looks like the sum, the mean divided twice, this rank's own gradient or zeros.
-void CheckAverage(const RankEnv& env, SmallNet& net, const Grads& want, const Grads& local, const std::string& when);
+// A wrong synchronisation the caller can compute, and what to tell a student whose .grad
+// equals it: e.g. the average of gradients taken at each rank's own initial weights.
+struct KnownMistake {
+  Grads grads;
+  std::string diagnosis;  // the message after "parameter P <when>: "
+};
+
+// Fail()s, naming the parameter, unless every .grad of `net` equals `want` (1e-5 relative).
+// A wrong .grad is compared with what the usual mistakes would leave there, computed here or
+// given in `known`: the sum, the mean divided twice, this rank's own gradient (told apart by
+// `collectives`, the collectives the synchronisation called, when >= 0: nothing sent, or a
+// result that never reached .grad), zeros; when only some parameters are wrong, says how many.
+void CheckAverage(const RankEnv& env, SmallNet& net, const Grads& want, const Grads& local, const std::string& when,
+                  int64_t collectives = -1, const std::vector<KnownMistake>& known = {});
 
 // Tasks 2a/2b: two updates of SmallNet with `sync` after each backward, on the ranks of env:
-// every .grad must be the average (CheckAverage), each update must call every op of
-// `required` and none of `forbidden` (e.g. {"gather", "scatter"} and {"allreduce"}).
+// each update must call none of `forbidden` and every op of `required` (e.g. {"allreduce"}
+// and {"gather", "scatter"}), checked first because a wrong or missing collective explains a
+// wrong gradient; then every .grad must be the average (CheckAverage).
 using GradSyncFn = std::function<void(c10d::ProcessGroup&, const std::vector<torch::Tensor>&)>;
 void CheckGradientSync(RankEnv& env, const GradSyncFn& sync, const std::vector<std::string>& required,
                        const std::vector<std::string>& forbidden);

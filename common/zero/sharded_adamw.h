@@ -2,15 +2,16 @@
 //
 // At construction every parameter becomes a view of one flat float32 buffer (FlatLayout: in
 // registration order, padded to a multiple of the world size), and every parameter's .grad a
-// view of a second one, so backward writes straight into the flat gradient and an all-gather
-// into the flat parameters updates the model with no copy. The rank then keeps, for its shard
-// [rank * S, (rank + 1) * S) only:
-//   - grad_shard(): S floats, the averaged gradient of the shard (the reduce-scatter's output);
+// view of a second one, so backward writes straight into the flat gradient, and whatever is
+// written into the flat parameters is the model's parameters, with no copy. Of the N * S
+// elements, the rank owns the shard [rank * S, (rank + 1) * S) and keeps, for it only:
+//   - grad_shard(): S floats of its own (not a view of flat_grad), the gradient StepShard
+//     reads; the class never fills it from flat_grad;
 //   - AdamW's exp_avg and exp_avg_sq for the shard's real elements (not the padding): 1/N of
 //     what BertAdamW holds for the whole model. This is the memory ZeRO saves.
-// One update (task5/sharded_step.h is the student's part): reduce-scatter flat_grad into
-// grad_shard and divide by N, ClipGradShard (the global norm: squared shard norms
-// all-reduced), StepShard, all-gather param_shard into flat_params.
+// The class holds the buffers and does the arithmetic of one rank. Of its methods only
+// ClipGradShard and GatherState communicate (a norm, the optimizer state); moving gradients
+// and parameters between ranks is the caller's, in task5/sharded_step.h.
 // StepShard runs train::BertAdamW itself over the shard's pieces of each parameter (named as
 // the parameter, so weight decay skips biases and LayerNorm weights exactly as for the whole
 // model): the same arithmetic, eps before the bias correction included, in one place.
