@@ -14,6 +14,7 @@ Every rank trains on the same random batch (the values do not change the time).
 """
 import argparse
 import datetime
+import gc
 import json
 import os
 import socket
@@ -49,6 +50,7 @@ def worker(rank, a, port):
     # The timeout bounds joining the group (a rank that never starts) and every collective after.
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=a.world_size, timeout=datetime.timedelta(seconds=a.timeout_s))
+    ddp = None
     try:
         model, params, opt, batch = build(a)
         ddp = DistributedDataParallel(model, bucket_cap_mb=BUCKET_CAP_MB)
@@ -71,6 +73,15 @@ def worker(rank, a, port):
                 "dropout": a.dropout, "steps": a.steps,
                 "torch": torch.__version__, "transformers": transformers.__version__}), flush=True)
     finally:
+        # DDP first, while the group registry still holds the process group; then the group,
+        # whose last reference the registry drops through the group's Python binding, which
+        # releases the GIL while ~ProcessGroupGloo joins Gloo's worker threads. The other way
+        # round, DDP's C++ Reducer drops the last reference when the frame is cleared, holding
+        # the GIL, while a worker thread may still be releasing the last all_reduce's tensor
+        # and wait for the GIL: a deadlock (torch 2.11 under load: a rank hung at exit for
+        # minutes after rank 0 had printed its JSON; gdb showed exactly those two threads).
+        ddp = None
+        gc.collect()
         dist.destroy_process_group()
 
 

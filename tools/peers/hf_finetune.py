@@ -34,6 +34,8 @@ import torch
 import transformers
 from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
 
+transformers.utils.logging.disable_progress_bar()  # one summary line per program, no bars
+
 LABELS = ["entailment", "not_entailment"]  # distlm's RteProcessor.GetLabels()
 
 

@@ -7,6 +7,6 @@ if [ $# -lt 3 ]; then
   echo "usage: tools/peers/hf_tokenize.sh VOCAB RTE_DIR OUT_DIR [--reference_dir=DIR]" >&2
   exit 2
 fi
-here=$(cd "$(dirname "$0")" && pwd)
+here=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
 python=$("$here/setup.sh" | tail -1)
 exec "$python" "$here/hf_tokenize.py" "$@"

@@ -26,6 +26,8 @@ import transformers
 from safetensors.torch import load_file, save_file
 from transformers import ViTConfig, ViTForImageClassification
 
+transformers.utils.logging.disable_progress_bar()  # one summary line per program, no bars
+
 STEPS, LR = 12, 1e-3
 
 # transformers 5 names ViT's modules in memory otherwise than in its checkpoints, which keep the
@@ -54,7 +56,9 @@ def checkpoint_names(model, saved):
 
 
 def main():
-    out = sys.argv[1]
+    if len(sys.argv) != 2 or sys.argv[1].startswith("-"):
+        sys.exit("usage: hf_vit_dump.py OUT (see the top of the file)")
+    out = sys.argv[1].rstrip("/")
     tmp = out + ".partial"
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)

@@ -14,11 +14,14 @@ import argparse
 import json
 import os
 import sys
+import warnings
 
 import torch
 import pytorch_transformers
 from pytorch_transformers import AdamW, BertConfig, BertForSequenceClassification
 
+# The library's AdamW calls add_(scalar, tensor), deprecated since torch 1.5: one warning per run.
+warnings.filterwarnings("ignore", message="This overload of add_ is deprecated")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from step_common import PRESETS, VOCAB, forward_flops, median, random_batch, step_line, timed_step  # noqa: E402  (sibling module)
 

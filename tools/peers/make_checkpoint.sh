@@ -7,6 +7,6 @@ if [ $# -lt 2 ]; then
   echo "usage: tools/peers/make_checkpoint.sh OUT_DIR --preset=tiny|mid|base [--seed=N ...]" >&2
   exit 2
 fi
-here=$(cd "$(dirname "$0")" && pwd)
+here=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
 python=$("$here/setup.sh" | tail -1)
 exec "$python" "$here/make_checkpoint.py" "$@"

@@ -13,9 +13,10 @@
 # (tools/peers/setup.sh) and ../shared/reference; prints OUT_ROOT on its last line. Point the tests
 # at it with DISTLM_PEERS_DIR=OUT_ROOT (./distlm test uses the default location by itself).
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
+here=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-root=${1:-${DISTLM_PEERS_DIR:-${DISTLM_CACHE:-$HOME/.cache/distlm}/peers-out}}
+home=${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}
+root=${1:-${DISTLM_PEERS_DIR:-${DISTLM_CACHE:-$home/.cache/distlm}/peers-out}}
 shared=${DISTLM_SHARED_DIR:-$repo/../shared}/reference
 [ -d "$shared" ] || shared=${DISTLM_SHARED_DIR:-}
 if [ ! -f "$shared/README.md" ]; then

@@ -2,18 +2,22 @@
 # The peer harness's Python: a virtual environment in the cache, outside the checkout, with
 # pinned HuggingFace transformers, tokenizers and safetensors, over the same torch the C++ line
 # builds against (tools/torch_wheel.sh's install, put on the path, not installed twice).
-# Prints the environment's python on its last line. Needed only by tools/peers and benchmarks,
-# never by ./distlm run or ./distlm test.
+# Prints the environment's python on its last line. Needed only by tools/peers and benchmarks
+# (./distlm test through //tools/peers:smoke_test, which skips where PyPI is unreachable), never by
+# ./distlm run.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$(readlink -f "$0")")/../.."
 
 TORCH=${DISTLM_PEERS_TORCH:-2.11.0}
 TRANSFORMERS=5.24.0
 TOKENIZERS=0.23.3
 SAFETENSORS=0.8.0
 
+# The cache in the user's home also where HOME is unset (a Bazel test); torch_wheel.sh reads it too.
+home=${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}
+export DISTLM_CACHE=${DISTLM_CACHE:-$home/.cache/distlm}
+cache=$DISTLM_CACHE
 torch_root=$(tools/torch_wheel.sh "$TORCH" | tail -1)
-cache=${DISTLM_CACHE:-$HOME/.cache/distlm}
 venv="$cache/peers-torch$TORCH-transformers$TRANSFORMERS"
 if [ ! -f "$venv/.complete" ]; then
   rm -rf "$venv"

@@ -2,9 +2,12 @@
 # The 2019 peer on distlm's default LibTorch: Debian's python3-torch (1.13.1, the same libtorch
 # and OpenBLAS as libtorch-dev) and pytorch_transformers 1.2.0 (the library the project's
 # reference values come from) in a virtual environment in the cache that sees the system's
-# torch. Prints the environment's python on its last line. Benchmarks only.
+# torch. Prints the environment's python on its last line. Benchmarks only (and
+# //tools/peers:smoke_test).
 set -euo pipefail
-cache=${DISTLM_CACHE:-$HOME/.cache/distlm}
+# The cache in the user's home also where HOME is unset (a Bazel test).
+home=${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}
+cache=${DISTLM_CACHE:-$home/.cache/distlm}
 venv="$cache/peers-torch1.13-pytorch_transformers1.2.0"
 # Debian's interpreter by path: a python3 earlier on PATH (pyenv, a venv) does not see Debian's torch.
 python=/usr/bin/python3
