@@ -13,6 +13,10 @@
 //   p -= lr * weight_decay * p                     (first)
 //   m = lerp(m, g, 1 - b1);  v = b2 v + (1 - b2) g^2
 //   p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+//
+// AdamWKernel says how a step is computed; every kernel computes the formulas above, and they
+// differ only in float32 rounding (which operations round, and whether ATen fuses a multiply
+// and an add): optim_test states the bounds.
 #pragma once
 
 #include <string>
@@ -22,6 +26,23 @@
 #include <torch/torch.h>
 
 namespace distlm::train {
+
+// How Step runs.
+enum class AdamWKernel {
+  // The fastest measured (BertAdamW::KernelFor has the numbers): torch_semantics on LibTorch
+  // >= 2.4 kFused; otherwise kLoop on the host, kForeach on a GPU.
+  kAuto,
+  // distlm's own host loop: one pass over p, g, m, v per element, one parallel region for all
+  // parameters. Host float32 contiguous tensors only; the others take kForeach.
+  kLoop,
+  // ATen's multi-tensor _foreach_* operations over each weight-decay group, operation for
+  // operation the reference library's (or torch.optim.AdamW(foreach=True)'s) tensor ops. On
+  // CUDA each is one multi-tensor launch; on CPU ATen runs them tensor by tensor, a pass each.
+  kForeach,
+  // ATen's _fused_adamw_ (torch.optim.AdamW(fused=True)): torch_semantics on LibTorch >= 2.4
+  // (its CPU kernel) only; elsewhere kForeach. See BertAdamW::HasFused.
+  kFused,
+};
 
 struct AdamWOptions {
   double lr = 5e-5;
@@ -33,6 +54,7 @@ struct AdamWOptions {
   // false: pytorch_transformers 1.2's AdamW (distlm's default, `--optim=bert_adamw`);
   // true: torch.optim.AdamW (`--optim=adamw_torch`). See the top of this file.
   bool torch_semantics = false;
+  AdamWKernel kernel = AdamWKernel::kAuto;
 };
 
 class BertAdamW {
@@ -58,6 +80,10 @@ class BertAdamW {
 
   // True for names that get weight decay (not "bias", not "LayerNorm.weight").
   static bool DecayApplies(const std::string& name);
+  // Whether this LibTorch has _fused_adamw_ for tensors on `device` (kFused for torch_semantics).
+  static bool HasFused(const torch::Device& device);
+  // The kernel Step uses for a parameter (kLoop, kForeach or kFused): options.kernel resolved.
+  AdamWKernel KernelFor(const torch::Tensor& p) const;
 
   // Optimizer state (exp_avg, exp_avg_sq per parameter, and the step), for snapshots.
   struct State {
@@ -72,19 +98,26 @@ class BertAdamW {
   const std::vector<std::pair<std::string, torch::Tensor>>& params() const { return params_; }
 
  private:
-  // One parameter's torch.optim.AdamW update (torch_semantics); decays: it gets weight decay.
-  void StepTorch(torch::Tensor& p, const torch::Tensor& g, torch::Tensor& m, torch::Tensor& v, bool decays);
+  // One kernel's update of a group of parameters that all decay or all do not.
+  struct Group {
+    std::vector<torch::Tensor> p, g, m, v;
+  };
+  void StepForeach(Group& group, bool decays);
+  void StepFused(Group& group, bool decays);
 
   std::vector<std::pair<std::string, torch::Tensor>> params_;
   std::vector<bool> decay_;
   AdamWOptions options_;
   State state_;
   int64_t step_ = 0;
+  torch::Tensor step_tensor_;  // _fused_adamw_'s step count (a float32 scalar on the device)
 };
 
 // Scales gradients so their global L2 norm is at most max_norm, as torch.nn.utils.
-// clip_grad_norm_: total = ||(||g_1||, ..., ||g_n||)||, coef = max_norm / (total + 1e-6), applied
-// when coef < 1. Returns the norm before clipping. max_norm <= 0 only measures.
+// clip_grad_norm_(foreach=True): total = ||(||g_1||, ..., ||g_n||)|| (_foreach_norm, then the
+// norm of the stacked norms), coef = max_norm / (total + 1e-6) in float32, every gradient
+// multiplied by it (one _foreach_mul_) when coef < 1. Returns the norm before clipping.
+// max_norm <= 0 only measures.
 double ClipGradNorm(const std::vector<torch::Tensor>& params, double max_norm);
 
 }  // namespace distlm::train

@@ -1,5 +1,8 @@
 #include "common/zero/sharded_adamw.h"
 
+#include <ATen/Parallel.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -82,12 +85,32 @@ void ShardedAdamW::AdoptGradients() {
 double ShardedAdamW::ShardSquaredNorm() const {
   // In double: a float32 sum over a whole shard drifts ~1e-6 from the reference's norm of
   // per-parameter norms, close to the grader's 1e-5; in double it stays at float rounding.
-  // A plain loop on the host, because a double copy of the shard would cost 2x its memory
-  // every update; on a GPU the copy is the cheap way.
+  // A loop on the host, because a double copy of the shard would cost 2x its memory every
+  // update; on a GPU the copy is the cheap way.
   if (!grad_shard_.device().is_cpu()) return grad_shard_.to(torch::kDouble).square().sum().item<double>();
+  // Blocks of fixed size summed in parallel, each with 8 running sums (one sum is a chain of
+  // dependent adds: ~4 cycles an element), then the block sums in order: one pass at memory
+  // speed, and the same number whatever the thread count.
   const float* g = grad_shard_.data_ptr<float>();
+  const int64_t n = grad_shard_.numel();
+  constexpr int64_t kBlock = 1 << 16;
+  std::vector<double> block_sums((n + kBlock - 1) / kBlock, 0.0);
+  at::parallel_for(0, static_cast<int64_t>(block_sums.size()), 1, [&](int64_t first, int64_t last) {
+    for (int64_t b = first; b < last; ++b) {
+      const int64_t begin = b * kBlock, end = std::min(n, begin + kBlock);
+      double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      int64_t i = begin;
+      for (; i + 8 <= end; i += 8) {
+        for (int j = 0; j < 8; ++j) lanes[j] += static_cast<double>(g[i + j]) * g[i + j];
+      }
+      for (; i < end; ++i) lanes[0] += static_cast<double>(g[i]) * g[i];
+      double sum = 0;
+      for (double lane : lanes) sum += lane;
+      block_sums[b] = sum;
+    }
+  });
   double sum = 0;
-  for (int64_t i = 0, n = grad_shard_.numel(); i < n; ++i) sum += static_cast<double>(g[i]) * g[i];
+  for (double s : block_sums) sum += s;
   return sum;
 }
 
