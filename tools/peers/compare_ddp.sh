@@ -85,15 +85,9 @@ if bad:
     sys.exit(f"tools/peers/compare_ddp.sh: {sys.argv[1]} is not --model={model}'s shape: has {bad}, needs "
              + str({k: want[k] for k in bad}))
 PY
-# The libtorch_cpu a binary or the peer's torch loads, resolved (empty if ldd cannot tell).
-torch_cpu_of() { { ldd "$1" 2>/dev/null || true; } | awk '/libtorch_cpu/ { print $3; exit }' | xargs -r readlink -f; }
-cpp_lib=$(torch_cpu_of "$bin/task3/reference")
-peer_lib=$(torch_cpu_of "$("$python" -c 'import torch._C; print(torch._C.__file__)' || true)")
-same=false
-[ -n "$cpp_lib" ] && [ "$cpp_lib" = "$peer_lib" ] && same=true
-if [ "$same" != true ]; then
-  echo "tools/peers/compare_ddp.sh: WARNING: $bin/task3/reference loads ${cpp_lib:-an unknown libtorch_cpu}, the peer ${peer_lib:-an unknown one}: not the same torch (build task 3 on the wheel's LibTorch)" >&2
-fi
+# shellcheck source=tools/peers/same_torch.sh
+. "$here/same_torch.sh"
+same=$(same_torch tools/peers/compare_ddp.sh "$bin/task3/reference" "$python" "build task 3 on the wheel's LibTorch")
 work=$(mktemp -d "${TMPDIR:-/tmp}/distlm_compare_ddp.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 

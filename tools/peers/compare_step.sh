@@ -58,15 +58,9 @@ if [ -z "$bench" ]; then
   bazel build //part1_single:bench >&2
   bench=$PWD/bazel-bin/part1_single/bench
 fi
-# The libtorch_cpu a binary or the peer's torch loads, resolved (empty if ldd cannot tell).
-torch_cpu_of() { { ldd "$1" 2>/dev/null || true; } | awk '/libtorch_cpu/ { print $3; exit }' | xargs -r readlink -f; }
-cpp_lib=$(torch_cpu_of "$bench")
-peer_lib=$(torch_cpu_of "$("$python" -c 'import torch._C; print(torch._C.__file__)' || true)")
-same=false
-[ -n "$cpp_lib" ] && [ "$cpp_lib" = "$peer_lib" ] && same=true
-if [ "$same" != true ]; then
-  echo "tools/peers/compare_step.sh: WARNING: $bench loads ${cpp_lib:-an unknown libtorch_cpu}, the peer ${peer_lib:-an unknown one}: not the same torch (build the bench on the line's LibTorch)" >&2
-fi
+# shellcheck source=tools/peers/same_torch.sh
+. "$here/same_torch.sh"
+same=$(same_torch tools/peers/compare_step.sh "$bench" "$python" "build the bench on the line's LibTorch")
 # Runs a timer, copies its lines to stderr, prints its last (JSON) line. (Not `tee /dev/stderr`:
 # with stderr sent to a file, that reopens the file and writes over what is there.)
 json_of() {
