@@ -8,6 +8,7 @@
 // losses are compared with the grader's own single-node run. A readable summary goes to
 // stdout, progress to stderr. Exit 0 once graded (whatever the score), 1 when the grader
 // itself failed (results.json then says so), 2 for bad flags.
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -131,8 +132,12 @@ int Main(int argc, char** argv) {
   config.recognise_mistakes = absl::GetFlag(FLAGS_recognise_mistakes);
   config.work_root = distlm::FromUserWorkingDirectory(absl::GetFlag(FLAGS_work_dir));
   config.keep_work = absl::GetFlag(FLAGS_keep_work);
-  config.progress = [](const std::string& line) {
-    std::fprintf(stderr, "autograde: %s\n", line.c_str());
+  // Each line with the seconds since the grading began, so a log shows where its time went
+  // (the kit's builds, each task's runs).
+  const auto started = std::chrono::steady_clock::now();
+  config.progress = [started](const std::string& line) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    std::fprintf(stderr, "autograde: [%4.0f s] %s\n", s, line.c_str());
     std::fflush(stderr);
   };
 

@@ -134,13 +134,18 @@ class HostileSubmissionTest : public ::testing::Test {
   const std::vector<std::string> flags_ = {"--run_timeout_s=20", "--recognise_mistakes=false", "--disk_limit_gib=1"};
 };
 
-TEST_F(HostileSubmissionTest, ReadingSecretsForgingResultsAndFillingTheDiskGetNothing) {
+// Each grading costs a kit, two Bazel builds and a run of every task (~20 s before any task
+// runs), so each task of a grading carries an attack of its own: four gradings (the build that
+// never ends needs its own, with a short build limit), not the five there were.
+TEST_F(HostileSubmissionTest, ReadingSecretsForgingResultsFillingTheDiskAndASegfaultAtRankTwo) {
   const std::string dir = testing::MakeTempDir("hostile_a");
   const std::string results_dir = testing::MakeTempDir("results");
   WriteFileMakingDirs(results_dir + "/secret.txt", "TOP SECRET GRADER FILE\n");
   const std::string grader = testing::Runfile("grading/autograde");
-  // task2a is a correct solution: the jail must not cost it anything.
-  Put(dir, "task2a", ReadFileOrEmpty(Checkout() + "/task2a/reference/grad_sync.cc"));
+  // Part 1 is a correct solution: the jail must not cost it anything.
+  WriteFileMakingDirs(dir + "/part1/train_step.cc", ReadFileOrEmpty(Checkout() + "/part1_single/reference/train_step.cc"));
+  // task2a dies of a segfault at rank 2.
+  Put(dir, "task2a", WithStartup("task2a", "  if (hostile::Rank() == 2) raise(SIGSEGV);"));
   // task2b reads what the grader has: reference sources, the grader, its results, its own runs.
   Put(dir, "task2b", WithStartup("task2b", R"(
   if (hostile::Rank() == 0) {
@@ -183,7 +188,11 @@ TEST_F(HostileSubmissionTest, ReadingSecretsForgingResultsAndFillingTheDiskGetNo
   Graded g = GradeWithCommand(dir, flags_, results_dir);
   ExpectValidResults(g);
   const nlohmann::json& r = g.results;
-  EXPECT_EQ(StageScore(r, "task2a"), 15) << StageOutput(r, "task2a");
+  EXPECT_EQ(StageScore(r, "part1"), 10) << StageOutput(r, "part1");
+  const std::string segv = StageOutput(r, "task2a");
+  EXPECT_EQ(StageScore(r, "task2a"), 0) << segv;
+  EXPECT_NE(segv.find("SIGSEGV"), std::string::npos) << segv;
+  EXPECT_NE(segv.find("rank 2"), std::string::npos) << segv;
 
   const std::string reads = StageOutput(r, "task2b");
   EXPECT_EQ(StageScore(r, "task2b"), 0) << reads;
@@ -209,7 +218,9 @@ TEST_F(HostileSubmissionTest, ReadingSecretsForgingResultsAndFillingTheDiskGetNo
       << r["output"];
 }
 
-TEST_F(HostileSubmissionTest, AForkBombADeadlockAFloodOfOutputAndIgnoringSigtermEndInTime) {
+// Task 5 here is also the sleeper (it waits for nothing and ignores SIGTERM). Part 1 stays
+// out: a submitted part 1 is compiled into every task, so a hang there would hang them all.
+TEST_F(HostileSubmissionTest, AForkBombADeadlockAFloodOfOutputAndASleeperIgnoringSigtermEndInTime) {
   const std::string dir = testing::MakeTempDir("hostile_b");
   Put(dir, "task2a", WithStartup("task2a", "  for (;;) fork();"));
   // Rank 0 never joins the all-reduce the others wait in (it waits for nothing instead; a rank
@@ -243,20 +254,6 @@ TEST_F(HostileSubmissionTest, AForkBombADeadlockAFloodOfOutputAndIgnoringSigterm
   EXPECT_LT(r.dump().size(), 200u * 1024) << "100 MB of output must not reach results.json";
 }
 
-TEST_F(HostileSubmissionTest, ASleeperAndASegfaultAtRankTwo) {
-  const std::string dir = testing::MakeTempDir("hostile_c");
-  Put(dir, "task2a", WithStartup("task2a", "  for (;;) sleep(1000);"));
-  Put(dir, "task2b", WithStartup("task2b", "  if (hostile::Rank() == 2) raise(SIGSEGV);"));
-  Graded g = GradeWithCommand(dir, flags_);
-  ExpectValidResults(g);
-  const nlohmann::json& r = g.results;
-  EXPECT_EQ(r["score"].get<double>(), 0) << g.output;
-  EXPECT_NE(StageOutput(r, "task2a").find("no progress within 20 s"), std::string::npos) << StageOutput(r, "task2a");
-  const std::string segv = StageOutput(r, "task2b");
-  EXPECT_NE(segv.find("SIGSEGV"), std::string::npos) << segv;
-  EXPECT_NE(segv.find("rank 2"), std::string::npos) << segv;
-}
-
 TEST_F(HostileSubmissionTest, ABuildThatNeverEndsIsStopped) {
   const std::string dir = testing::MakeTempDir("hostile_d");
   // Constant evaluation that takes hours, in little memory.
@@ -276,11 +273,11 @@ long table[] = {HOSTILE_R10(1) HOSTILE_R10(2) HOSTILE_R10(3)};
 }  // namespace hostile
 )");
   std::vector<std::string> flags = flags_;
-  flags.push_back("--build_timeout_s=60");
+  flags.push_back("--build_timeout_s=20");  // any limit stops it; a short one costs less
   Graded g = GradeWithCommand(dir, flags);
   ExpectValidResults(g);
   const std::string build = Named(g.results, "task3: builds")["output"];
-  EXPECT_NE(build.find("the build did not finish within 60 s and was stopped"), std::string::npos) << build;
+  EXPECT_NE(build.find("the build did not finish within 20 s and was stopped"), std::string::npos) << build;
   EXPECT_EQ(g.results["score"].get<double>(), 0);
 }
 

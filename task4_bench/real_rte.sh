@@ -8,10 +8,15 @@
 # seconds for part 1 and transformers, about 45 s per epoch for 4 ranks sharing the GPU.
 #
 #   task4_bench/real_rte.sh [--data_dir=DIR] [--out=DIR] [--device=cpu|cuda] [--epochs=3]
-#                           [--stages=part1,transformers,task2b,task3] [--max_steps=N]
-#                           [-- EXTRA DISTLM FLAGS...]
+#                           [--learning_rate=2e-5] [--stages=part1,transformers,task2b,task3]
+#                           [--max_steps=N] [--sweep] [-- EXTRA DISTLM FLAGS...]
 #
 # --max_steps=N stops every stage after N updates (a quick look at the pipeline, not a result).
+# --sweep first runs part 1 over a grid (learning rate 2e-5, 5e-5, 1e-4; 3 and 5 epochs; each
+# its own run, as the learning rate decays to 0 over the run's length), prints the grid's table
+# (dev accuracy per epoch of every setting, OUT/sweep/table.md), then runs the stages at the
+# setting with the best last-epoch dev accuracy (ties: the fewer epochs, then the smaller rate).
+# Six part-1 runs, 24 epochs: about 4 hours on 2 CPU cores, minutes on a GPU.
 #
 # Prints two tables: dev accuracy per epoch of every stage (and the published figure: none was
 # found for this checkpoint), and, from 20 more updates of every stage with dropout off, the
@@ -30,7 +35,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 checkout=$(pwd)
 
-data_dir="" out="" stages=part1,transformers,task2b,task3 epochs=3 device=cpu max_steps=-1
+data_dir="" out="" stages=part1,transformers,task2b,task3 epochs=3 device=cpu max_steps=-1 lr=2e-5 sweep=0
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -38,10 +43,12 @@ while [ $# -gt 0 ]; do
     --out=*) out=${1#--out=} ;;
     --stages=*) stages=${1#--stages=} ;;
     --epochs=*) epochs=${1#--epochs=} ;;
+    --learning_rate=*) lr=${1#--learning_rate=} ;;
+    --sweep) sweep=1 ;;
     --max_steps=*) max_steps=${1#--max_steps=} ;;
     --device=cpu | --device=cuda) device=${1#--device=} ;;
     --) shift; extra=("$@"); break ;;
-    *) echo "usage: $0 [--data_dir=DIR] [--out=DIR] [--device=cpu|cuda] [--epochs=N] [--stages=part1,transformers,task2b,task3] [--max_steps=N] [-- FLAGS...]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--data_dir=DIR] [--out=DIR] [--device=cpu|cuda] [--epochs=N] [--learning_rate=LR] [--stages=part1,transformers,task2b,task3] [--max_steps=N] [--sweep] [-- FLAGS...]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -70,8 +77,27 @@ if [ "$device" = cuda ]; then
 fi
 
 bazel build //part1_single:reference //task2b:reference //task3:reference //tools:launch >&2
+if [ "$sweep" -eq 1 ]; then
+  mkdir -p "$out/sweep"
+  for e in 3 5; do
+    for r in 2e-5 5e-5 1e-4; do
+      dir="$out/sweep/lr${r}_ep$e" start=$(date +%s)
+      bazel-bin/part1_single/reference --model_name_or_path="$init" --do_lower_case=true --data_dir="$data_dir" \
+        --max_seq_length=128 --pad_to_max_length=false --learning_rate="$r" --num_train_epochs="$e" \
+        --max_steps="$max_steps" --seed=42 --optim=adamw_torch --logging_steps=50 --overwrite_output_dir \
+        --device="$device" --per_gpu_train_batch_size=8 --output_dir="$dir" "${extra[@]}" >"$dir.log" 2>&1 ||
+        { tail -20 "$dir.log"; echo "real_rte: the sweep's run lr $r, $e epochs failed" >&2; exit 1; }
+      echo "real_rte: sweep lr $r, $e epochs took $(($(date +%s) - start)) s ($dir.log)" >&2
+    done
+  done
+  "$python" task4_bench/real_rte_table.py --sweep "$out/sweep" | tee "$out/sweep/table.md"
+  best=$(sed -n 's/^best: lr \([^ ]*\), \([0-9]*\) epochs.*/\1 \2/p' "$out/sweep/table.md")
+  [ -n "$best" ] || { echo "real_rte: the sweep gave no best setting (see $out/sweep)" >&2; exit 1; }
+  read -r lr epochs <<<"$best"
+  echo "real_rte: the stages at the sweep's best: learning rate $lr, $epochs epochs" >&2
+fi
 flags=(--model_name_or_path="$init" --do_lower_case=true --data_dir="$data_dir" --max_seq_length=128
-  --pad_to_max_length=false --learning_rate=2e-5 --num_train_epochs="$epochs" --max_steps="$max_steps" --seed=42 --optim=adamw_torch
+  --pad_to_max_length=false --learning_rate="$lr" --num_train_epochs="$epochs" --max_steps="$max_steps" --seed=42 --optim=adamw_torch
   --logging_steps=50 --overwrite_output_dir "${extra[@]}")
 off=(--hidden_dropout_prob=0 --attention_probs_dropout_prob=0 --max_steps=20 --do_eval=false --plots=false)
 
@@ -83,8 +109,8 @@ run_stage() {  # stage, folder suffix, more flags...
     part1) bazel-bin/part1_single/reference "${flags[@]}" --device="$device" --per_gpu_train_batch_size=8 \
              --output_dir="$dir" "$@" ;;
     transformers)
-      local hf=(--epochs="$epochs" --max_steps="$max_steps")
-      [ "${1:-}" = "${off[0]}" ] && hf=(--dropout=0 --max_steps=20 --no_eval)
+      local hf=(--epochs="$epochs" --lr="$lr" --max_steps="$max_steps")
+      [ "${1:-}" = "${off[0]}" ] && hf=(--lr="$lr" --dropout=0 --max_steps=20 --no_eval)
       "$python" tools/peers/hf_finetune.py --model="$init" --data_dir="$data_dir" --out="$dir" --device="$device" "${hf[@]}" ;;
     task2b | task3)
       bazel-bin/tools/launch --nproc_per_node=4 -- "$checkout/bazel-bin/$stage/reference" "${flags[@]}" \

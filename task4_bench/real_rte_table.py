@@ -1,6 +1,11 @@
 """real_rte.sh's tables, from its run folder:
 
   python real_rte_table.py OUT SOURCE.json STAGE...
+  python real_rte_table.py --sweep SWEEP_DIR
+
+The sweep's table: dev accuracy per epoch of part 1 at every setting (SWEEP_DIR/lrLR_epE/
+eval_results.json), and the best setting by last-epoch accuracy (ties: fewer epochs, then the
+smaller learning rate), on a line "best: lr LR, E epochs, accuracy A" that real_rte.sh reads.
 
 1. dev accuracy per epoch of every stage that ran (OUT/STAGE/eval_results.json), and the
    published figure (none was found for all-MiniLM-L6-v2 on RTE: its model card reports
@@ -28,7 +33,31 @@ def losses(path):
     return [json.loads(line)["loss"] for line in open(path)]
 
 
+def sweep(folder):
+    runs = []
+    for name in sorted(os.listdir(folder)):
+        parts = name.split("_ep")
+        if not name.startswith("lr") or len(parts) != 2 or not os.path.isdir(os.path.join(folder, name)):
+            continue
+        v = evals(os.path.join(folder, name, "eval_results.json"))
+        if v:
+            runs.append((float(parts[0][2:]), int(parts[1]), parts[0][2:], v))
+    if not runs:
+        sys.exit(f"real_rte_table: no finished run under {folder}")
+    runs.sort(key=lambda r: (r[1], r[0]))
+    print("part 1, RTE dev accuracy after each epoch, per setting (learning rate, epochs)")
+    print("| epoch | " + " | ".join(f"lr {r[2]}, {r[1]} ep" for r in runs) + " |")
+    print("| --- |" + " --- |" * len(runs))
+    for e in range(max(len(r[3]) for r in runs)):
+        print(f"| {e + 1} | " + " | ".join(f"{r[3][e]['accuracy']:.4f}" if e < len(r[3]) else "" for r in runs) + " |")
+    best = max(runs, key=lambda r: (r[3][-1]["accuracy"], -r[1], -r[0]))
+    print(f"best: lr {best[2]}, {best[1]} epochs, accuracy {best[3][-1]['accuracy']:.4f}")
+
+
 def main():
+    if sys.argv[1:2] == ["--sweep"]:
+        sweep(sys.argv[2])
+        return
     out, source, stages = sys.argv[1], json.load(open(sys.argv[2])), sys.argv[3:]
     table = {s: evals(os.path.join(out, s, "eval_results.json")) for s in stages}
     table = {s: v for s, v in table.items() if v}

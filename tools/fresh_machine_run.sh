@@ -9,8 +9,7 @@
 # the output in the work folder it names. A benchmark, not a test (minutes: packages from the
 # Debian mirror, then a cold Bazel build). Needs root, debootstrap and a Debian mirror
 # (DISTLM_DEBIAN_MIRROR, default deb.debian.org). Exits 3 when no root can be made.
-# Written 2026-11-27 for issue #34 item 3 and NOT run yet (the session's CPU went to CI): the
-# README states no figure from it until it has run.
+# Run 2026-11-27 (README, "Quick start": 341 s, 55 lines).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 keep=0

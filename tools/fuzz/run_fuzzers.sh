@@ -16,14 +16,23 @@ flags=(-g -O1 -std=c++17 -fsanitize=fuzzer,address,undefined -fno-sanitize-recov
 tok=("$src"/common/tokenizer/{unicode,vocab,basic_tokenizer,wordpiece,bert_tokenizer}.cc "$src/common/runtime/atomic_file.cc")
 
 echo "run_fuzzers: building with clang++-14"
-clang++-14 "${flags[@]}" "$src/common/safetensors/safetensors_fuzzer.cc" "$src/common/safetensors/header.cc" \
-  -o "$work/safetensors_fuzzer"
-clang++-14 "${flags[@]}" "$src/common/tokenizer/tokenizer_fuzzer.cc" "${tok[@]}" -lutf8proc -o "$work/tokenizer_fuzzer"
-clang++-14 "${flags[@]}" "$src/common/glue/tsv_fuzzer.cc" "$src"/common/glue/{tsv,processors,features}.cc "${tok[@]}" \
-  -lutf8proc -o "$work/tsv_fuzzer"
-
-clang++-14 "${flags[@]}" "$src/grading/train_log_fuzzer.cc" "$src"/grading/{train_log,trace,text}.cc \
-  -o "$work/train_log_fuzzer"
+# Two at a time, as the fuzzers run below (this machine's two cores; nothing else runs then).
+build_status=0
+build() {  # OUTPUT SOURCES... [-l...]
+  local out=$1
+  shift
+  clang++-14 "${flags[@]}" "$@" -o "$work/$out" >"$work/$out.build.log" 2>&1 ||
+    { cat "$work/$out.build.log" >&2; return 1; }
+}
+build safetensors_fuzzer "$src/common/safetensors/safetensors_fuzzer.cc" "$src/common/safetensors/header.cc" &
+build tokenizer_fuzzer "$src/common/tokenizer/tokenizer_fuzzer.cc" "${tok[@]}" -lutf8proc &
+wait -n || build_status=1
+wait -n || build_status=1
+build tsv_fuzzer "$src/common/glue/tsv_fuzzer.cc" "$src"/common/glue/{tsv,processors,features}.cc "${tok[@]}" -lutf8proc &
+build train_log_fuzzer "$src/grading/train_log_fuzzer.cc" "$src"/grading/{train_log,trace,text}.cc &
+wait -n || build_status=1
+wait -n || build_status=1
+[ "$build_status" -eq 0 ] || { echo "run_fuzzers: a fuzzer did not build" >&2; exit 2; }
 
 cp -r "$src/common/tokenizer/fuzz_corpus" "$work/corpus_tokenizer"
 cp -r "$src/grading/fuzz_corpus" "$work/corpus_train_log"
@@ -34,21 +43,24 @@ mkdir -p "$work/corpus_safetensors"
   DISTLM_FUZZ_SEED_DIR="$work/corpus_safetensors" bazel-bin/common/safetensors/safetensors_fuzzer_seed_test \
     --gtest_filter='*WritesSeeds*' >/dev/null) || echo "run_fuzzers: no safetensors seeds (starting from empty)"
 
-status=0
 cd "$work"
-for f in safetensors:65536 tokenizer:512 tsv:1024 train_log:4096; do
-  name=${f%%:*}
-  max_len=${f##*:}
-  extra=()
+fuzz() {  # NAME MAX_LEN: one fuzzer for $seconds; its verdict in $name.verdict
+  local name=$1 max_len=$2 extra=()
   [ "$name" = safetensors ] && extra=(-dict="$src/common/safetensors/safetensors_fuzzer.dict")
-  echo "run_fuzzers: $name for ${seconds}s"
   if ! "./${name}_fuzzer" -max_total_time="$seconds" -rss_limit_mb=2048 -max_len="$max_len" "${extra[@]}" \
       "corpus_$name" > "$name.log" 2>&1; then
-    echo "run_fuzzers: $name FAILED; see $work/$name.log and the crash-* file there" >&2
-    tail -20 "$name.log" >&2
-    status=1
+    { echo "run_fuzzers: $name FAILED; see $work/$name.log and the crash-* file there"; tail -20 "$name.log"; } >"$name.verdict"
   else
-    echo "run_fuzzers: $name ok ($(grep -o 'Done [0-9]* runs' "$name.log" | tail -1))"
+    echo "run_fuzzers: $name ok ($(grep -o 'Done [0-9]* runs' "$name.log" | tail -1))" >"$name.verdict"
   fi
+}
+# Two at a time: four fuzzers of $seconds each take 2 x $seconds on two cores.
+echo "run_fuzzers: safetensors, tokenizer, tsv, train_log for ${seconds}s each, two at a time"
+fuzz safetensors 65536 & fuzz tokenizer 512 & wait
+fuzz tsv 1024 & fuzz train_log 4096 & wait
+status=0
+for name in safetensors tokenizer tsv train_log; do
+  cat "$name.verdict"
+  grep -q "^run_fuzzers: $name ok" "$name.verdict" || status=1
 done
 exit $status
