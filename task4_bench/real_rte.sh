@@ -77,14 +77,17 @@ if [ "$device" = cuda ]; then
 fi
 
 bazel build //part1_single:reference //task2b:reference //task3:reference //tools:launch >&2
+# Every part-1 and rank run's flags but the learning rate and the number of epochs; the flags
+# after -- come last, so they override these (the last value of a flag wins).
+base=(--model_name_or_path="$init" --do_lower_case=true --data_dir="$data_dir" --max_seq_length=128
+  --pad_to_max_length=false --max_steps="$max_steps" --seed=42 --optim=adamw_torch
+  --logging_steps=50 --overwrite_output_dir)
 if [ "$sweep" -eq 1 ]; then
   mkdir -p "$out/sweep"
   for e in 3 5; do
     for r in 2e-5 5e-5 1e-4; do
       dir="$out/sweep/lr${r}_ep$e" start=$(date +%s)
-      bazel-bin/part1_single/reference --model_name_or_path="$init" --do_lower_case=true --data_dir="$data_dir" \
-        --max_seq_length=128 --pad_to_max_length=false --learning_rate="$r" --num_train_epochs="$e" \
-        --max_steps="$max_steps" --seed=42 --optim=adamw_torch --logging_steps=50 --overwrite_output_dir \
+      bazel-bin/part1_single/reference "${base[@]}" --learning_rate="$r" --num_train_epochs="$e" \
         --device="$device" --per_gpu_train_batch_size=8 --output_dir="$dir" "${extra[@]}" >"$dir.log" 2>&1 ||
         { tail -20 "$dir.log"; echo "real_rte: the sweep's run lr $r, $e epochs failed" >&2; exit 1; }
       echo "real_rte: sweep lr $r, $e epochs took $(($(date +%s) - start)) s ($dir.log)" >&2
@@ -96,9 +99,7 @@ if [ "$sweep" -eq 1 ]; then
   read -r lr epochs <<<"$best"
   echo "real_rte: the stages at the sweep's best: learning rate $lr, $epochs epochs" >&2
 fi
-flags=(--model_name_or_path="$init" --do_lower_case=true --data_dir="$data_dir" --max_seq_length=128
-  --pad_to_max_length=false --learning_rate="$lr" --num_train_epochs="$epochs" --max_steps="$max_steps" --seed=42 --optim=adamw_torch
-  --logging_steps=50 --overwrite_output_dir "${extra[@]}")
+flags=("${base[@]}" --learning_rate="$lr" --num_train_epochs="$epochs" "${extra[@]}")
 off=(--hidden_dropout_prob=0 --attention_probs_dropout_prob=0 --max_steps=20 --do_eval=false --plots=false)
 
 run_stage() {  # stage, folder suffix, more flags...
