@@ -16,6 +16,7 @@
 #include "absl/flags/flag.h"
 #include "common/autograd/grad_ready_hook.h"
 #include "common/runtime/errors.h"
+#include "common/train/run_stage.h"
 #include "part1_single/train_step.h"
 #include "task3/ddp.h"
 #include "task3/ddp_stage.h"
@@ -160,6 +161,5 @@ std::unique_ptr<DataParallel> MakeBucketedDdp(std::vector<NamedParameter> params
 }  // namespace distlm::task3
 
 int main(int argc, char** argv) {
-  distlm::task3::DdpStage stage("task3", distlm::part1::MakeTrainStep());
-  return distlm::task3::RunDdpStage(argc, argv, stage);
+  return distlm::train::RunStageMain(argc, argv, distlm::task3::MakeDdpStage("task3", distlm::part1::MakeTrainStep()));
 }

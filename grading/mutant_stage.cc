@@ -19,10 +19,11 @@
 #include "common/runtime/errors.h"
 #include "common/train/bert_adamw.h"
 #include "common/train/distributed.h"
-#include "common/train/trainer.h"
+#include "common/train/run_stage.h"
 #include "grading/task5_collectives.h"
-#include "common/zero/zero_stage.h"
 #include "part1_single/train_step.h"
+#include "task2a/gradient_sync_stage.h"
+#include "task5/zero_stage.h"
 
 ABSL_FLAG(std::string, mutation, "none",
           "none (a correct all_reduce average); the mistakes: no_sync, sum_without_average, "
@@ -33,7 +34,7 @@ ABSL_FLAG(std::string, mutation, "none",
 
 namespace {
 
-using distlm::train::Trainer;
+using distlm::train::StageContext;
 
 void AllreduceSum(c10d::ProcessGroup& pg, const torch::Tensor& t) {
   std::vector<torch::Tensor> v = {t};
@@ -162,7 +163,7 @@ double ZeroStep(const std::string& m, c10d::ProcessGroup& pg, distlm::zero::Shar
 // Task 2b's stage with the mutation in its synchronisation; sync_after_step moves it after the
 // optimizer step, same_data drops the distributed sampler. What it sends is counted by
 // GradientSyncStage, as for a real submission, so a mutant's log looks like one.
-class MutantStage : public distlm::train::GradientSyncStage {
+class MutantStage : public distlm::task2a::GradientSyncStage {
  public:
   explicit MutantStage(const std::string& mutation)
       : GradientSyncStage("mutant", distlm::part1::MakeTrainStep(),
@@ -170,25 +171,24 @@ class MutantStage : public distlm::train::GradientSyncStage {
                               c10d::ProcessGroup& pg, const std::vector<torch::Tensor>& params) { Sync(m, pg, params); }),
         mutation_(mutation) {}
 
-  void BeforeTraining(Trainer& t) override {
+  void BeforeTraining(const StageContext& ctx) override {
     if (absl::GetFlag(FLAGS_mutation) != mutation_) {
       throw distlm::UserError("--mutation: could not read its value before the flags were parsed");
     }
-    trainer_ = &t;
-    GradientSyncStage::BeforeTraining(t);
+    GradientSyncStage::BeforeTraining(ctx);
   }
-  void SyncGradients(Trainer& t) override {
-    if (mutation_ != "sync_after_step") GradientSyncStage::SyncGradients(t);
+  void SyncGradients(const StageContext& ctx) override {
+    if (mutation_ != "sync_after_step") GradientSyncStage::SyncGradients(ctx);
   }
   // sync_after_step: clip and step on the local gradients, then average them (too late: the
   // parameters have already moved), then clear them. Numerically every rank trains on its own
   // gradients, as with no_sync, but the log shows a full synchronisation.
-  double OptimizerStep(distlm::train::UpdateContext& u) override {
-    if (mutation_ != "sync_after_step") return GradientSyncStage::OptimizerStep(u);
+  double OptimizerStep(const StageContext& ctx, distlm::train::UpdateContext& u) override {
+    if (mutation_ != "sync_after_step") return GradientSyncStage::OptimizerStep(ctx, u);
     const double norm = distlm::train::ClipGradNorm(u.parameters, u.max_grad_norm);
     u.optimizer.Step();
     u.optimizer.set_lr(u.schedule.Step());
-    GradientSyncStage::SyncGradients(*trainer_);
+    GradientSyncStage::SyncGradients(ctx);
     u.optimizer.ZeroGrad();
     return norm;
   }
@@ -196,10 +196,9 @@ class MutantStage : public distlm::train::GradientSyncStage {
 
  private:
   std::string mutation_;
-  Trainer* trainer_ = nullptr;
 };
 
-// --mutation as written on the command line: it picks the stage's class, before RunGlueMain
+// --mutation as written on the command line: it picks the stage's class, before RunStageMain
 // parses the flags (BeforeTraining checks that absl parsed the same value).
 std::string MutationFromArgv(int argc, char** argv) {
   const std::string flag = "--mutation";
@@ -225,11 +224,12 @@ int Main(int argc, char** argv) {
                                 " is not one of zero_none, zero_no_allgather, zero_wrong_shard, zero_local_norm");
       });
     }
-    distlm::zero::ZeroStage zero("mutant", distlm::part1::MakeTrainStep(),
-                                 [mutation](c10d::ProcessGroup& pg, distlm::zero::ShardedAdamW& opt, double max_norm) {
-                                   return ZeroStep(mutation, pg, opt, max_norm);
-                                 });
-    return distlm::zero::RunZeroStage(argc, argv, zero);
+    return distlm::train::RunStageMain(
+        argc, argv,
+        distlm::task5::MakeZeroStage("mutant", distlm::part1::MakeTrainStep(),
+                                     [mutation](c10d::ProcessGroup& pg, distlm::zero::ShardedAdamW& opt, double max_norm) {
+                                       return ZeroStep(mutation, pg, opt, max_norm);
+                                     }));
   }
   static const char* const kKnown[] = {"none",          "no_sync",           "sum_without_average",
                                        "some_params_only", "rank0_keeps_own",   "sync_after_step",
@@ -246,7 +246,7 @@ int Main(int argc, char** argv) {
     return distlm::RunMain([&]() -> int { throw distlm::UserError("--mutation=" + mutation + " is not one of " + names); });
   }
   MutantStage stage(mutation);
-  return distlm::train::RunGradientSyncStage(argc, argv, stage);
+  return distlm::train::RunStageMain(argc, argv, stage);
 }
 
 }  // namespace

@@ -1,13 +1,13 @@
 // Part 1: the three pieces of the training loop a student writes.
 //
 // The shared Trainer (common/train/trainer.h) runs the epochs, batches, forward pass, logging
-// and evaluation; it calls these at the right moments. reference/ and student/ both implement
+// and evaluation; it calls these at the right moments (common/train/stage.h says when). reference/ and student/ both implement
 // this header; one main.cc links either.
 #pragma once
 
 #include <torch/torch.h>
 
-#include "common/train/trainer.h"
+#include "common/train/stage.h"
 
 namespace distlm::part1 {
 
@@ -21,7 +21,8 @@ void Backward(const torch::Tensor& loss);
 double OptimizerStep(train::UpdateContext& u);
 
 // Called at the end of every epoch (1-based): evaluate on the dev split when --do_eval is set.
-void EndOfEpoch(train::Trainer& trainer, int64_t epoch);
+// `run` is what the stage may see of the run: its options, and an evaluation to ask for.
+void EndOfEpoch(const train::StageContext& run, int64_t epoch);
 
 // These three, for a stage: every stage trains with part 1's step (tasks 2a, 2b, 3 and 5 build
 // on yours; task 5 replaces the optimizer step with its sharded update).

@@ -1,11 +1,12 @@
 // Task 2b: data-parallel training with the student's gradient synchronisation, on part 1's
 // training step. Built twice: reference/ with part 1's reference, student/ with the student's
 // part 1 (see BUILD).
-#include "common/train/distributed.h"
+#include "common/train/run_stage.h"
 #include "part1_single/train_step.h"
+#include "task2a/gradient_sync_stage.h"
 #include "task2b/grad_sync.h"
 
 int main(int argc, char** argv) {
-  distlm::train::GradientSyncStage stage("task2b", distlm::part1::MakeTrainStep(), distlm::task2b::SyncGradients);
-  return distlm::train::RunGradientSyncStage(argc, argv, stage);
+  return distlm::train::RunStageMain(
+      argc, argv, distlm::task2a::MakeGradientSyncStage("task2b", distlm::part1::MakeTrainStep(), distlm::task2b::SyncGradients));
 }

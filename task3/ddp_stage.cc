@@ -18,22 +18,42 @@ using Clock = std::chrono::steady_clock;
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
-dist::CountingProcessGroup& Counting(train::Trainer& t) { return train::CountingGroup(t.dist()); }
+dist::CountingProcessGroup& Counting(const train::StageContext& ctx) { return train::CountingGroup(ctx.dist()); }
+
+// When the update's all-reduces ran, against its backward: the log line's overlap fields.
+struct OverlapFigures {
+  double busy_ms = 0;      // some all-reduce in flight
+  double hidden_ms = 0;    // of which before backward ended
+  double backward_ms = 0;  // the synchronised backward, start to end
+  int64_t buckets = 0;     // all-reduces launched
+  int64_t started_before_backward_end = 0;
+  int64_t no_sync_calls = 0;  // collectives during the no_sync backward passes
+
+  nlohmann::json ToJson() const {
+    return {{"comm_busy_ms", busy_ms},
+            {"comm_hidden_ms", hidden_ms},
+            {"comm_exposed_ms", busy_ms - hidden_ms},
+            {"backward_overlap_ms", backward_ms},
+            {"buckets", buckets},
+            {"buckets_started_before_backward_end", started_before_backward_end},
+            {"no_sync_calls", no_sync_calls}};
+  }
+};
 
 // What the DDP is handed, in order (rank 0): the grader derives the bucket layout it expects
 // from it, and a student can check their own buckets by hand.
-void WriteParameters(train::Trainer& t, const std::vector<NamedParameter>& params) {
-  if (!t.is_main_rank()) return;
+void WriteParameters(const train::StageContext& ctx, const std::vector<NamedParameter>& params) {
+  if (!ctx.is_main_rank()) return;
   nlohmann::json list = nlohmann::json::array();
   for (const auto& p : params) list.push_back({{"name", p.name}, {"numel", p.tensor.numel()}});
-  WriteFileAtomically(t.output_dir() + "/ddp_parameters.json", list.dump(1) + "\n");
+  WriteFileAtomically(ctx.output_dir() + "/ddp_parameters.json", list.dump(1) + "\n");
 }
 
 // The union of the all-reduces' [launch, completion] intervals, split at backward's end. An
 // all-reduce whose completion is unknown counts until FinishGradientSync returned.
-train::OverlapFigures Overlap(const dist::CommStats& stats, Clock::time_point sync_start, Clock::time_point backward_end,
-                              Clock::time_point finish_end) {
-  train::OverlapFigures f;
+OverlapFigures Overlap(const dist::CommStats& stats, Clock::time_point sync_start, Clock::time_point backward_end,
+                       Clock::time_point finish_end) {
+  OverlapFigures f;
   std::vector<std::pair<Clock::time_point, Clock::time_point>> spans;
   for (const auto& r : stats.records) {
     if (r.op != "allreduce") continue;
@@ -62,54 +82,59 @@ DdpStage::DdpStage(std::string name, train::TrainStep step) : Stage(std::move(na
 
 DdpStage::~DdpStage() = default;
 
-void DdpStage::BeforeTraining(train::Trainer& t) {
-  train::RecordCommDtype(t, comm_dtype_);
+train::DistInfo DdpStage::Connect() {
+  comm_dtype_ = train::CommDtypeFromFlags();
+  return train::InitDistributedFromFlags(comm_dtype_);
+}
+
+void DdpStage::BeforeTraining(const train::StageContext& ctx) {
+  train::RecordCommDtype(ctx, comm_dtype_);
   const DdpFlags flags = DdpFlagsFromCommandLine();
   std::vector<NamedParameter> params;
-  for (const auto& p : t.module().named_parameters()) params.push_back({p.key(), p.value()});
+  for (const auto& [name, tensor] : ctx.named_parameters()) params.push_back({name, tensor});
   if (flags.unused_parameter) {
     // Registered last, as a head added after the model would be: its gradient would come first.
     params.push_back({kUnusedParameterName, torch::zeros({16}, torch::requires_grad())});
   }
-  WriteParameters(t, params);
+  WriteParameters(ctx, params);
   std::string what = "per-parameter DDP (3a)";
   if (flags.kind == "buckets") {
-    ddp_ = MakeBucketedDdp(std::move(params), t.dist().pg, static_cast<int64_t>(flags.bucket_cap_mb * (1 << 20)));
+    ddp_ = MakeBucketedDdp(std::move(params), ctx.dist().pg, static_cast<int64_t>(flags.bucket_cap_mb * (1 << 20)));
     char buf[96];
     std::snprintf(buf, sizeof(buf), "bucketed DDP (3b), cap %.3g MiB", flags.bucket_cap_mb);
     what = buf;
   } else {
-    ddp_ = MakePerParameterDdp(std::move(params), t.dist().pg);
+    ddp_ = MakePerParameterDdp(std::move(params), ctx.dist().pg);
   }
   if (!ddp_) {
     throw UserError(name() + ": Make" + std::string(flags.kind == "buckets" ? "Bucketed" : "PerParameter") +
                     "Ddp returned nothing");
   }
-  if (t.is_main_rank()) {
-    std::printf("%s: your %s over %d rank(s) (%s)\n", name().c_str(), what.c_str(), t.dist().world_size,
-                t.dist().backend.c_str());
+  if (ctx.is_main_rank()) {
+    std::printf("%s: your %s over %d rank(s) (%s)\n", name().c_str(), what.c_str(), ctx.dist().world_size,
+                ctx.dist().backend.c_str());
     std::fflush(stdout);
   }
 }
 
-void DdpStage::BeforeBackward(train::Trainer& t, bool will_sync) {
+void DdpStage::BeforeBackward(const train::StageContext& ctx, bool will_sync) {
   if (!ddp_) throw UserError(name() + ": the DDP was not built before training");
   if (!in_update_) {
-    Counting(t).TakeStats();  // drop what came before (loss averaging, evaluation, the broadcast)
+    Counting(ctx).TakeStats();  // drop what came before (loss averaging, evaluation, the broadcast)
     in_update_ = true;
   }
   if (will_sync) {
-    no_sync_calls_ = Counting(t).TakeStats().calls();
+    no_sync_calls_ = Counting(ctx).TakeStats().calls();
     sync_start_ = Clock::now();
   }
   ddp_->set_require_grad_sync(will_sync);
   // --comm_dtype: only the all-reduces of the synchronised backward are cast.
-  train::SetGradientCompression(t.dist(), will_sync);
+  train::SetGradientCompression(ctx.dist(), will_sync);
 }
 
-void DdpStage::WriteLayout(train::Trainer& t, const dist::CommStats& stats) {
+void DdpStage::WriteLayout(const train::StageContext& ctx, const dist::CommStats& stats) {
   layout_written_ = true;
-  if (!t.is_main_rank()) return;
+  if (!ctx.is_main_rank()) return;
   nlohmann::json layout = nlohmann::json::array();
   std::string line;
   for (const auto& r : stats.records) {
@@ -121,37 +146,34 @@ void DdpStage::WriteLayout(train::Trainer& t, const dist::CommStats& stats) {
   std::printf("%s: %zu all-reduce(s) per update, in launch order (bytes): %s\n", name().c_str(), layout.size(),
               line.c_str());
   std::fflush(stdout);
-  WriteFileAtomically(t.output_dir() + "/ddp_buckets.json", layout.dump(1) + "\n");
+  WriteFileAtomically(ctx.output_dir() + "/ddp_buckets.json", layout.dump(1) + "\n");
 }
 
-void DdpStage::SyncGradients(train::Trainer& t) {
+void DdpStage::SyncGradients(const train::StageContext& ctx) {
   const Clock::time_point backward_end = Clock::now();
   in_update_ = false;
   try {
     ddp_->FinishGradientSync();
   } catch (...) {
-    train::SetGradientCompression(t.dist(), false);
+    train::SetGradientCompression(ctx.dist(), false);
     throw;
   }
   const Clock::time_point finish_end = Clock::now();
-  train::SetGradientCompression(t.dist(), false);
-  dist::CommStats stats = Counting(t).TakeStats();
+  train::SetGradientCompression(ctx.dist(), false);
+  dist::CommStats stats = Counting(ctx).TakeStats();
+  OverlapFigures overlap = Overlap(stats, sync_start_, backward_end, finish_end);
+  overlap.no_sync_calls = no_sync_calls_;
   figures_ = {};
-  figures_.overlap = Overlap(stats, sync_start_, backward_end, finish_end);
-  figures_.overlap->no_sync_calls = no_sync_calls_;
+  figures_.fields = overlap.ToJson();
   figures_.comm_time_ms = Ms(finish_end - backward_end);
-  if (!layout_written_) WriteLayout(t, stats);
+  if (!layout_written_) WriteLayout(ctx, stats);
   figures_.comm = std::move(stats);
 }
 
 train::UpdateFigures DdpStage::TakeFigures() { return std::exchange(figures_, {}); }
 
-int RunDdpStage(int argc, char** argv, DdpStage& stage) {
-  return train::RunGlueMain(argc, argv, stage, [&stage]() {
-    const at::ScalarType dtype = train::CommDtypeFromFlags();
-    stage.set_comm_dtype(dtype);
-    return train::InitDistributedFromFlags(dtype);
-  });
+std::unique_ptr<train::Stage> MakeDdpStage(std::string name, train::TrainStep step) {
+  return std::make_unique<DdpStage>(std::move(name), std::move(step));
 }
 
 }  // namespace distlm::task3

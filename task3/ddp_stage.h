@@ -31,7 +31,6 @@
 #include <ATen/ATen.h>
 
 #include "common/train/stage.h"
-#include "common/train/trainer.h"
 #include "task3/ddp.h"
 
 namespace distlm::task3 {
@@ -45,17 +44,15 @@ class DdpStage : public train::Stage {
   DdpStage(std::string name, train::TrainStep step);
   ~DdpStage() override;
 
-  void BeforeTraining(train::Trainer& t) override;
-  void BeforeBackward(train::Trainer& t, bool will_sync) override;
-  void SyncGradients(train::Trainer& t) override;
+  train::DistInfo Connect() override;  // --comm_dtype (any), then the ranks
+  void BeforeTraining(const train::StageContext& ctx) override;
+  void BeforeBackward(const train::StageContext& ctx, bool will_sync) override;
+  void SyncGradients(const train::StageContext& ctx) override;
   train::UpdateFigures TakeFigures() override;
-
-  // --comm_dtype, as RunDdpStage read it (recorded in training_args.json).
-  void set_comm_dtype(at::ScalarType dtype) { comm_dtype_ = dtype; }
 
  private:
   using Clock = std::chrono::steady_clock;
-  void WriteLayout(train::Trainer& t, const dist::CommStats& stats);
+  void WriteLayout(const train::StageContext& ctx, const dist::CommStats& stats);
 
   at::ScalarType comm_dtype_ = at::kFloat;
   std::unique_ptr<DataParallel> ddp_;
@@ -66,7 +63,8 @@ class DdpStage : public train::Stage {
   train::UpdateFigures figures_;  // the current update's
 };
 
-// main() of task 3. Flags as tasks 2a/2b, plus ddp_flags.h's and --comm_dtype.
-int RunDdpStage(int argc, char** argv, DdpStage& stage);
+// Task 3's stage (`name`: task3, or the grader's mutants) with part 1's step. Flags as tasks
+// 2a/2b, plus ddp_flags.h's and --comm_dtype.
+std::unique_ptr<train::Stage> MakeDdpStage(std::string name, train::TrainStep step);
 
 }  // namespace distlm::task3

@@ -25,6 +25,8 @@
 
 #include <torch/torch.h>
 
+#include "common/train/optimizer.h"
+
 namespace distlm::train {
 
 // How Step runs.
@@ -57,24 +59,24 @@ struct AdamWOptions {
   AdamWKernel kernel = AdamWKernel::kAuto;
 };
 
-class BertAdamW {
+class BertAdamW : public Optimizer {
  public:
   // params: (name, parameter); names decide the weight-decay group.
   BertAdamW(std::vector<std::pair<std::string, torch::Tensor>> params, AdamWOptions options);
 
   // One update with the current learning rate, from each parameter's .grad (parameters
   // without a gradient are skipped, as in the reference).
-  void Step();
+  void Step() override;
 
   // Drops every parameter's gradient (leaves .grad undefined: PyTorch's zero_grad(set_to_none=
   // True), its default since 2.0). The next backward then stores each gradient as it is made
   // instead of adding it to a zeroed buffer: two passes over the model's size fewer per
   // update, and the same numbers (0 + g == g).
-  void ZeroGrad();
+  void ZeroGrad() override;
 
-  void set_lr(double lr) { options_.lr = lr; }
-  double lr() const { return options_.lr; }
-  int64_t step_count() const { return step_; }
+  void set_lr(double lr) override { options_.lr = lr; }
+  double lr() const override { return options_.lr; }
+  int64_t step_count() const override { return step_; }
   // For resuming: the bias correction continues from this many steps.
   void SetStepCount(int64_t step) { step_ = state_.step = step; }
 
@@ -86,12 +88,11 @@ class BertAdamW {
   AdamWKernel KernelFor(const torch::Tensor& p) const;
 
   // Optimizer state (exp_avg, exp_avg_sq per parameter, and the step), for snapshots.
-  struct State {
-    int64_t step = 0;
-    std::vector<torch::Tensor> exp_avg, exp_avg_sq;
-  };
+  using State = OptimizerState;
   const State& state() const { return state_; }
-  void LoadState(const State& state);
+  // The live state itself (the tensors are the moments, not copies): no communication.
+  OptimizerState GatherState() override { return state_; }
+  void LoadState(const State& state) override;
   // Bytes of optimizer state held (both moments).
   int64_t StateBytes() const;
 

@@ -1,7 +1,5 @@
 #include "common/train/distributed.h"
 
-#include "common/stages/stages.h"
-
 #include <utility>
 
 #include <chrono>
@@ -15,9 +13,9 @@
 #include "common/runtime/errors.h"
 
 ABSL_FLAG(std::string, comm_dtype, "fp32",
-          "tasks 2b and 3: all-reduce the gradients in this dtype (fp32, fp16, bf16) and cast the result back to "
-          "float32, as PyTorch DDP's fp16_compress_hook does; fp16 and bf16 send half the bytes (bf16 needs "
-          "--backend=mpi)");
+          "all-reduce the gradients in this dtype (fp32, fp16, bf16) and cast the result back to float32, as "
+          "PyTorch DDP's fp16_compress_hook does; fp16 and bf16 send half the bytes (bf16 needs --backend=mpi). "
+          "Stages that all-reduce their gradients take it (tasks 2b and 3); the others refuse anything but fp32");
 
 namespace distlm::train {
 
@@ -64,59 +62,12 @@ void SetGradientCompression(const DistInfo& info, bool enabled) {
   if (auto* casting = dist::ImplOf<dist::CastingProcessGroup>(info.pg)) casting->set_enabled(enabled);
 }
 
-void RecordCommDtype(Trainer& t, at::ScalarType comm_dtype) {
-  if (!t.is_main_rank()) return;
-  const std::string path = t.output_dir() + "/training_args.json";
+void RecordCommDtype(const StageContext& ctx, at::ScalarType comm_dtype) {
+  if (!ctx.is_main_rank()) return;
+  const std::string path = ctx.output_dir() + "/training_args.json";
   nlohmann::json args = nlohmann::json::parse(ReadFile(path));
   args["comm_dtype"] = dist::CommDtypeName(comm_dtype);
   WriteFileAtomically(path, args.dump(2) + "\n");
-}
-
-DistInfo SingleProcessFromFlags(const std::string& stage) {
-  dist::DistConfig config = dist::DistConfigFromFlagsAndEnv();
-  if (config.world_size != 1) {
-    throw UserError(stage + " trains on one process, but " + config.world_size_origin +
-                    "; use task2a, task2b or task3 for several ranks");
-  }
-  return DistInfo{};
-}
-
-GradientSyncStage::GradientSyncStage(std::string name, TrainStep step, GradientSyncFn sync)
-    : Stage(std::move(name), std::move(step)), sync_(std::move(sync)) {}
-
-void GradientSyncStage::BeforeTraining(Trainer& t) { RecordCommDtype(t, comm_dtype_); }
-
-void GradientSyncStage::SyncGradients(Trainer& t) {
-  dist::CountingProcessGroup& counting = CountingGroup(t.dist());
-  counting.TakeStats();  // drop what came before (loss averaging, evaluation)
-  auto start = std::chrono::steady_clock::now();
-  SetGradientCompression(t.dist(), true);
-  try {
-    sync_(*t.dist().pg, t.parameters());
-  } catch (...) {
-    SetGradientCompression(t.dist(), false);
-    throw;
-  }
-  SetGradientCompression(t.dist(), false);
-  figures_ = {};
-  figures_.comm_time_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  figures_.comm = counting.TakeStats();
-}
-
-UpdateFigures GradientSyncStage::TakeFigures() { return std::exchange(figures_, {}); }
-
-int RunGradientSyncStage(int argc, char** argv, GradientSyncStage& stage) {
-  return RunGlueMain(argc, argv, stage, [&stage]() {
-    const at::ScalarType comm_dtype = CommDtypeFromFlags();
-    const stages::Stage* row = stages::Find(stage.name());
-    if (comm_dtype != at::kFloat && row != nullptr && !row->takes_comm_dtype) {
-      // Casting applies to all_reduce; task 2a's gather + scatter would silently stay float32.
-      throw UserError("--comm_dtype=" + dist::CommDtypeName(comm_dtype) + " applies to all_reduce (task2b, task3); " +
-                      stage.name() + "'s gather + scatter sends float32");
-    }
-    stage.set_comm_dtype(comm_dtype);
-    return InitDistributedFromFlags(comm_dtype);
-  });
 }
 
 }  // namespace distlm::train

@@ -2,6 +2,10 @@
 
 #include <stdexcept>
 
+#include "common/dist/dist_flags.h"
+#include "common/runtime/errors.h"
+#include "common/train/bert_adamw.h"
+
 namespace distlm::train {
 
 nlohmann::json UpdateFigures::ToJson() const {
@@ -10,24 +14,7 @@ nlohmann::json UpdateFigures::ToJson() const {
     j = comm->ToJson();
     j["comm_time_ms"] = comm_time_ms;
   }
-  if (overlap) {
-    j["comm_busy_ms"] = overlap->busy_ms;
-    j["comm_hidden_ms"] = overlap->hidden_ms;
-    j["comm_exposed_ms"] = overlap->busy_ms - overlap->hidden_ms;
-    j["backward_overlap_ms"] = overlap->backward_ms;
-    j["buckets"] = overlap->buckets;
-    j["buckets_started_before_backward_end"] = overlap->started_before_backward_end;
-    j["no_sync_calls"] = overlap->no_sync_calls;
-  }
-  if (shard) {
-    j["opt_state_bytes"] = shard->opt_state_bytes;
-    j["opt_state_bytes_per_rank"] = shard->opt_state_bytes_per_rank;
-    j["grad_bytes"] = shard->grad_bytes;
-    j["grad_buffer_bytes"] = shard->grad_buffer_bytes;
-    j["shard_numel"] = shard->shard_numel;
-    j["padding"] = shard->padding;
-    j["reduce_scatter"] = shard->reduce_scatter;
-  }
+  for (const auto& [key, value] : fields.items()) j[key] = value;
   return j;
 }
 
@@ -40,12 +27,16 @@ Stage::Stage(std::string name, TrainStep step) : name_(std::move(name)), step_(s
 
 Stage::~Stage() = default;
 
-BertAdamW::State Stage::GatherOptimizerState(Trainer&) {
-  throw std::logic_error(name_ + " does not shard its optimizer state");
+DistInfo Stage::Connect() {
+  const dist::DistConfig config = dist::DistConfigFromFlagsAndEnv();
+  if (config.world_size != 1) {
+    throw UserError(name_ + " trains on one process, but " + config.world_size_origin);
+  }
+  return DistInfo{};
 }
 
-void Stage::LoadOptimizerState(Trainer&, const BertAdamW::State&) {
-  throw std::logic_error(name_ + " does not shard its optimizer state");
+std::unique_ptr<Optimizer> Stage::MakeOptimizer(const StageContext& ctx) {
+  return std::make_unique<BertAdamW>(ctx.named_parameters(), AdamWOptionsFor(ctx.options()));
 }
 
 }  // namespace distlm::train

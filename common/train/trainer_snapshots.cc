@@ -31,22 +31,13 @@ json Trainer::Fingerprint() const {
           {"train_examples", task_->train_size()}};
 }
 
-NamedTensors Trainer::SnapshotTensors(BertAdamW::State& gathered) {
-  NamedTensors tensors;
-  const BertAdamW::State* optimizer_state = &optimizer_->state();
-  std::vector<std::pair<std::string, torch::Tensor>> named;
-  if (stage_.shards_optimizer_state()) {
-    // Sharded optimizer state (task 5): gathered whole, so the format is every stage's.
-    gathered = stage_.GatherOptimizerState(*this);
-    optimizer_state = &gathered;
-    for (const auto& p : task_->module().named_parameters()) named.emplace_back(p.key(), p.value());
-  }
-  const auto& state = *optimizer_state;
-  const auto& params = stage_.shards_optimizer_state() ? named : optimizer_->params();
+NamedTensors Trainer::SnapshotTensors(const OptimizerState& state) const {
+  const NamedParameters& params = named_parameters_;
   if (state.exp_avg.size() != params.size() || state.exp_avg_sq.size() != params.size()) {
     throw UserError("optimizer state has " + std::to_string(state.exp_avg.size()) + " tensors, the model " +
                     std::to_string(params.size()) + " parameters");
   }
+  NamedTensors tensors;
   for (size_t i = 0; i < params.size(); ++i) {
     tensors.emplace_back("param/" + params[i].first, params[i].second.detach());
     tensors.emplace_back("exp_avg/" + params[i].first, state.exp_avg[i]);
@@ -57,12 +48,10 @@ NamedTensors Trainer::SnapshotTensors(BertAdamW::State& gathered) {
 }
 
 void Trainer::Snapshot(const TrainingState& state) {
-  BertAdamW::State gathered;
-  NamedTensors tensors;
-  // A sharded optimizer state is gathered by every rank; otherwise only rank 0 looks.
-  if (stage_.shards_optimizer_state()) tensors = SnapshotTensors(gathered);
+  // Every rank: a collective where the optimizer state is sharded (task 5), handles otherwise.
+  const OptimizerState optimizer_state = optimizer_->GatherState();
   if (!is_main_rank()) return;
-  if (!stage_.shards_optimizer_state()) tensors = SnapshotTensors(gathered);
+  const NamedTensors tensors = SnapshotTensors(optimizer_state);
   TrainingState s = state;
   s.losses = losses_;
   s.eval_results = json::array();
@@ -81,9 +70,10 @@ std::optional<TrainingState> Trainer::TryResume(LinearSchedule& schedule) {
   std::optional<TrainingState> state = ShareSnapshotState(pg, is_main_rank(), snap ? &*snap : nullptr);
   if (!state) return std::nullopt;
   CheckFingerprint(*state, Fingerprint(), options_.output_dir);
-  BertAdamW::State gathered;
-  // This rank's tensors, in a fixed order; the parameters and moments share storage with them.
-  RestoreTensors(pg, is_main_rank(), snap ? &*snap : nullptr, SnapshotTensors(gathered));
+  // This rank's tensors, in a fixed order: the parameters and the optimizer's moments (its
+  // live state, or the whole-state tensors a sharded optimizer gathered) share storage with them.
+  OptimizerState optimizer_state = optimizer_->GatherState();
+  RestoreTensors(pg, is_main_rank(), snap ? &*snap : nullptr, SnapshotTensors(optimizer_state));
   // Updates an overflow skipped (--fp16) stepped neither the optimizer nor the schedule.
   int64_t skipped = 0;
   if (scaler_.enabled() && state->loss_scaler.is_object()) {
@@ -91,11 +81,8 @@ std::optional<TrainingState> Trainer::TryResume(LinearSchedule& schedule) {
     scaler_.Restore(state->loss_scaler.at("scale").get<double>(), state->loss_scaler.at("clean_updates").get<int64_t>(),
                     skipped);
   }
-  optimizer_->SetStepCount(state->update - skipped);
-  if (stage_.shards_optimizer_state()) {
-    gathered.step = state->update - skipped;  // the moments SnapshotTensors returned, now loaded
-    stage_.LoadOptimizerState(*this, gathered);
-  }
+  optimizer_state.step = state->update - skipped;
+  optimizer_->LoadState(optimizer_state);
   schedule.set_updates_done(state->update - skipped);
   optimizer_->set_lr(schedule.current_lr());
   losses_ = state->losses;

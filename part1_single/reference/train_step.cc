@@ -18,8 +18,8 @@ double OptimizerStep(train::UpdateContext& u) {
   return grad_norm;
 }
 
-void EndOfEpoch(train::Trainer& trainer, int64_t epoch) {
-  if (trainer.options().do_eval) trainer.Evaluate(epoch);
+void EndOfEpoch(const train::StageContext& run, int64_t epoch) {
+  if (run.options().do_eval) run.Evaluate(epoch);
 }
 
 }  // namespace distlm::part1

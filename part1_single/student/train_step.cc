@@ -22,8 +22,8 @@ double OptimizerStep(train::UpdateContext& u) {
   StudentTodo("part1 OptimizerStep", "docs/handout/part1.md, section 'The optimizer step'");
 }
 
-void EndOfEpoch(train::Trainer& trainer, int64_t epoch) {
-  // TODO(student): when trainer.options().do_eval is set, evaluate (trainer.Evaluate).
+void EndOfEpoch(const train::StageContext& run, int64_t epoch) {
+  // TODO(student): when run.options().do_eval is set, evaluate (run.Evaluate).
   StudentTodo("part1 EndOfEpoch", "docs/handout/part1.md, section 'Evaluation'");
 }
 

@@ -1,0 +1,51 @@
+// The optimizer as the Trainer and part 1's OptimizerStep see it. A stage provides it
+// (Stage::MakeOptimizer): BertAdamW, the replicated one, where every rank holds the whole state;
+// task 5's sharded AdamW, where each rank holds a shard; the later stages' own. The Trainer then
+// treats every stage alike: it steps the schedule's rate into it, snapshots and resumes it, and
+// asks it over which group an fp16 overflow must be voted.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace c10d {
+class ProcessGroup;
+}
+
+namespace distlm::train {
+
+// The optimizer state as snapshots store it, whatever the optimizer: per parameter, in
+// registration order, its whole exp_avg and exp_avg_sq; and the number of updates done.
+struct OptimizerState {
+  int64_t step = 0;
+  std::vector<torch::Tensor> exp_avg, exp_avg_sq;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+
+  // One update from every parameter's .grad, at lr().
+  virtual void Step() = 0;
+  // Drops every gradient (set to none, or zeroed where the gradients live in a flat buffer).
+  virtual void ZeroGrad() = 0;
+  virtual double lr() const = 0;
+  virtual void set_lr(double lr) = 0;
+  virtual int64_t step_count() const = 0;
+
+  // Snapshots and resume. Called by every rank (a collective where the state is sharded):
+  // the whole state, values on the main rank, tensors of the same shapes elsewhere. The
+  // tensors may be the live state; a resume writes the snapshot's values into them and then
+  // calls LoadState, which also sets the step count.
+  virtual OptimizerState GatherState() = 0;
+  virtual void LoadState(const OptimizerState& state) = 0;
+
+  // --fp16: the group whose ranks vote on an overflow, for optimizers whose ranks still hold
+  // different gradients when the Trainer checks them (they are averaged inside the step);
+  // null where the gradients are already the same on every rank.
+  virtual c10d::ProcessGroup* overflow_vote_group() const { return nullptr; }
+};
+
+}  // namespace distlm::train

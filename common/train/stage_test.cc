@@ -1,0 +1,206 @@
+// The stage contract (stage.h) as the Trainer keeps it, seen from a stage that records every
+// call: the order of the hooks, that the optimizer the stage made is the one stepped,
+// snapshotted and resumed (the Trainer has no optimizer of its own), that a stage's own figures
+// reach the log line, and that the context is what the Trainer has.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "common/train/bert_adamw.h"
+#include "common/train/stage.h"
+#include "common/train/trainer.h"
+
+namespace distlm::train {
+namespace {
+
+struct Record {
+  std::vector<std::string> calls;  // hooks in order (consecutive repeats kept)
+  int gathers = 0;
+  std::vector<OptimizerState> loads;
+  torch::Tensor last_exp_avg;      // the optimizer's first moment of the first parameter, at its last Step
+};
+
+// BertAdamW, counted: what the Trainer does with the stage's optimizer.
+class CountedAdamW : public BertAdamW {
+ public:
+  CountedAdamW(NamedParameters params, AdamWOptions options, Record& r) : BertAdamW(std::move(params), options), r_(r) {}
+  void Step() override {
+    BertAdamW::Step();
+    r_.last_exp_avg = state().exp_avg[0].clone();
+  }
+  OptimizerState GatherState() override {
+    ++r_.gathers;
+    return BertAdamW::GatherState();
+  }
+  void LoadState(const OptimizerState& s) override {
+    r_.loads.push_back(s);
+    BertAdamW::LoadState(s);
+  }
+
+ private:
+  Record& r_;
+};
+
+TrainStep RecordingStep(Record& r) {
+  TrainStep step;
+  step.backward = [&r](const torch::Tensor& loss) {
+    r.calls.push_back("Backward");
+    loss.backward();
+  };
+  step.optimizer_step = [&r](UpdateContext& u) {
+    r.calls.push_back("OptimizerStep");
+    const double norm = ClipGradNorm(u.parameters, u.max_grad_norm);
+    u.optimizer.Step();
+    u.optimizer.set_lr(u.schedule.Step());
+    u.optimizer.ZeroGrad();
+    return norm;
+  };
+  step.end_of_epoch = [&r](const StageContext& ctx, int64_t epoch) {
+    r.calls.push_back("EndOfEpoch " + std::to_string(epoch));
+    if (ctx.options().do_eval) ctx.Evaluate(epoch);
+  };
+  return step;
+}
+
+class RecordingStage : public Stage {
+ public:
+  explicit RecordingStage(Record& r) : Stage("recording", RecordingStep(r)), r_(r) {}
+  std::unique_ptr<Optimizer> MakeOptimizer(const StageContext& ctx) override {
+    r_.calls.push_back("MakeOptimizer");
+    EXPECT_EQ(ctx.stage(), "recording");
+    EXPECT_TRUE(ctx.is_main_rank());
+    EXPECT_EQ(ctx.named_parameters().size(), ctx.parameters().size());
+    EXPECT_FALSE(ctx.named_parameters().empty());
+    for (size_t i = 0; i < ctx.parameters().size(); ++i) {
+      EXPECT_TRUE(ctx.named_parameters()[i].second.is_same(ctx.parameters()[i])) << "parameter " << i;
+    }
+    return std::make_unique<CountedAdamW>(ctx.named_parameters(), AdamWOptionsFor(ctx.options()), r_);
+  }
+  void BeforeTraining(const StageContext& ctx) override {
+    r_.calls.push_back("BeforeTraining");
+    EXPECT_TRUE(std::filesystem::exists(ctx.output_dir() + "/training_args.json")) << ctx.output_dir();
+  }
+  void BeforeBackward(const StageContext&, bool will_sync) override {
+    r_.calls.push_back(will_sync ? "BeforeBackward sync" : "BeforeBackward no_sync");
+  }
+  void SyncGradients(const StageContext&) override { r_.calls.push_back("SyncGradients"); }
+  UpdateFigures TakeFigures() override {
+    UpdateFigures f;
+    f.fields["recorded_update"] = ++updates_;
+    return f;
+  }
+
+ private:
+  Record& r_;
+  int updates_ = 0;
+};
+
+TrainOptions Options(const std::string& dir) {
+  TrainOptions o;  // the built-in sample (48 examples) and the tiny random BERT
+  o.output_dir = dir;
+  o.per_device_train_batch_size = 8;
+  o.gradient_accumulation_steps = 2;  // 3 updates per epoch
+  o.max_steps = 4;                    // 2 epochs, the second cut short
+  o.save_steps = 2;
+  o.plots = false;
+  o.logging_steps = 1000;
+  return o;
+}
+
+std::string FreshDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/" + name;
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+std::vector<nlohmann::json> LogLines(const std::string& dir) {
+  std::ifstream in(dir + "/train_log.jsonl");
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+TEST(StageContract, HooksRunInTheDocumentedOrder) {
+  Record r;
+  RecordingStage stage(r);
+  const std::string dir = FreshDir("order");
+  Trainer trainer(Options(dir), stage, DistInfo{});
+  trainer.Run();
+
+  std::vector<std::string> want = {"MakeOptimizer", "BeforeTraining"};
+  const std::vector<std::string> update = {"BeforeBackward no_sync", "Backward", "BeforeBackward sync", "Backward",
+                                           "SyncGradients", "OptimizerStep"};
+  for (int u = 1; u <= 4; ++u) {
+    want.insert(want.end(), update.begin(), update.end());
+    if (u == 3) want.push_back("EndOfEpoch 1");
+  }
+  want.push_back("EndOfEpoch 2");
+  EXPECT_EQ(r.calls, want);
+}
+
+TEST(StageContract, TheStagesOptimizerIsSnapshottedAndResumed) {
+  Record r;
+  RecordingStage stage(r);
+  const std::string dir = FreshDir("resume");
+  {
+    Trainer trainer(Options(dir), stage, DistInfo{});
+    trainer.Run();
+  }
+  // Snapshots after updates 2 and 3 (save_steps, end of epoch 1) and 4 (end of epoch 2): each
+  // gathered the stage's optimizer state. Nothing was resumed.
+  EXPECT_EQ(r.gathers, 3);
+  EXPECT_TRUE(r.loads.empty());
+  const torch::Tensor trained = r.last_exp_avg;
+  ASSERT_TRUE(trained.defined());
+  ASSERT_GT(trained.abs().max().item<double>(), 0.0);
+
+  // A second run over the same folder resumes from the newest snapshot (after update 4): one
+  // gather (the tensors the snapshot is read into), then LoadState with them and the step count.
+  Record again;
+  RecordingStage stage2(again);
+  Trainer resumed(Options(dir), stage2, DistInfo{});
+  resumed.Run();
+  EXPECT_EQ(again.gathers, 1);
+  ASSERT_EQ(again.loads.size(), 1u);
+  EXPECT_EQ(again.loads[0].step, 4);
+  EXPECT_TRUE(torch::equal(again.loads[0].exp_avg[0], trained))
+      << "the resumed first moment differs from the one the first run ended with";
+}
+
+TEST(StageContract, TheStagesFiguresReachTheLogLine) {
+  Record r;
+  RecordingStage stage(r);
+  const std::string dir = FreshDir("figures");
+  Trainer trainer(Options(dir), stage, DistInfo{});
+  trainer.Run();
+  const std::vector<nlohmann::json> lines = LogLines(dir);
+  ASSERT_EQ(lines.size(), 4u);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    EXPECT_EQ(lines[i].value("recorded_update", -1), static_cast<int>(i) + 1) << lines[i].dump();
+    // No communication reported: no comm_* fields, and no compute_time_ms split.
+    EXPECT_FALSE(lines[i].contains("compute_time_ms")) << lines[i].dump();
+    EXPECT_FALSE(lines[i].contains("comm_time_ms")) << lines[i].dump();
+  }
+}
+
+TEST(StageContract, AStageWithoutAnOptimizerIsALogicError) {
+  Record r;
+  class NoOptimizer : public RecordingStage {
+   public:
+    using RecordingStage::RecordingStage;
+    std::unique_ptr<Optimizer> MakeOptimizer(const StageContext&) override { return nullptr; }
+  } stage(r);
+  Trainer trainer(Options(FreshDir("none")), stage, DistInfo{});
+  EXPECT_THROW(trainer.Run(), std::logic_error);
+}
+
+}  // namespace
+}  // namespace distlm::train
