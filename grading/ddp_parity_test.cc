@@ -23,7 +23,7 @@
 namespace distlm::grading {
 namespace {
 
-// The tiny built-in BERT's parameters, float32 (see //common/ddp:ddp_test for the count):
+// The tiny built-in BERT's parameters, float32 (ddp_parameters.json of any task 3 run lists them):
 // every update must all-reduce each gradient byte exactly once.
 constexpr int64_t kTinyBertBytes = 2244104;
 

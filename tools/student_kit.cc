@@ -210,10 +210,6 @@ std::string Key(const std::string& package, const std::string& name) { return pa
 
 }  // namespace
 
-// Whole packages the kit leaves out besides grading/: the finished DistributedDataParallel is
-// task 3's answer.
-const char* const kReferenceOnlyPackages[] = {"common/ddp"};
-
 // Documents for the course staff only: the instructor guide lists the grader's mutants, its
 // points and how it recognises each mistake, which would turn the assignment into a checklist.
 const char* const kInstructorOnlyFiles[] = {"docs/instructor.md"};
@@ -233,9 +229,6 @@ bool IsPrivatePath(const std::string& path) {
   auto parts = SplitPath(path);
   if (!parts.empty() && parts[0] == "grading") return true;
   if (IsInstructorOnlyFile(path)) return true;
-  for (const char* package : kReferenceOnlyPackages) {
-    if (path.rfind(std::string(package) + "/", 0) == 0) return true;
-  }
   // A folder called reference (the last part is the file itself).
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
     if (parts[i] == "reference") return true;
@@ -388,9 +381,7 @@ KitReport MakeStudentKit(const KitOptions& options) {
       bool inside = false;
       for (size_t i = 0; i + 1 < parts.size(); ++i) {
         dir = Join(dir, parts[i]);
-        bool reference_only = false;
-        for (const char* package : kReferenceOnlyPackages) reference_only = reference_only || dir == package;
-        inside = inside || parts[i] == "reference" || (i == 0 && parts[i] == "grading") || reference_only;
+        inside = inside || parts[i] == "reference" || (i == 0 && parts[i] == "grading");
         if (inside) private_dirs.insert(dir);
       }
       continue;

@@ -35,8 +35,7 @@ struct KitReport {
 KitReport MakeStudentKit(const KitOptions& options);
 
 // True for a path (relative, '/'-separated) the kit never contains: inside a `reference`
-// folder, grading/, a reference-only package (common/ddp, the finished DDP of task 3), or an
-// instructor-only document (docs/instructor.md).
+// folder, grading/, or an instructor-only document (docs/instructor.md).
 bool IsPrivatePath(const std::string& path);
 
 // One top-level statement of a BUILD file, with the comment lines right above it.
