@@ -49,7 +49,8 @@ ABSL_FLAG(bool, quick, false,
           "a few minutes: 5 updates per scaling run, links loopback and 1gbit, traffic at 2 ranks with 2 and 4 "
           "updates");
 ABSL_FLAG(std::string, ranks, "1,2,4", "world sizes of the scaling runs");
-ABSL_FLAG(std::string, stages, "task2a,task2b,task3,task5", "stages to run (rows of common/stages/stages.h with a traffic pattern)");
+ABSL_FLAG(std::string, stages, "",
+          "stages to run, comma-separated (rows of common/stages/stages.h with a traffic pattern; default: all of them)");
 ABSL_FLAG(std::string, links, "",
           "link profiles: loopback and emulated-cluster rates such as 1gbit, 10gbit (default loopback,1gbit,10gbit; "
           "--quick: loopback,1gbit); rates need root");
@@ -124,7 +125,11 @@ Config ConfigFromFlags() {
   c.quick = absl::GetFlag(FLAGS_quick);
   c.ranks = ParseInts("ranks", absl::GetFlag(FLAGS_ranks), 1, 64);
   for (const auto& s : ParseList(absl::GetFlag(FLAGS_stages))) c.stages.push_back(&FindStage(s));
-  if (c.stages.empty()) throw UserError("--stages is empty");
+  if (c.stages.empty()) {
+    for (const auto& st : stages::All()) {
+      if (st.report.pattern != SyncPattern::kNone) c.stages.push_back(&st);
+    }
+  }
   std::string links = absl::GetFlag(FLAGS_links);
   if (links.empty()) links = c.quick ? "loopback,1gbit" : "loopback,1gbit,10gbit";
   c.links = ParseList(links);

@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
+#include "common/stages/stages.h"
 #include "common/testing/subprocess.h"
 
 namespace distlm::tools {
@@ -18,8 +20,14 @@ using ::distlm::testing::Runfile;
 
 class StageStubTest : public ::testing::TestWithParam<std::string> {};
 
-INSTANTIATE_TEST_SUITE_P(Stages, StageStubTest,
-                         ::testing::Values("part1_single", "task2a", "task2b", "task3", "task5"));
+// Every stage's folder (common/stages/stages.h; the BUILD takes the binaries from stages.bzl).
+std::vector<std::string> StageFolders() {
+  std::vector<std::string> folders;
+  for (const auto& s : stages::All()) folders.push_back(s.package);
+  return folders;
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, StageStubTest, ::testing::ValuesIn(StageFolders()));
 
 TEST_P(StageStubTest, LocalTestFailsWithTheStubsMessage) {
   Command c;

@@ -210,11 +210,30 @@ std::string Key(const std::string& package, const std::string& name) { return pa
 
 }  // namespace
 
+// Helpers of //common/stages:stages.bzl that list the stages' reference solutions: a BUILD
+// statement calling one names reference targets without spelling them, so it goes as a
+// statement naming one would.
+const char* const kPrivateHelpers[] = {"stage_reference_labels", "stage_reference_files"};
+
 // Documents for the course staff only: the instructor guide lists the grader's mutants, its
 // points and how it recognises each mistake, which would turn the assignment into a checklist.
 const char* const kInstructorOnlyFiles[] = {"docs/instructor.md"};
 
 namespace {
+
+// The first private helper `text` calls (its name, then optional spaces, then '('), or null.
+const char* CalledPrivateHelper(const std::string& text) {
+  for (const char* helper : kPrivateHelpers) {
+    const std::string name = helper;
+    for (size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + 1)) {
+      const bool starts_word = at == 0 || !(std::isalnum(static_cast<unsigned char>(text[at - 1])) || text[at - 1] == '_');
+      size_t next = at + name.size();
+      while (next < text.size() && text[next] == ' ') ++next;
+      if (starts_word && next < text.size() && text[next] == '(') return helper;
+    }
+  }
+  return nullptr;
+}
 
 bool IsInstructorOnlyFile(const std::string& path) {
   for (const char* file : kInstructorOnlyFiles) {
@@ -420,7 +439,11 @@ KitReport MakeStudentKit(const KitOptions& options) {
         const BuildStatement& st = p.statements[i];
         if (p.removed[i] || st.is_comment_or_blank) continue;
         std::string why;
+        if (const char* helper = CalledPrivateHelper(st.text)) {
+          why = std::string("calls ") + helper + "(), which lists the stages' reference solutions";
+        }
         for (const auto& s : st.strings) {
+          if (!why.empty()) break;
           Label l;
           if (s == st.name || !ParseLabel(s, pkg, &l)) continue;
           const std::string path = Join(l.package, l.name);

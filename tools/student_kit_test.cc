@@ -174,6 +174,32 @@ TEST(MakeStudentKitTest, LeavesOutSolutionsTheGraderAndWhatOnlyTheyUse) {
   }
 }
 
+TEST(MakeStudentKitTest, RemovesStatementsThatCallAReferenceHelper) {
+  std::string src = MakeTree();
+  // As //common/stages:stages.bzl's helpers: the reference list names no reference target
+  // in the BUILD file itself, so only the call gives it away.
+  WriteFileMakingDirs(src + "/lists/lists.bzl", "def stage_labels(t):\n    return []\n");
+  WriteFileMakingDirs(src + "/lists/BUILD", "");
+  WriteFileMakingDirs(src + "/bench/BUILD",
+        "load(\"//lists:lists.bzl\", \"stage_labels\", \"stage_reference_labels\")\n\n"
+        "sh_test(\n    name = \"runs_references\",\n    data = [\"//stage:api\"] + stage_reference_labels (),\n)\n\n"
+        "sh_test(\n    name = \"runs_students\",\n    data = stage_labels(\"student\"),\n)\n\n"
+        "sh_test(\n    name = \"not_a_call\",\n    data = [\"//stage:api\"],\n    tags = [\"my_stage_reference_labels(\"],\n)\n");
+  std::string out = testing::MakeTempDir("kit_out") + "/kit";
+  KitReport r = MakeStudentKit({src, out});
+  const std::string bench = ReadFileOrEmpty(out + "/bench/BUILD");
+  EXPECT_EQ(bench.find("runs_references"), std::string::npos) << bench;
+  EXPECT_NE(bench.find("runs_students"), std::string::npos) << bench;
+  EXPECT_NE(bench.find("not_a_call"), std::string::npos) << "a longer name is not the helper:\n" << bench;
+  EXPECT_NE(bench.find("load(\"//lists:lists.bzl\""), std::string::npos) << "the load stays:\n" << bench;
+  bool reported = false;
+  for (const auto& rule : r.removed_rules) {
+    reported = reported || rule == "//bench:runs_references (calls stage_reference_labels(), which lists the stages' "
+                                   "reference solutions)";
+  }
+  EXPECT_TRUE(reported) << "removed rules: " << r.removed_rules.size();
+}
+
 TEST(MakeStudentKitTest, RefusesASolutionCopiedUnderAnotherName) {
   std::string src = MakeTree();
   WriteFileMakingDirs(src + "/stage/notes.txt", "void F() { /* the solution */ }\n");
