@@ -1,4 +1,4 @@
-"""A tiny random ViT and what transformers computes on it, for //common/vit:vit_hf_parity_test.
+"""A tiny random ViT and what transformers computes on it, for //common/parity:vit_hf_parity_test.
 
   python hf_vit_dump.py OUT
 

@@ -7,7 +7,7 @@
 #   OUT_ROOT/finetune/tiny  hf_finetune.py: 20 updates of the tiny reference checkpoint on the real
 #                           RTE, dropout off, lr 1e-3 (part1_single:hf_finetune_parity_test)
 #   OUT_ROOT/vit/tiny       hf_vit_dump.py: a tiny random ViT, its logits, gradients and a 12-update
-#                           trace (common/vit:vit_hf_parity_test)
+#                           trace (common/parity:vit_hf_parity_test)
 # OUT_ROOT defaults to $DISTLM_PEERS_DIR, else ~/.cache/distlm/peers-out. Each part is redone only
 # when the programs that make it changed (a stamp of their hashes). Needs PyPI the first time
 # (tools/peers/setup.sh) and ../shared/reference; prints OUT_ROOT on its last line. Point the tests

@@ -1,4 +1,4 @@
-#include "common/bert/hf_parity.h"
+#include "common/parity/hf_parity.h"
 
 #include <algorithm>
 #include <cinttypes>

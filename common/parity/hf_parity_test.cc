@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "common/bert/hf_parity.h"
+#include "common/parity/hf_parity.h"
 #include "common/testing/subprocess.h"
 
 namespace distlm::bert {

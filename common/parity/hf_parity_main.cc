@@ -1,4 +1,4 @@
-// bazel run //common/bert:hf_parity -- --dump=OUT_DIR [--model=MODEL_DIR]
+// bazel run //common/parity:hf_parity -- --dump=OUT_DIR [--model=MODEL_DIR]
 //
 // distlm against HuggingFace transformers on one checkpoint: OUT_DIR is what
 // tools/peers/hf_dump.sh MODEL_DIR OUT_DIR wrote. Prints one OK / NOT OK line per compared
@@ -8,7 +8,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "common/bert/hf_parity.h"
+#include "common/parity/hf_parity.h"
 #include "common/runtime/errors.h"
 #include "common/runtime/runtime_flags.h"
 
