@@ -1,28 +1,93 @@
-"""The course's stages for Bazel: one row each, and the lists of targets other BUILD files take
-from them, so that a stage added is a folder and a row here (and its row in stages.h, which
-//common/stages:stages_test holds to this file; docs/architecture.md, "Adding a stage").
+"""The course's stages, once: one row each. Bazel's lists of stage targets come from here, and
+so does the C++ table (common/stages/stages.h includes the rows generated from STAGES), so a
+stage added is a folder and a row here (docs/architecture.md, "Adding a stage").
 
 Each row: the stage's id (what logs, messages, submissions and the grader call it), its folder
-(the Bazel package), the files the student writes (in student/ and reference/), and whether it
-runs on several ranks. Every folder has the same targets: :reference and :student (the stage's
-binary on the reference solution or the student's files), :student_test (the student's local
-test, tagged manual: it fails on the stubs) and :reference_student_test.
+(the Bazel package), the files the student writes (in student/ and reference/), what they
+write (for messages), how the grader runs and scores it, and how task 4's report counts its
+traffic. Every folder has the same targets: :reference and :student (the stage's binary on the
+reference solution or the student's files), :student_test (the student's local test, tagged
+manual: it fails on the stubs) and :reference_student_test.
 
 The student kit reads BUILD files without Bazel (tools/student_kit.cc): a statement that calls
 one of the helpers below whose name starts with stage_reference is removed from the kit, as a
 statement naming a reference target is; the others name only targets the kit keeps.
 """
 
-def _row(id, package, files, distributed = True):
-    return struct(id = id, package = package, files = files, distributed = distributed)
+_PATTERNS = {
+    "none": "kNone",
+    "ring_allreduce": "kRingAllreduce",
+    "gather_scatter": "kGatherScatter",
+    "reduce_scatter_allgather": "kReduceScatterAllGather",
+    "allreduce_allgather": "kAllreduceAllGather",
+}
 
-# In the order the course takes them (and the grader reports them).
+def _row(
+        id,
+        package,
+        files,
+        what,
+        parity_points,
+        ranks = 4,
+        comm_points = 0,
+        required_ops = [],
+        forbidden_ops = [],
+        optional = False,
+        run_flags = [],
+        ddp_checks = False,
+        bucket_cap_mb = "0",
+        takes_comm_dtype = False,
+        pattern = "none"):
+    """One stage; stages.h says what each field means."""
+    if pattern not in _PATTERNS:
+        fail("stage %s: pattern '%s' is not one of %s" % (id, pattern, ", ".join(_PATTERNS.keys())))
+    for text in [id, package, what, bucket_cap_mb] + files + required_ops + forbidden_ops + run_flags:
+        if "\"" in text or "'" in text or "$" in text or "\\" in text:
+            fail("stage %s: '%s' holds a quote, a backslash or a $ (the C++ table is generated from it)" % (id, text))
+    return struct(
+        id = id,
+        package = package,
+        files = files,
+        what = what,
+        distributed = ranks > 1,
+        ranks = ranks,
+        parity_points = parity_points,
+        comm_points = comm_points,
+        required_ops = required_ops,
+        forbidden_ops = forbidden_ops,
+        optional = optional,
+        run_flags = run_flags,
+        ddp_checks = ddp_checks,
+        bucket_cap_mb = bucket_cap_mb,
+        takes_comm_dtype = takes_comm_dtype,
+        pattern = pattern,
+    )
+
+# In the order the course takes them (and the grader reports them). Points follow the work
+# each part asks for (reference solutions: part 1 15 lines, 2a 34, 2b 16, 3 165, 5 54);
+# docs/instructor.md has the table, with 25 more for the written report.
 STAGES = [
-    _row("part1", "part1_single", ["train_step.cc"], distributed = False),
-    _row("task2a", "task2a", ["grad_sync.cc"]),
-    _row("task2b", "task2b", ["grad_sync.cc"]),
-    _row("task3", "task3", ["bucketed_ddp.cc", "per_parameter_ddp.cc"]),
-    _row("task5", "task5", ["sharded_step.cc"]),
+    # Every task trains with part 1's step; without part1/ the grader builds them with its own.
+    _row("part1", "part1_single", ["train_step.cc"], "Backward / OptimizerStep / EndOfEpoch",
+         ranks = 1, parity_points = 10),
+    _row("task2a", "task2a", ["grad_sync.cc"], "SyncGradients (gather + scatter)",
+         parity_points = 12, comm_points = 3, required_ops = ["gather", "scatter"],
+         forbidden_ops = ["allreduce", "reduce", "allgather", "reduce_scatter"], pattern = "gather_scatter"),
+    _row("task2b", "task2b", ["grad_sync.cc"], "SyncGradients (all_reduce)",
+         parity_points = 8, comm_points = 2, required_ops = ["allreduce"], takes_comm_dtype = True,
+         pattern = "ring_allreduce"),
+    # The student's own DDP: parity on the bucketed version (3b) at a cap that makes several
+    # buckets on the tiny model; grading/ddp_checks.h adds 28 points of its own tests.
+    _row("task3", "task3", ["bucketed_ddp.cc", "per_parameter_ddp.cc"],
+         "your DistributedDataParallel (per-parameter, buckets, no_sync)",
+         parity_points = 12, run_flags = ["--ddp=buckets", "--bucket_cap_mb=0.5"], ddp_checks = True,
+         bucket_cap_mb = "0.5", takes_comm_dtype = True, pattern = "ring_allreduce"),
+    # The advanced part: graded when submitted. Over Gloo (LibTorch 1.13 has no reduce_scatter
+    # there) the reduce-scatter is an all_reduce plus a slice, so only the all-gather is a
+    # collective of its own.
+    _row("task5", "task5", ["sharded_step.cc"], "ShardedStep (reduce-scatter, shard step, all-gather)",
+         parity_points = 16, comm_points = 4, required_ops = ["allgather"], optional = True,
+         pattern = "allreduce_allgather"),
 ]
 
 def _rows(distributed):
@@ -50,6 +115,34 @@ def stage_reference_files():
     """Every stage's reference/ files, e.g. //task2a:reference/grad_sync.cc."""
     return ["//%s:reference/%s" % (s.package, f) for s in STAGES for f in s.files]
 
-def stages_tsv():
-    """id, package, distributed (0/1) and the student's files, tab-separated, a line per stage."""
-    return "".join(["\t".join([s.id, s.package, "1" if s.distributed else "0"] + s.files) + "\n" for s in STAGES])
+def _strings(items):
+    return "{" + ", ".join(["\"%s\"" % i for i in items]) + "}"
+
+def _bool(b):
+    return "true" if b else "false"
+
+def stages_cc_rows():
+    """The C++ rows of stages.h's table: //common/stages:stages_table writes them to stages_table.inc."""
+    rows = []
+    for s in STAGES:
+        grading = "{%d, %d, %d, %s, %s, %s, %s, %s, %s}" % (
+            s.ranks,
+            s.parity_points,
+            s.comm_points,
+            _strings(s.required_ops),
+            _strings(s.forbidden_ops),
+            _bool(s.optional),
+            _strings(s.run_flags),
+            _bool(s.ddp_checks),
+            s.bucket_cap_mb,
+        )
+        rows.append("{\"%s\", \"%s\", %s, \"%s\", %s, %s, {SyncPattern::%s}},\n" % (
+            s.id,
+            s.package,
+            _strings(s.files),
+            s.what,
+            _bool(s.takes_comm_dtype),
+            grading,
+            _PATTERNS[s.pattern],
+        ))
+    return "".join(rows)

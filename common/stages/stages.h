@@ -1,8 +1,9 @@
 // The course's stages, once: what the mains, the autograder (grading/) and task 4's report
-// (task4_bench/report.cc) know of each. Adding a stage is one row here, once its folder has
-// student/ and reference/ files of the same names and :reference / :student binaries
-// (grading/submission_test.cc checks the table against the tree; docs/instructor.md, "Adding a
-// task", lists the rest).
+// (task4_bench/report.cc) know of each. The rows are written in common/stages/stages.bzl (Bazel's
+// lists of stage targets come from the same rows); adding a stage is one row there, once its
+// folder has student/ and reference/ files of the same names and :reference / :student binaries
+// (grading/submission_test.cc checks the table against the tree; docs/architecture.md, "Adding a
+// stage", lists the rest).
 #pragma once
 
 #include <stdexcept>
@@ -48,31 +49,12 @@ struct Stage {
   std::string reference_binary() const { return package + "/reference"; }
 };
 
-// In the order the course takes them (and the grader reports them). Points follow the work
-// each part asks for (reference solutions: part 1 15 lines, 2a 34, 2b 16, 3 165, 5 54);
-// docs/instructor.md has the table, with 25 more for the written report.
+// In the order the course takes them (and the grader reports them): the rows of STAGES in
+// common/stages/stages.bzl, generated into stages_table.inc (bazel-bin/common/stages/) by
+// //common/stages:stages_table.
 inline const std::vector<Stage>& All() {
   static const std::vector<Stage> stages = {
-      // Every task trains with part 1's step; without part1/ the grader builds them with its own.
-      {"part1", "part1_single", {"train_step.cc"}, "Backward / OptimizerStep / EndOfEpoch", false,
-       {1, 10, 0, {}, {}, false}, {}},
-      {"task2a", "task2a", {"grad_sync.cc"}, "SyncGradients (gather + scatter)", false,
-       {4, 12, 3, {"gather", "scatter"}, {"allreduce", "reduce", "allgather", "reduce_scatter"}, false},
-       {SyncPattern::kGatherScatter}},
-      {"task2b", "task2b", {"grad_sync.cc"}, "SyncGradients (all_reduce)", true, {4, 8, 2, {"allreduce"}, {}, false},
-       {SyncPattern::kRingAllreduce}},
-      // The student's own DDP: parity on the bucketed version (3b) at a cap that makes several
-      // buckets on the tiny model; grading/ddp_checks.h adds 28 points of its own tests.
-      {"task3", "task3", {"bucketed_ddp.cc", "per_parameter_ddp.cc"},
-       "your DistributedDataParallel (per-parameter, buckets, no_sync)", true,
-       {4, 12, 0, {}, {}, false, {"--ddp=buckets", "--bucket_cap_mb=0.5"}, /*ddp_checks=*/true, /*bucket_cap_mb=*/0.5},
-       {SyncPattern::kRingAllreduce}},
-      // The advanced part: graded when submitted. Over Gloo (LibTorch 1.13 has no reduce_scatter
-      // there) the reduce-scatter is an all_reduce plus a slice, so only the all-gather is a
-      // collective of its own.
-      {"task5", "task5", {"sharded_step.cc"}, "ShardedStep (reduce-scatter, shard step, all-gather)", false,
-       {4, 16, 4, {"allgather"}, {}, true},
-       {SyncPattern::kAllreduceAllGather}},
+#include "common/stages/stages_table.inc"
   };
   return stages;
 }

@@ -1,41 +1,39 @@
-// stages.h (the C++ table: ids, folders, the student's files, grading) against stages.bzl (the
-// rows Bazel's lists are made from), read through the stages.tsv it generates.
-#include <sstream>
+// The generated table (stages.bzl -> stages_table.inc -> stages.h) holds together: ids and
+// folders unique, the one single-process stage first (every other stage trains with its step),
+// every stage worth points, a distributed stage run on several ranks, the report's traffic
+// pattern only where the gradients travel.
+#include <set>
 #include <string>
-#include <vector>
 
 #include <gtest/gtest.h>
 
-#include "common/runtime/atomic_file.h"
-#include "common/runtime/runfiles.h"
 #include "common/stages/stages.h"
 
 namespace distlm::stages {
 namespace {
 
-std::vector<std::string> Split(const std::string& line) {
-  std::vector<std::string> out;
-  std::stringstream in(line);
-  for (std::string field; std::getline(in, field, '\t');) out.push_back(field);
-  return out;
-}
-
-TEST(StagesTest, StagesBzlAndStagesHListTheSameStages) {
-  std::stringstream tsv(ReadFile(FindRunfile("common/stages/stages.tsv")));
-  std::vector<std::vector<std::string>> rows;
-  for (std::string line; std::getline(tsv, line);) {
-    if (!line.empty()) rows.push_back(Split(line));
+TEST(StagesTest, TheTableHoldsTogether) {
+  ASSERT_GE(All().size(), 2u);
+  EXPECT_EQ(All()[0].id, "part1");
+  EXPECT_EQ(All()[0].grading.ranks, 1) << "part 1 runs on one process";
+  EXPECT_EQ(All()[0].report.pattern, SyncPattern::kNone);
+  std::set<std::string> ids, packages;
+  for (const Stage& s : All()) {
+    EXPECT_TRUE(ids.insert(s.id).second) << s.id << " twice";
+    EXPECT_TRUE(packages.insert(s.package).second) << "folder " << s.package << " twice";
+    EXPECT_FALSE(s.files.empty()) << s.id << ": the student writes no file";
+    EXPECT_FALSE(s.what.empty()) << s.id;
+    EXPECT_GT(s.grading.parity_points + s.grading.comm_points, 0) << s.id << " is worth no points";
+    if (&s != &All()[0]) {
+      EXPECT_GT(s.grading.ranks, 1) << s.id << ": only part 1 runs on one process";
+      EXPECT_NE(s.report.pattern, SyncPattern::kNone) << s.id << ": its traffic has no pattern";
+    }
+    EXPECT_EQ(s.grading.ddp_checks, s.grading.bucket_cap_mb > 0) << s.id << ": DDP checks need their bucket cap";
   }
-  ASSERT_EQ(rows.size(), All().size()) << "common/stages/stages.bzl and stages.h list different numbers of stages";
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const Stage& s = All()[i];
-    const std::vector<std::string>& r = rows[i];
-    ASSERT_GE(r.size(), 4u) << "stages.tsv line " << i + 1;
-    EXPECT_EQ(r[0], s.id) << "stage " << i + 1 << ": stages.bzl and stages.h disagree on the id (or the order)";
-    EXPECT_EQ(r[1], s.package) << s.id << ": the folder";
-    EXPECT_EQ(r[2] == "1", s.grading.ranks > 1) << s.id << ": distributed in stages.bzl, ranks in stages.h";
-    EXPECT_EQ(std::vector<std::string>(r.begin() + 3, r.end()), s.files) << s.id << ": the student's files";
-  }
+  EXPECT_EQ(Find("task3")->grading.bucket_cap_mb, 0.5);
+  EXPECT_EQ(Find("task2a")->grading.forbidden_ops.size(), 4u);
+  EXPECT_EQ(Find("nope"), nullptr);
+  EXPECT_THROW(Get("nope"), std::logic_error);
 }
 
 }  // namespace
