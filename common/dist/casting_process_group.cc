@@ -24,7 +24,7 @@ std::string CommDtypeName(at::ScalarType t) {
 }
 
 CastingProcessGroup::CastingProcessGroup(c10::intrusive_ptr<c10d::ProcessGroup> inner, at::ScalarType comm_dtype)
-    : GroupImpl(inner->getRank(), inner->getSize()), inner_(std::move(inner)), comm_dtype_(comm_dtype) {
+    : ForwardingGroup(std::move(inner)), comm_dtype_(comm_dtype) {
   if (comm_dtype != at::kFloat && comm_dtype != at::kHalf && comm_dtype != at::kBFloat16) {
     throw UserError("CastingProcessGroup: cannot communicate in " + std::string(c10::toString(comm_dtype)) +
                     "; use float32, float16 or bfloat16");
@@ -41,67 +41,6 @@ c10::intrusive_ptr<c10d::Work> CastingProcessGroup::allreduce(std::vector<at::Te
   for (const auto& t : tensors) narrow.push_back(t.to(comm_dtype_));
   auto work = inner_->allreduce(narrow, opts);
   return c10::make_intrusive<CopyBackWork>(std::move(work), tensors, narrow);
-}
-
-c10::intrusive_ptr<c10d::Work> CastingProcessGroup::broadcast(std::vector<at::Tensor>& tensors,
-                                                              const c10d::BroadcastOptions& opts) {
-  return inner_->broadcast(tensors, opts);
-}
-
-c10::intrusive_ptr<c10d::Work> CastingProcessGroup::allreduce_coalesced(
-    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
-  return inner_->allreduce_coalesced(tensors, opts);
-}
-
-c10::intrusive_ptr<c10d::Work> CastingProcessGroup::reduce(std::vector<at::Tensor>& tensors,
-                                                           const c10d::ReduceOptions& opts) {
-  return inner_->reduce(tensors, opts);
-}
-
-c10::intrusive_ptr<c10d::Work> CastingProcessGroup::allgather(std::vector<std::vector<at::Tensor>>& outputs,
-                                                              std::vector<at::Tensor>& inputs,
-                                                              const c10d::AllgatherOptions& opts) {
-  return inner_->allgather(outputs, inputs, opts);
-}
-
-c10::intrusive_ptr<c10d::Work> CastingProcessGroup::_allgather_base(at::Tensor& output, at::Tensor& input,
-                                                                    const c10d::AllgatherOptions& opts) {
-  return inner_->_allgather_base(output, input, opts);
-}
-
-c10::intrusive_ptr<c10d::Work> CastingProcessGroup::gather(std::vector<std::vector<at::Tensor>>& outputs,
-                                                           std::vector<at::Tensor>& inputs,
-                                                           const c10d::GatherOptions& opts) {
-  return inner_->gather(outputs, inputs, opts);
-}
-
-c10::intrusive_ptr<c10d::Work> CastingProcessGroup::scatter(std::vector<at::Tensor>& outputs,
-                                                            std::vector<std::vector<at::Tensor>>& inputs,
-                                                            const c10d::ScatterOptions& opts) {
-  return inner_->scatter(outputs, inputs, opts);
-}
-
-c10::intrusive_ptr<c10d::Work> CastingProcessGroup::reduce_scatter(std::vector<at::Tensor>& outputs,
-                                                                   std::vector<std::vector<at::Tensor>>& inputs,
-                                                                   const c10d::ReduceScatterOptions& opts) {
-  return inner_->reduce_scatter(outputs, inputs, opts);
-}
-
-c10::intrusive_ptr<c10d::Work> CastingProcessGroup::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
-                                                                         const c10d::ReduceScatterOptions& opts) {
-  return inner_->_reduce_scatter_base(output, input, opts);
-}
-
-c10::intrusive_ptr<c10d::Work> CastingProcessGroup::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
-  return inner_->send(tensors, dst, tag);
-}
-
-c10::intrusive_ptr<c10d::Work> CastingProcessGroup::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
-  return inner_->recv(tensors, src, tag);
-}
-
-c10::intrusive_ptr<c10d::Work> CastingProcessGroup::barrier(const c10d::BarrierOptions& opts) {
-  return inner_->barrier(opts);
 }
 
 }  // namespace distlm::dist

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "common/dist/c10d_compat.h"
+#include "common/dist/forwarding_group.h"
 
 namespace distlm::dist {
 
@@ -33,7 +34,8 @@ at::ScalarType ParseCommDtype(const std::string& value, const std::string& flag 
 // The short name of a communication dtype: "fp32", "fp16", "bf16".
 std::string CommDtypeName(at::ScalarType t);
 
-class CastingProcessGroup : public GroupImpl {
+// Every collective forwarded as it is (ForwardingGroup) but all_reduce, which is cast.
+class CastingProcessGroup : public ForwardingGroup {
  public:
   // comm_dtype: kHalf or kBFloat16 (kFloat makes this a plain forwarder).
   CastingProcessGroup(c10::intrusive_ptr<c10d::ProcessGroup> inner, at::ScalarType comm_dtype);
@@ -42,42 +44,11 @@ class CastingProcessGroup : public GroupImpl {
   void set_enabled(bool enabled) { enabled_ = enabled; }
   bool enabled() const { return enabled_; }
   at::ScalarType comm_dtype() const { return comm_dtype_; }
-  const c10::intrusive_ptr<c10d::ProcessGroup>& inner() const { return inner_; }
-
-  const std::string getBackendName() const override { return inner_->getBackendName(); }
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) override;
 
-  // Forwarded unchanged.
-  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
-                                           const c10d::BroadcastOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
-                                                     const c10d::AllreduceCoalescedOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
-                                        const c10d::ReduceOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
-                                           std::vector<at::Tensor>& inputs,
-                                           const c10d::AllgatherOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
-                                                 const c10d::AllgatherOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
-                                        std::vector<at::Tensor>& inputs,
-                                        const c10d::GatherOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
-                                         std::vector<std::vector<at::Tensor>>& inputs,
-                                         const c10d::ScatterOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
-                                                std::vector<std::vector<at::Tensor>>& inputs,
-                                                const c10d::ReduceScatterOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
-                                                      const c10d::ReduceScatterOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
-  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
-  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
-
  private:
-  c10::intrusive_ptr<c10d::ProcessGroup> inner_;
   at::ScalarType comm_dtype_;
   std::atomic<bool> enabled_{false};
 };

@@ -68,7 +68,7 @@ nlohmann::json CommStats::ToJson(size_t max_shapes) const {
 }
 
 CountingProcessGroup::CountingProcessGroup(c10::intrusive_ptr<c10d::ProcessGroup> inner)
-    : GroupImpl(inner->getRank(), inner->getSize()), inner_(std::move(inner)) {}
+    : ForwardingGroup(std::move(inner)) {}
 
 CommStats CountingProcessGroup::TakeStats() {
   std::lock_guard<std::mutex> lock(mu_);

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 #include "common/dist/c10d_compat.h"
+#include "common/dist/forwarding_group.h"
 
 namespace distlm::dist {
 
@@ -43,15 +44,14 @@ struct CommStats {
   nlohmann::json ToJson(size_t max_shapes = 16) const;
 };
 
-class CountingProcessGroup : public GroupImpl {
+// Every collective recorded (op, shapes, bytes, dtype, launch and, for all_reduce, completion
+// time), then forwarded (ForwardingGroup).
+class CountingProcessGroup : public ForwardingGroup {
  public:
   explicit CountingProcessGroup(c10::intrusive_ptr<c10d::ProcessGroup> inner);
 
   // What was recorded since the last call; starts afresh.
   CommStats TakeStats();
-  const c10::intrusive_ptr<c10d::ProcessGroup>& inner() const { return inner_; }
-
-  const std::string getBackendName() const override { return inner_->getBackendName(); }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
@@ -85,7 +85,6 @@ class CountingProcessGroup : public GroupImpl {
   // Returns the record's completion slot.
   std::shared_ptr<std::atomic<int64_t>> Record(const std::string& op, const std::vector<at::Tensor>& tensors);
 
-  c10::intrusive_ptr<c10d::ProcessGroup> inner_;
   std::mutex mu_;
   CommStats stats_;
 };
