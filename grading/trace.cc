@@ -8,10 +8,10 @@ namespace distlm::grading {
 namespace {
 
 // The first update whose value differs from the single-node one beyond the tolerance, or
-// kSteps when all match.
-size_t FirstDifference(const std::vector<double>& want, const std::vector<double>& got) {
+// kSteps when all match. `scale`: what a difference is relative to (at least |want|).
+size_t FirstDifference(const std::vector<double>& want, const std::vector<double>& got, double scale = 0) {
   for (size_t i = 0; i < kSteps; ++i) {
-    if (i >= got.size() || i >= want.size() || !(RelDiff(got[i], want[i]) <= kParityTol)) return i;
+    if (i >= got.size() || i >= want.size() || !(ScaledDiff(got[i], want[i], scale) <= kParityTol)) return i;
   }
   return kSteps;
 }
@@ -25,6 +25,18 @@ std::string Fmt(const char* format, double v) {
 }
 
 double RelDiff(double got, double want) { return std::abs(got - want) / std::max(std::abs(want), 1e-12); }
+
+double ScaledDiff(double got, double want, double scale) {
+  return std::abs(got - want) / std::max({std::abs(want), scale, 1e-12});
+}
+
+double NormScale(const Trace& want) {
+  double scale = 0;
+  for (size_t i = 0; i < kSteps && i < want.grad_norms.size(); ++i) {
+    if (std::isfinite(want.grad_norms[i])) scale = std::max(scale, std::abs(want.grad_norms[i]));
+  }
+  return scale;
+}
 
 bool Close(const std::vector<double>& a, const std::vector<double>& b, size_t n, double tol) {
   if (a.size() < n || b.size() < n) return false;
@@ -75,7 +87,8 @@ std::string TraceTable(const Trace& want, const Trace& got) {
     s += "\n";
   }
   s += "    (off by: your value against the grader's run, relative; within " + Fmt("%.0e", kParityTol) +
-       " passes. The grader's values are not shown: they come from a seed drawn for this grading.)\n";
+       " passes, for a gradient norm within that much of the run's largest norm. The grader's values are not "
+       "shown: they come from a seed drawn for this grading.)\n";
   return s;
 }
 
@@ -85,7 +98,7 @@ std::string TraceTable(const Trace& want, const Trace& got) {
 // unchanged (clipping and Adam normalise it away) while its norm shows the factor at once.
 std::string ParityDiff(const Trace& want, const Trace& got) {
   const size_t loss_at = FirstDifference(want.losses, got.losses);
-  const size_t norm_at = FirstDifference(want.grad_norms, got.grad_norms);
+  const size_t norm_at = FirstDifference(want.grad_norms, got.grad_norms, NormScale(want));
   if (loss_at == kSteps && norm_at == kSteps) return "";
   if (got.losses.size() < kSteps) {
     return "expected " + std::to_string(kSteps) + " logged updates, found " + std::to_string(got.losses.size());
@@ -114,7 +127,8 @@ std::string ParityDiff(const Trace& want, const Trace& got) {
 double WorstDifference(const Trace& want, const Trace& got) {
   double worst = 0;
   for (size_t i = 0; i < kSteps && i < got.losses.size() && i < got.grad_norms.size(); ++i) {
-    worst = std::max({worst, RelDiff(got.losses[i], want.losses[i]), RelDiff(got.grad_norms[i], want.grad_norms[i])});
+    worst = std::max({worst, RelDiff(got.losses[i], want.losses[i]),
+                      ScaledDiff(got.grad_norms[i], want.grad_norms[i], NormScale(want))});
   }
   return worst;
 }

@@ -15,7 +15,8 @@ namespace distlm::grading {
 inline constexpr size_t kSteps = 5;
 inline constexpr int kTotalBatch = 8;
 // A correct synchronisation differs from one process only in the order of float32 sums
-// (~1e-7 relative over 5 updates); a wrong one by >1e-3 from the second update on.
+// (~1e-7 relative over 5 updates; a gradient norm near zero is compared against the trace's
+// largest, NormScale); a wrong one by >1e-3 from the second update on.
 inline constexpr double kParityTol = 1e-5;
 // A known mistake is recognised when a trace is this close to the grader's own run of it
 // (the same mistake made with other collectives sums in another order).
@@ -33,6 +34,15 @@ Trace TraceOfLog(const std::vector<nlohmann::json>& log);
 // printf of one number, for messages.
 std::string Fmt(const char* format, double v);
 double RelDiff(double got, double want);
+// |got - want| relative to the larger of |want| and `scale`.
+double ScaledDiff(double got, double want, double scale);
+// What a gradient norm's difference is measured against: the largest norm of the grader's
+// trace. A correct synchronisation sums float32 gradients in another order, an error of about
+// 1e-7 of the per-rank gradients; where the averaged gradient nearly cancels (a norm 100 times
+// below the run's largest, as at the loss's saddle), that error can exceed 1e-5 of the small
+// norm itself (seen: 1.8e-5, one grading in four of task 2b's reference on 4 ranks), while
+// every mistake the grader looks for moves the norms by far more than 1e-5 of the largest.
+double NormScale(const Trace& want);
 // The first n entries of a and b each within tol (relative).
 bool Close(const std::vector<double>& a, const std::vector<double>& b, size_t n, double tol);
 

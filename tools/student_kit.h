@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "tools/build_file.h"  // SplitBuildFile, which the kit and its tests use
+
 namespace distlm::tools {
 
 struct KitOptions {
@@ -37,17 +39,5 @@ KitReport MakeStudentKit(const KitOptions& options);
 // True for a path (relative, '/'-separated) the kit never contains: inside a `reference`
 // folder, grading/, or an instructor-only document (docs/instructor.md).
 bool IsPrivatePath(const std::string& path);
-
-// One top-level statement of a BUILD file, with the comment lines right above it.
-struct BuildStatement {
-  std::string text;                  // exactly as in the file, with its final newline
-  std::string name;                  // the name = "..." argument of a rule; "" otherwise
-  std::vector<std::string> strings;  // every string literal in it
-  bool is_comment_or_blank = false;  // free comment lines and blank lines between statements
-};
-
-// Splits a BUILD file into statements (brackets, strings and comments are understood);
-// concatenating the texts gives the file back.
-std::vector<BuildStatement> SplitBuildFile(const std::string& text);
 
 }  // namespace distlm::tools
