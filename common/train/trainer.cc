@@ -207,6 +207,27 @@ void Trainer::PrintMeanIterationTime() const {
   }
 }
 
+Trainer::Stepped Trainer::FinishUpdate(UpdateContext& u, int64_t update, int64_t epoch, double loss_sum,
+                                       int64_t global_samples, std::chrono::steady_clock::time_point start) {
+  const int64_t accum = options_.gradient_accumulation_steps;
+  Stepped s;
+  stage_.SyncGradients(*ctx_);
+  s.lr = optimizer_->lr();
+  const double loss_scale = scaler_.scale();
+  const bool finite = UnscaleGradients(update);
+  // An overflowed update is skipped (no optimizer or schedule step), as GradScaler does.
+  s.grad_norm = finite ? stage_.OptimizerStep(*ctx_, u) : std::numeric_limits<double>::quiet_NaN();
+  scaler_.Update(finite);
+  s.step_ms = MsSince(start);
+  step_ms_.push_back(s.step_ms);
+  s.loss_mean = AverageOverRanks(loss_sum / static_cast<double>(accum));
+  losses_.push_back(s.loss_mean);
+  MaybeInjectFault(update);
+  LogUpdate(update, epoch + 1, s.loss_mean, s.lr, s.grad_norm, s.step_ms, global_samples,
+            scaler_.enabled() ? std::optional<double>(loss_scale) : std::nullopt, !finite);
+  return s;
+}
+
 void Trainer::Train() {
   const int64_t B = options_.per_device_train_batch_size;
   const int64_t accum = options_.gradient_accumulation_steps;
@@ -288,27 +309,14 @@ void Trainer::Train() {
       if (++micro < accum) continue;
       micro = 0;
 
-      stage_.SyncGradients(*ctx_);
-      const double lr = optimizer_->lr();
-      const double loss_scale = scaler_.scale();
-      const bool finite = UnscaleGradients(update + 1);
-      // An overflowed update is skipped (no optimizer or schedule step), as GradScaler does.
-      const double grad_norm = finite ? stage_.OptimizerStep(*ctx_, ctx) : std::numeric_limits<double>::quiet_NaN();
-      scaler_.Update(finite);
-      ++update;
-      const double step_ms = MsSince(update_start);
-      step_ms_.push_back(step_ms);
-      const double loss_mean = AverageOverRanks(loss_sum / static_cast<double>(accum));
-      losses_.push_back(loss_mean);
-      MaybeInjectFault(update);
       const int64_t global_samples = samples * dist_.world_size;
+      const Stepped stepped = FinishUpdate(ctx, ++update, epoch, loss_sum, global_samples, update_start);
       epoch_samples += global_samples;
-      LogUpdate(update, epoch + 1, loss_mean, lr, grad_norm, step_ms, global_samples,
-                scaler_.enabled() ? std::optional<double>(loss_scale) : std::nullopt, !finite);
       progress_samples += global_samples;
       char fields[160];
       std::snprintf(fields, sizeof(fields), "epoch %lld loss %.6f lr %.3g grad_norm %.4f %.1f ms",
-                    static_cast<long long>(epoch + 1), loss_mean, lr, grad_norm, step_ms);
+                    static_cast<long long>(epoch + 1), stepped.loss_mean, stepped.lr, stepped.grad_norm,
+                    stepped.step_ms);
       progress.Update(update, progress_samples, fields);
       if (options_.save_steps > 0 && update % options_.save_steps == 0 && update < total) {
         TrainingState at;

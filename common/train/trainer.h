@@ -9,6 +9,7 @@
 // stage.TakeFigures -> one JSON line in train_log.jsonl (rank 0; loss averaged over ranks).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -60,6 +61,14 @@ class Trainer {
   // last (the mean iteration time the handout asks for).
   void PrintRunBanner(int64_t total, int64_t updates_per_epoch, int64_t epochs) const;
   void PrintMeanIterationTime() const;
+  // The end of update `update` (1-based), after its micro-batches' backward passes: the stage's
+  // synchronisation, --fp16's unscaling (an overflow skips the step), the stage's optimizer
+  // step, the loss averaged over ranks, the log line.
+  struct Stepped {
+    double lr = 0, grad_norm = 0, loss_mean = 0, step_ms = 0;
+  };
+  Stepped FinishUpdate(UpdateContext& u, int64_t update, int64_t epoch, double loss_sum, int64_t global_samples,
+                       std::chrono::steady_clock::time_point start);
   void PrepareOutputDir();
   void LogUpdate(int64_t step, int64_t epoch, double loss, double lr, double grad_norm, double step_ms,
                  int64_t samples, std::optional<double> loss_scale, bool skipped);
