@@ -59,7 +59,9 @@ TEST(ExpectedBucketsTest, InvariantsOnRandomSizes) {
       }
       ASSERT_EQ(sum, buckets[b]) << "trial " << trial << ": bucket " << b << " splits a parameter";
       EXPECT_LT(before_last * 4, cap) << "trial " << trial << ": bucket " << b << " should have closed earlier";
-      if (b + 1 < buckets.size()) EXPECT_GE(sum * 4, cap) << "trial " << trial << ": bucket " << b << " closed below the cap";
+      if (b + 1 < buckets.size()) {
+        EXPECT_GE(sum * 4, cap) << "trial " << trial << ": bucket " << b << " closed below the cap";
+      }
       next = k;
       total += sum;
     }

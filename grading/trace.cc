@@ -126,9 +126,10 @@ std::string ParityDiff(const Trace& want, const Trace& got) {
 
 double WorstDifference(const Trace& want, const Trace& got) {
   double worst = 0;
+  const double norm_scale = NormScale(want);
   for (size_t i = 0; i < kSteps && i < got.losses.size() && i < got.grad_norms.size(); ++i) {
     worst = std::max({worst, RelDiff(got.losses[i], want.losses[i]),
-                      ScaledDiff(got.grad_norms[i], want.grad_norms[i], NormScale(want))});
+                      ScaledDiff(got.grad_norms[i], want.grad_norms[i], norm_scale)});
   }
   return worst;
 }

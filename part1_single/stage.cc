@@ -3,8 +3,6 @@
 #include <string>
 #include <utility>
 
-#include "common/dist/dist_flags.h"
-#include "common/runtime/errors.h"
 
 namespace distlm::part1 {
 namespace {
@@ -12,14 +10,7 @@ namespace {
 class SingleProcessStage : public train::Stage {
  public:
   using Stage::Stage;
-  train::DistInfo Connect() override {
-    const dist::DistConfig config = dist::DistConfigFromFlagsAndEnv();
-    if (config.world_size != 1) {
-      throw UserError(name() + " trains on one process, but " + config.world_size_origin +
-                      "; use task2a, task2b or task3 for several ranks");
-    }
-    return {};
-  }
+  train::DistInfo Connect() override { return ConnectOneProcess("; use task2a, task2b or task3 for several ranks"); }
 };
 
 }  // namespace

@@ -93,11 +93,14 @@ STAGES = [
 def _rows(distributed):
     return [s for s in STAGES if distributed == None or s.distributed == distributed]
 
+def _labels(target, distributed):
+    return ["//%s:%s" % (s.package, target) for s in _rows(distributed)]
+
 def stage_labels(target, distributed = None):
     """Every stage's `target` (student, student_test, ...), e.g. //task2a:student."""
     if target.startswith("reference"):
         fail("stage_labels('%s'): use stage_reference_labels (the kit removes what calls it)" % target)
-    return ["//%s:%s" % (s.package, target) for s in _rows(distributed)]
+    return _labels(target, distributed)
 
 def stage_student_files():
     """Every stage's student/ files, e.g. //task3:student/bucketed_ddp.cc."""
@@ -109,7 +112,7 @@ def stage_target_args(target, distributed = None):
 
 def stage_reference_labels(target = "reference", distributed = None):
     """Every stage's reference binary (or another target of the reference side)."""
-    return ["//%s:%s" % (s.package, target) for s in _rows(distributed)]
+    return _labels(target, distributed)
 
 def stage_reference_files():
     """Every stage's reference/ files, e.g. //task2a:reference/grad_sync.cc."""

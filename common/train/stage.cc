@@ -27,10 +27,10 @@ Stage::Stage(std::string name, TrainStep step) : name_(std::move(name)), step_(s
 
 Stage::~Stage() = default;
 
-DistInfo Stage::Connect() {
+DistInfo Stage::ConnectOneProcess(const std::string& hint) const {
   const dist::DistConfig config = dist::DistConfigFromFlagsAndEnv();
   if (config.world_size != 1) {
-    throw UserError(name_ + " trains on one process, but " + config.world_size_origin);
+    throw UserError(name_ + " trains on one process, but " + config.world_size_origin + hint);
   }
   return DistInfo{};
 }

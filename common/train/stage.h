@@ -110,8 +110,8 @@ class Stage {
   const std::string& name() const { return name_; }
 
   // The ranks, from the flags (parsed by then) or the launcher's environment. The default is
-  // one process: world size 1, or a one-line error.
-  virtual DistInfo Connect();
+  // one process: ConnectOneProcess("").
+  virtual DistInfo Connect() { return ConnectOneProcess(""); }
   // The optimizer the Trainer steps, snapshots and resumes. Default: BertAdamW over the whole
   // model (AdamWOptionsFor(options)), the same on every rank.
   virtual std::unique_ptr<Optimizer> MakeOptimizer(const StageContext& ctx);
@@ -130,6 +130,9 @@ class Stage {
 
  protected:
   const TrainStep& step() const { return step_; }
+  // World size 1 (no process group), or a one-line error saying where the larger world size
+  // came from, followed by `hint`.
+  DistInfo ConnectOneProcess(const std::string& hint) const;
 
  private:
   std::string name_;

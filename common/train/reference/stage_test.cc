@@ -128,12 +128,17 @@ std::vector<nlohmann::json> LogLines(const std::string& dir) {
   return lines;
 }
 
-TEST(StageContract, HooksRunInTheDocumentedOrder) {
+// A recording stage's whole run (training, snapshots, the model saved) over `dir`.
+Record RunRecording(const std::string& dir) {
   Record r;
   RecordingStage stage(r);
-  const std::string dir = FreshDir("order");
   Trainer trainer(Options(dir), stage, DistInfo{});
   trainer.Run();
+  return r;
+}
+
+TEST(StageContract, HooksRunInTheDocumentedOrder) {
+  const Record r = RunRecording(FreshDir("order"));
 
   std::vector<std::string> want = {"MakeOptimizer", "BeforeTraining"};
   const std::vector<std::string> update = {"BeforeBackward no_sync", "Backward", "BeforeBackward sync", "Backward",
@@ -147,13 +152,8 @@ TEST(StageContract, HooksRunInTheDocumentedOrder) {
 }
 
 TEST(StageContract, TheStagesOptimizerIsSnapshottedAndResumed) {
-  Record r;
-  RecordingStage stage(r);
   const std::string dir = FreshDir("resume");
-  {
-    Trainer trainer(Options(dir), stage, DistInfo{});
-    trainer.Run();
-  }
+  const Record r = RunRecording(dir);
   // Snapshots after updates 2 and 3 (save_steps, end of epoch 1) and 4 (end of epoch 2): each
   // gathered the stage's optimizer state. Nothing was resumed.
   EXPECT_EQ(r.gathers, 3);
@@ -164,10 +164,7 @@ TEST(StageContract, TheStagesOptimizerIsSnapshottedAndResumed) {
 
   // A second run over the same folder resumes from the newest snapshot (after update 4): one
   // gather (the tensors the snapshot is read into), then LoadState with them and the step count.
-  Record again;
-  RecordingStage stage2(again);
-  Trainer resumed(Options(dir), stage2, DistInfo{});
-  resumed.Run();
+  const Record again = RunRecording(dir);
   EXPECT_EQ(again.gathers, 1);
   ASSERT_EQ(again.loads.size(), 1u);
   EXPECT_EQ(again.loads[0].step, 4);
@@ -176,11 +173,8 @@ TEST(StageContract, TheStagesOptimizerIsSnapshottedAndResumed) {
 }
 
 TEST(StageContract, TheStagesFiguresReachTheLogLine) {
-  Record r;
-  RecordingStage stage(r);
   const std::string dir = FreshDir("figures");
-  Trainer trainer(Options(dir), stage, DistInfo{});
-  trainer.Run();
+  RunRecording(dir);
   const std::vector<nlohmann::json> lines = LogLines(dir);
   ASSERT_EQ(lines.size(), 4u);
   for (size_t i = 0; i < lines.size(); ++i) {
