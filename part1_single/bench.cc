@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -37,6 +38,12 @@ ABSL_FLAG(bool, fp16, false,
           "forward passes under float16 autocast with dynamic loss scaling, as the programs' --fp16 "
           "(CUDA; CPU only on LibTorch 2.4+)");
 ABSL_FLAG(std::string, device, "cpu", "cpu, cuda or cuda:N, as the programs' --device");
+ABSL_FLAG(std::string, optim, "bert_adamw",
+          "bert_adamw (pytorch_transformers 1.2's, distlm's default) or adamw_torch (torch.optim.AdamW), "
+          "as the programs' --optim");
+ABSL_FLAG(std::string, adamw_kernel, "auto",
+          "how the AdamW step runs: auto (the fastest measured), loop, foreach or fused (see "
+          "common/train/bert_adamw.h)");
 ABSL_FLAG(std::string, profile, "", "write a Chrome trace of the last step's operators to this file");
 
 namespace {
@@ -69,6 +76,12 @@ double ForwardFlops(const distlm::vit::ViTConfig& v, int64_t batch) {
   return patches * 2.0 * v.num_channels * v.patch_size * v.patch_size * H +
          EncoderFlops(v.hidden_size, v.intermediate_size, v.num_hidden_layers, batch, v.num_tokens()) +
          batch * 2 * H * v.num_labels;
+}
+
+// The upper middle value when the count is even (hf_step_time.py's median, the same).
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
 }
 
 // Waits for the GPU's queued work, so that a host clock times it (nothing on CPU).
@@ -165,7 +178,25 @@ int main(int argc, char** argv) {
       params.push_back(p);
       num_params += p.numel();
     }
-    distlm::train::BertAdamW opt(named, {});
+    distlm::train::AdamWOptions adam;
+    const std::string optim = absl::GetFlag(FLAGS_optim), kernel = absl::GetFlag(FLAGS_adamw_kernel);
+    if (optim != "bert_adamw" && optim != "adamw_torch") {
+      throw distlm::UserError("--optim must be bert_adamw or adamw_torch, got '" + optim + "'");
+    }
+    adam.torch_semantics = optim == "adamw_torch";
+    const std::map<std::string, distlm::train::AdamWKernel> kernels = {
+        {"auto", distlm::train::AdamWKernel::kAuto},
+        {"loop", distlm::train::AdamWKernel::kLoop},
+        {"foreach", distlm::train::AdamWKernel::kForeach},
+        {"fused", distlm::train::AdamWKernel::kFused}};
+    if (kernels.count(kernel) == 0) {
+      throw distlm::UserError("--adamw_kernel must be auto, loop, foreach or fused, got '" + kernel + "'");
+    }
+    adam.kernel = kernels.at(kernel);
+    distlm::train::BertAdamW opt(named, adam);
+    // The kernel the step ran (it depends on the gradients: read after the first backward).
+    const char* kernel_names[] = {"auto", "loop", "foreach", "fused"};
+    std::string kernel_used;
 
     const double sgemm = MeasureGemmGflops(device, torch::kFloat);
     const double gemm16 = precision == distlm::train::Precision::kFp32
@@ -174,7 +205,7 @@ int main(int argc, char** argv) {
                                                               ? torch::kBFloat16
                                                               : torch::kHalf);
     const double flops = 3 * forward_flops;
-    std::vector<double> ms;
+    std::vector<double> ms, forward_ms, backward_ms, update_ms;
     for (int64_t i = 0; i <= steps; ++i) {
       std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
       if (i == steps && !absl::GetFlag(FLAGS_profile).empty()) {
@@ -192,6 +223,7 @@ int main(int argc, char** argv) {
       scaler.Scale(loss).backward();
       Sync(device);
       auto t2 = Clock::now();
+      if (i == 0) kernel_used = kernel_names[static_cast<int>(opt.KernelFor(params.front()))];
       // As the Trainer: unscale and look for inf/NaN (fp16), clip, step unless it overflowed.
       const bool finite = scaler.UnscaleAndCheck(params, nullptr);
       if (finite) {
@@ -206,10 +238,14 @@ int main(int argc, char** argv) {
       std::printf("step %lld: %.1f ms (forward %.1f, backward %.1f, clip+AdamW+zero %.1f)%s\n",
                   static_cast<long long>(i), step_ms, Seconds(t0, t1) * 1000, Seconds(t1, t2) * 1000,
                   Seconds(t2, t3) * 1000, i == 0 ? " (warm-up, excluded)" : "");
-      if (i > 0) ms.push_back(step_ms);
+      if (i > 0) {
+        ms.push_back(step_ms);
+        forward_ms.push_back(Seconds(t0, t1) * 1000);
+        backward_ms.push_back(Seconds(t1, t2) * 1000);
+        update_ms.push_back(Seconds(t2, t3) * 1000);
+      }
     }
-    std::sort(ms.begin(), ms.end());
-    const double median = ms[ms.size() / 2];
+    const double median = Median(ms);
     const double gflops = flops / (median / 1000) / 1e9;
     if (device.is_cuda()) {
       std::printf("sgemm through LibTorch on %s: %.1f GFLOP/s\n", device.str().c_str(), sgemm);
@@ -229,7 +265,13 @@ int main(int argc, char** argv) {
                              {"threads", rt.num_threads},
                              {"device", device.str()},
                              {"precision", distlm::train::PrecisionName(precision)},
+                             {"optim", optim},
+                             {"adamw_kernel", kernel_used},
                              {"ms_per_step", median},
+                             // Each part's own median (their sum need not be the step's median).
+                             {"forward_ms", Median(forward_ms)},
+                             {"backward_ms", Median(backward_ms)},
+                             {"clip_adamw_zero_ms", Median(update_ms)},
                              {"gflops_per_s", gflops},
                              {"sgemm_gflops_per_s", sgemm},
                              {"fraction_of_sgemm", gflops / sgemm}};

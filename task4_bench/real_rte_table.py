@@ -1,11 +1,12 @@
 """real_rte.sh's tables, from its run folder:
 
   python real_rte_table.py OUT SOURCE.json STAGE...
-  python real_rte_table.py --sweep SWEEP_DIR
+  python real_rte_table.py --sweep SWEEP_DIR [WHO]
 
 The sweep's table: dev accuracy per epoch of part 1 at every setting (SWEEP_DIR/lrLR_epE/
 eval_results.json), and the best setting by last-epoch accuracy (ties: fewer epochs, then the
 smaller learning rate), on a line "best: lr LR, E epochs, accuracy A" that real_rte.sh reads.
+WHO names whose runs they are in the title (default: part 1; transformers' grid reads alike).
 
 1. dev accuracy per epoch of every stage that ran (OUT/STAGE/eval_results.json), and the
    published figure (none was found for all-MiniLM-L6-v2 on RTE: its model card reports
@@ -33,7 +34,7 @@ def losses(path):
     return [json.loads(line)["loss"] for line in open(path)]
 
 
-def sweep(folder):
+def sweep(folder, who="part 1"):
     runs = []
     for name in sorted(os.listdir(folder)):
         parts = name.split("_ep")
@@ -45,7 +46,7 @@ def sweep(folder):
     if not runs:
         sys.exit(f"real_rte_table: no finished run under {folder}")
     runs.sort(key=lambda r: (r[1], r[0]))
-    print("part 1, RTE dev accuracy after each epoch, per setting (learning rate, epochs)")
+    print(f"{who}, RTE dev accuracy after each epoch, per setting (learning rate, epochs)")
     print("| epoch | " + " | ".join(f"lr {r[2]}, {r[1]} ep" for r in runs) + " |")
     print("| --- |" + " --- |" * len(runs))
     for e in range(max(len(r[3]) for r in runs)):
@@ -56,7 +57,7 @@ def sweep(folder):
 
 def main():
     if sys.argv[1:2] == ["--sweep"]:
-        sweep(sys.argv[2])
+        sweep(*sys.argv[2:4])
         return
     out, source, stages = sys.argv[1], json.load(open(sys.argv[2])), sys.argv[3:]
     table = {s: evals(os.path.join(out, s, "eval_results.json")) for s in stages}

@@ -28,6 +28,8 @@ grep -qx '| 3 | 0.6000 | 0.6400 | 0.5300 | 0.5900 | 0.6300 |' <<<"$out" || fail 
 grep -qx '| 5 |  |  |  | 0.6300 | 0.6400 |' <<<"$out" || fail "epoch 5's row leaves the 3-epoch runs empty"
 # lr 5e-5 ends at 0.64 after 3 epochs and after 5: the tie goes to the shorter run.
 grep -qx 'best: lr 5e-5, 3 epochs, accuracy 0.6400' <<<"$out" || fail "the best setting (a tie: fewer epochs)"
+grep -qx 'transformers, RTE dev accuracy after each epoch, per setting (learning rate, epochs)' \
+  <<<"$(python3 "$table" --sweep "$work/s" transformers)" || fail "the title names whose grid it is"
 rm -rf "$work/s"/lr*
 mkdir -p "$work/s/lr2e-5_ep3"
 if err=$(python3 "$table" --sweep "$work/s" 2>&1); then fail "no finished run must fail"; fi

@@ -205,6 +205,15 @@ def check_compare_step(stdout, line, batch, seq):
         need(str(out["torch"]).startswith(line), f"JSON: torch {out['torch']}, --line={line}")
 
 
+def check_step_time(stdout, bf16):
+    """hf_step_time.py alone: its JSON names the precision, and each part has its median."""
+    out = last_json_line(stdout)
+    keys(out, ["impl", "ms_per_step", "forward_ms", "backward_ms", "clip_adamw_zero_ms", "device", "bf16"], "JSON")
+    positive(out, ["ms_per_step", "forward_ms", "backward_ms", "clip_adamw_zero_ms"], "JSON")
+    need(out["bf16"] == (bf16 == "bf16"), f"JSON: bf16 {out['bf16']}, asked {bf16}")
+    need(out["device"] == "cpu", f"JSON: device {out['device']}, asked cpu")
+
+
 def check_compare_ddp(stdout, world, batch, seq):
     """compare_ddp.sh: one JSON line with both medians, the ratio and task 3's compute / exposed comm."""
     out = last_json_line(stdout)
@@ -222,7 +231,7 @@ def check_compare_ddp(stdout, world, batch, seq):
 
 CHECKS = {"setup": check_setup, "checkpoint": check_checkpoint, "dump": check_dump, "tokenize": check_tokenize,
           "vit": check_vit, "finetune_init": check_finetune_init, "finetune": check_finetune,
-          "compare_step": check_compare_step, "compare_ddp": check_compare_ddp}
+          "compare_step": check_compare_step, "step_time": check_step_time, "compare_ddp": check_compare_ddp}
 
 
 def main():

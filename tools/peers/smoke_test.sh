@@ -3,7 +3,7 @@
 # Every program in tools/peers at its smallest sizes, each checked for exit status 0 and for the
 # outputs and JSON keys README.md promises (tools/peers/smoke_check.py): setup.sh, a tiny
 # checkpoint (make_checkpoint.sh), hf_dump.sh on it, hf_tokenize.sh and hf_finetune.py on
-# common/testdata, hf_vit_dump.py, compare_step.sh (hf_step_time.py eager and SDPA), the 1.13
+# common/testdata, hf_vit_dump.py, compare_step.sh (hf_step_time.py eager and SDPA; --bf16 alone), the 1.13
 # line (setup_legacy.sh, compare_step.sh --line=1.13, legacy_step_time.py) and compare_ddp.sh
 # (ddp_step_time.py, task 3 on 2 ranks). Prints OK / NOT OK / SKIPPED per program (with the last
 # lines of its output when NOT OK) and a summary; exits 1 if any is NOT OK.
@@ -191,6 +191,9 @@ if step compare_step "compare_step.sh --bench (hf_step_time.py eager and SDPA)" 
   "$here/compare_step.sh" "${small[@]}" --bench="$bench"; then
   grep -h 'WARNING' "$work/compare_step.err" | sed 's/^/  note: /'
 fi
+# hf_step_time.py under bf16 autocast (on a GPU: --device=cuda --bf16, docs/gpu.md's table).
+step step_time_bf16 "hf_step_time.py --bf16" 300 step_time "$work/step_time_bf16.out" bf16 -- \
+  "$python" "$here/hf_step_time.py" "${small[@]}" --bf16
 
 # 7. The 1.13 line: pytorch_transformers 1.2.0 on Debian's torch (setup_legacy.sh apt-gets
 # python3-torch when it is missing: as root, or through sudo without a password).

@@ -43,14 +43,19 @@ def random_batch(vocab, batch, seq):
     return ids, seg, torch.ones(batch, seq, dtype=torch.long), torch.randint(0, 2, (batch,))
 
 
-def timed_step(loss_fn, params, opt):
-    """One training step as bench.cc times it; returns (forward, backward, clip+AdamW+zero) s."""
+def timed_step(loss_fn, params, opt, sync=lambda: None):
+    """One training step as bench.cc times it; returns (forward, backward, clip+AdamW+zero) s.
+    sync waits for a GPU's queued work before each clock reading (bench.cc's Sync)."""
+    sync()
     t0 = time.perf_counter()
     loss = loss_fn()
+    sync()
     t1 = time.perf_counter()
     loss.backward()
+    sync()
     t2 = time.perf_counter()
     torch.nn.utils.clip_grad_norm_(params, 1.0)
     opt.step()
     opt.zero_grad(set_to_none=True)
+    sync()
     return t1 - t0, t2 - t1, time.perf_counter() - t2
