@@ -17,12 +17,12 @@
 #include <sstream>
 
 #include "common/runtime/runfiles.h"
-#include "grading/ddp_checks.h"
 #include "grading/diagnosis.h"
 #include "grading/final_weights.h"
 #include "grading/kit_build.h"
 #include "grading/run_failure.h"
 #include "grading/sandbox.h"
+#include "grading/stage_grading.h"
 #include "grading/student_space.h"
 #include "grading/submission.h"
 #include "grading/text.h"
@@ -79,8 +79,10 @@ struct Autograder::Impl {
   std::string grader_model;   // that model.safetensors, bytes ("": final weights not checked)
   bool mistakes_tried = false;
   std::vector<KnownMistake> mistakes;
-  bool zero_mistakes_tried = false;
-  std::vector<KnownMistake> zero_mistakes;  // task 5's, run only when a task 5 trace fails
+  // Each stage's own known mistakes (StageGrading::OwnMistakes), run only when one of its traces
+  // fails, by stage id.
+  std::map<std::string, bool> own_mistakes_tried;
+  std::map<std::string, std::vector<KnownMistake>> own_mistakes;
   std::string mistakes_note;
   std::unique_ptr<StudentSpace> space;  // this grading's folders and jails
 
@@ -153,14 +155,6 @@ struct Autograder::Impl {
 
   std::vector<std::string> Flags(int ranks) const { return RunFlags(ranks, config.model_type, data_dir, seed); }
 
-  // Task 3's bucket cap. The tiny ViT's gradients are 0.32 MB, the tiny BERT's 2.24: the cap
-  // shrinks with them (0.5 -> 0.08 MB), so the student's DDP still makes 4 buckets to order and
-  // to overlap with backward, not one that would pass those tests whatever it did.
-  double BucketCapMb(const stages::Stage& st) const {
-    if (config.model_type == "vit" && st.grading.bucket_cap_mb > 0) return 0.08;
-    return st.grading.bucket_cap_mb;
-  }
-
   // The ViT's CIFAR-10-format set, written by the grader into a folder student code may read
   // and not change (StudentSpace::SharedFolder): 8 images per class, enough that no run of 5
   // updates of 8 ends an epoch.
@@ -213,20 +207,23 @@ struct Autograder::Impl {
     return RunMistakes(
                        {"no_sync", "sum_without_average", "some_params_only", "rank0_keeps_own", "root_only_average",
                         "same_data"},
-                       &mistakes_tried, &mistakes);
+                       &mistakes_tried, &mistakes, config.mutant_binary, "grading/mutant_stage");
   }
-  const std::vector<KnownMistake>& ZeroMistakes() {
-    return RunMistakes({"zero_no_allgather", "zero_wrong_shard", "zero_local_norm"}, &zero_mistakes_tried,
-                       &zero_mistakes);
+  const std::vector<KnownMistake>& OwnMistakes(const stages::Stage& st) {
+    const StageGrading& grading = GradingOf(st.id);
+    return RunMistakes(grading.OwnMistakes(), &own_mistakes_tried[st.id], &own_mistakes[st.id], "",
+                       grading.MutantBinary());
   }
-  const std::vector<KnownMistake>& RunMistakes(const std::vector<std::string>& names,
-                                               bool* tried, std::vector<KnownMistake>* out) {
+  // `configured`: a path given in the config ("" : the runfile `runfile`).
+  const std::vector<KnownMistake>& RunMistakes(const std::vector<std::string>& names, bool* tried,
+                                               std::vector<KnownMistake>* out, const std::string& configured,
+                                               const std::string& runfile) {
     if (*tried || !config.recognise_mistakes) return *out;
     *tried = true;
     std::vector<KnownMistake>& mistakes = *out;
     std::string binary;
     try {
-      binary = GraderBinary(config.mutant_binary, "grading/mutant_stage");
+      binary = GraderBinary(configured, runfile);
     } catch (const std::exception& e) {
       mistakes_note = std::string("known mistakes not recognised: ") + e.what();
       return mistakes;
@@ -249,9 +246,9 @@ struct Autograder::Impl {
   // --- judging a run ----------------------------------------------------------------------
 
   std::string Diagnose(const Trace& got, const Trace& want, const stages::Stage& st) {
-    return grading::Diagnose(got, want, st, st.grading.ranks > 1 ? config.ranks : 1,
+    return grading::Diagnose(got, want, st, GradingOf(st.id), st.grading.ranks > 1 ? config.ranks : 1,
                              [this]() -> const std::vector<KnownMistake>& { return Mistakes(); },
-                             [this]() -> const std::vector<KnownMistake>& { return ZeroMistakes(); });
+                             [this, &st]() -> const std::vector<KnownMistake>& { return OwnMistakes(st); });
   }
 
   void GradeStage(const stages::Stage& st, const SubmittedStage& sub, const BuildOutcome& build,
@@ -264,7 +261,8 @@ struct Autograder::Impl {
     TestResult t_comm{st.id + ": uses " + JoinOps(st.grading.required_ops, " and "), 0, static_cast<double>(st.grading.comm_points),
                       false, ""};
     const bool has_comm_test = st.grading.comm_points > 0;
-    std::vector<TestResult> extra;  // task 3's own tests (ddp_checks.h)
+    const StageGrading& grading = GradingOf(st.id);
+    std::vector<TestResult> extra;  // the stage's own tests (StageGrading::ExtraTests)
     auto finish = [&] {
       for (TestResult* t : {&t_build, &t_run, &t_parity, &t_comm}) {
         if (t == &t_comm && !has_comm_test) continue;
@@ -278,11 +276,9 @@ struct Autograder::Impl {
     };
     auto not_run = [&](const std::string& why) {
       t_run.output = t_parity.output = t_comm.output = why;
-      if (st.grading.ddp_checks) {
-        for (TestResult t : DdpTestNames()) {
-          t.output = why;
-          extra.push_back(t);
-        }
+      for (TestResult t : grading.ExtraTestNames()) {
+        t.output = why;
+        extra.push_back(t);
       }
     };
 
@@ -304,8 +300,8 @@ struct Autograder::Impl {
       Progress("running " + st.id + " on " + (n > 1 ? std::to_string(n) + " ranks" : "one process") + said);
       std::vector<std::string> flags = Flags(n);
       flags.insert(flags.end(), build.flags.begin(), build.flags.end());
-      flags.insert(flags.end(), st.grading.run_flags.begin(), st.grading.run_flags.end());
-      if (BucketCapMb(st) != st.grading.bucket_cap_mb) flags.push_back("--bucket_cap_mb=" + Fmt("%g", BucketCapMb(st)));
+      const std::vector<std::string> own = grading.RunFlags(config.model_type);
+      flags.insert(flags.end(), own.begin(), own.end());
       flags.insert(flags.end(), extra_flags.begin(), extra_flags.end());
       StageRunOptions o = RunOptions("run_" + st.id + "_" + std::to_string(runs++), &build);
       if (timeout_s > 0) o.limits.timeout_s = std::min(timeout_s, o.limits.timeout_s);
@@ -329,7 +325,7 @@ struct Autograder::Impl {
     t_run.passed = true;
     t_run.output = "completed " + std::to_string(r.log.size()) + " updates (" + confinement + ")\n";
     try {
-      Judge(st, r, run, ranks, has_comm_test, &t_parity, &t_comm, &extra);
+      Judge(st, grading, r, run, ranks, has_comm_test, &t_parity, &t_comm, &extra);
     } catch (const GraderError&) {
       throw;
     } catch (const std::exception& e) {
@@ -346,9 +342,9 @@ struct Autograder::Impl {
     finish();
   }
 
-  // The tests of a run that completed: parity with the grader's trace, task 3's own, the
+  // The tests of a run that completed: parity with the grader's trace, the stage's own, the
   // collectives called.
-  void Judge(const stages::Stage& st, const StageRun& r,
+  void Judge(const stages::Stage& st, const StageGrading& grading, const StageRun& r,
              const std::function<StageRun(int, const std::vector<std::string>&, double)>& run, int ranks,
              bool has_comm_test, TestResult* t_parity_out, TestResult* t_comm_out, std::vector<TestResult>* extra_out) {
     TestResult& t_parity = *t_parity_out;
@@ -373,10 +369,11 @@ struct Autograder::Impl {
     // What every rank ends with, against each other and against the grader's run.
     CheckFinalWeights(r, ranks, grader_model).Judge(&t_parity);
 
-    if (st.grading.ddp_checks) {
-      DdpCheckContext c;
+    const std::vector<TestResult> own_tests = grading.ExtraTestNames();
+    if (!own_tests.empty()) {
+      StageCheckContext c;
       c.ranks = ranks;
-      c.bucket_cap_mb = BucketCapMb(st);
+      c.model_type = config.model_type;
       c.expected = &want;
       c.run = run;
       c.diagnose = [&](const Trace& trace) { return Diagnose(trace, want, st); };
@@ -386,13 +383,13 @@ struct Autograder::Impl {
         return v.counted && !v.enough ? v.Describe() : std::string();
       };
       if (traffic.counted && !traffic.enough) {
-        // The DDP's own tests read this run's log and files: not credited either.
-        for (TestResult t : DdpTestNames()) {
+        // The stage's own tests read this run's log and files: not credited either.
+        for (TestResult t : own_tests) {
           t.output = "not credited: " + traffic.Describe() + "\n";
           extra.push_back(t);
         }
       } else {
-        extra = DdpTests(r, c);
+        extra = grading.ExtraTests(r, c);
       }
     }
     if (has_comm_test) {
@@ -472,9 +469,10 @@ GradeReport Autograder::Grade(const GradeRequest& req) {
   if (seed != im.seed) {
     im.seed = seed;
     im.have_expected = false;
-    im.mistakes_tried = im.zero_mistakes_tried = false;
+    im.mistakes_tried = false;
     im.mistakes.clear();
-    im.zero_mistakes.clear();
+    im.own_mistakes_tried.clear();
+    im.own_mistakes.clear();
   }
   im.graded_launcher.clear();
   im.space = std::make_unique<StudentSpace>(im.config, work);

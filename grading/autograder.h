@@ -22,6 +22,7 @@
 #include "common/stages/stages.h"
 #include "grading/jail.h"
 #include "grading/stage_runner.h"
+#include "grading/test_result.h"
 #include "grading/trace.h"
 
 namespace distlm::grading {
@@ -29,14 +30,6 @@ namespace distlm::grading {
 class GraderError : public std::runtime_error {
  public:
   explicit GraderError(const std::string& message) : std::runtime_error(message) {}
-};
-
-struct TestResult {
-  std::string name;
-  double score = 0;
-  double max_score = 0;
-  bool passed = false;
-  std::string output;
 };
 
 struct GradeReport {

@@ -125,13 +125,14 @@ struct Mutation {
   std::vector<std::string> says;  // in the parity message
 };
 
-// Grades grading/mutant_stage --mutation=<m.name> as a submission of `stage` alone (the other
-// tasks missing) and checks the points each of its two tests keeps and what the parity test
-// says. Returns the line the suites print at their end.
-std::string GradeMutant(const std::string& stage, const std::string& comm_test, int max, const Mutation& m) {
+// Grades `mutant` (grading/mutant_stage, or a stage's own) --mutation=<m.name> as a submission
+// of `stage` alone (the other tasks missing) and checks the points each of its two tests keeps
+// and what the parity test says. Returns the line the suites print at their end.
+std::string GradeMutant(const std::string& stage, const std::string& comm_test, int max, const Mutation& m,
+                        const std::string& mutant = "grading/mutant_stage") {
   GradeRequest req;
   req.submission = SubmissionFrom("reference", {stage});
-  req.prebuilt[stage] = {testing::Runfile("grading/mutant_stage"), {"--mutation=" + m.name}};
+  req.prebuilt[stage] = {testing::Runfile(mutant), {"--mutation=" + m.name}};
   GradeReport r = Grader().Grade(req);
   const TestResult& parity = Find(r, stage + kParity);
   const TestResult& comm = Find(r, stage + ": uses " + comm_test);
@@ -186,7 +187,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<Mutation>& info) { return info.param.name; });
 
 TEST_P(ZeroMutationTest, LosesItsPointsWithAMessageThatNamesTheMistake) {
-  Scores().push_back(GradeMutant("task5", "allgather", 20, GetParam()));
+  Scores().push_back(GradeMutant("task5", "allgather", 20, GetParam(), "task5/grading/mutant_stage"));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -207,7 +208,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Mutation{"scatter_sum", 0, 3, {"summed but not divided", "on rank 0, before the scatter"}}),
     [](const ::testing::TestParamInfo<Mutation>& info) { return info.param.name; });
 
-// Task 3's mistakes, each in a DDP that is otherwise right (grading/mutant_ddp_stage), graded as
+// Task 3's mistakes, each in a DDP that is otherwise right (task3/grading/mutant_ddp_stage), graded as
 // a task 3 submission (40 points): each loses exactly the tests it should, each with its message.
 struct DdpMutation {
   std::string name;
@@ -221,7 +222,7 @@ TEST_P(DdpMutationTest, LosesItsTestsWithTheirMessages) {
   const DdpMutation& m = GetParam();
   GradeRequest req;
   req.submission = SubmissionFrom("reference", {"task3"});
-  req.prebuilt["task3"] = {testing::Runfile("grading/mutant_ddp_stage"), {"--ddp_mutation=" + m.name}};
+  req.prebuilt["task3"] = {testing::Runfile("task3/grading/mutant_ddp_stage"), {"--ddp_mutation=" + m.name}};
   GradeReport r = Grader().Grade(req);
   double task3 = 0;
   for (const auto& t : r.tests) {

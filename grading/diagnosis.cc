@@ -7,8 +7,8 @@
 
 namespace distlm::grading {
 
-std::string Diagnose(const Trace& got, const Trace& want, const stages::Stage& st, int ranks,
-                     const MistakeRuns& mistakes, const MistakeRuns& zero_mistakes) {
+std::string Diagnose(const Trace& got, const Trace& want, const stages::Stage& st, const StageGrading& grading,
+                     int ranks, const MistakeRuns& mistakes, const MistakeRuns& own_mistakes) {
   const double n = ranks;
   for (size_t i = 0; i < kSteps && i < got.losses.size(); ++i) {
     if (!std::isfinite(got.losses[i])) {
@@ -31,32 +31,9 @@ std::string Diagnose(const Trace& got, const Trace& want, const stages::Stage& s
     }
     return msg;
   }
-  if (st.id == "task5") {
-    for (const auto& km : zero_mistakes()) {
-      if (!Close(got.losses, km.trace.losses, kSteps, kMistakeTol) ||
-          !Close(got.grad_norms, km.trace.grad_norms, 1, kMistakeTol)) {
-        continue;
-      }
-      if (km.mutation == "zero_no_allgather") {
-        return "your ranks never share their updated shards: each rank's step changes only its own block of the "
-               "parameters, and without the all-gather every rank keeps the old values of all the others (your "
-               "losses match exactly that mistake). After opt.StepShard(), zero::AllGather opt.param_shard() into "
-               "opt.flat_params().";
-      }
-      if (km.mutation == "zero_wrong_shard") {
-        return "each rank steps its parameters with another rank's block of the gradient: your losses match a "
-               "run whose gradient shard is taken at the next rank's offset. Rank r owns elements [r*S, (r+1)*S) "
-               "of the flat buffers (S = opt.layout().shard_numel()); its grad_shard must be that block of the "
-               "averaged gradient, as zero::ReduceScatterSum gives it.";
-      }
-      if (km.mutation == "zero_local_norm") {
-        return "you clip by the norm of this rank's shard only: the gradient norm before clipping (" +
-               Fmt("%.4f", got.grad_norms[0]) + ", " + Times(got.grad_norms[0], want.grad_norms[0]) +
-               " the norm of the whole gradient) must be the norm of the whole gradient, the square root of the sum over ranks of the squared "
-               "shard norms (opt.ClipGradShard(pg, max_grad_norm) all-reduces them), and every rank must scale by "
-               "the same coefficient.";
-      }
-    }
+  if (!grading.OwnMistakes().empty()) {
+    std::string own = grading.Diagnose(got, want, own_mistakes());
+    if (!own.empty()) return own;
   }
   for (const auto& km : mistakes()) {
     if (!Close(got.losses, km.trace.losses, kSteps, kMistakeTol) ||
@@ -76,9 +53,7 @@ std::string Diagnose(const Trace& got, const Trace& want, const stages::Stage& s
              "(not into a copy or a temporary), and synchronise before the optimizer step, not after it.";
     }
     if (km.mutation == "sum_without_average") {
-      const std::string where = st.id == "task2a"   ? " on rank 0, before the scatter"
-                                : st.id == "task3" ? " in FinishGradientSync, once its all-reduces are done"
-                                                   : "";
+      const std::string where = grading.DivideWhere();
       return "your gradients look summed but not divided by the world size: divide the sum by " +
              Fmt("%.0f", n) + " (pg.getSize())" + where + ". As it is, the gradient is " + Fmt("%.0f", n) +
              " times too large (its norm before clipping was " + Fmt("%.4f", got.grad_norms[0]) + ", " +

@@ -10,21 +10,18 @@
 #include <vector>
 
 #include "common/stages/stages.h"
+#include "grading/stage_grading.h"
 #include "grading/trace.h"
 
 namespace distlm::grading {
-
-struct KnownMistake {
-  std::string mutation;  // grading/mutant_stage --mutation
-  Trace trace;
-};
 
 // The grader's traces of the known mistakes, made on first call (they cost runs: only a failing
 // trace asks for them).
 using MistakeRuns = std::function<const std::vector<KnownMistake>&()>;
 
-// `ranks`: of the graded run (1 for part 1). `zero_mistakes`: task 5's own, asked for only there.
-std::string Diagnose(const Trace& got, const Trace& want, const stages::Stage& st, int ranks,
-                     const MistakeRuns& mistakes, const MistakeRuns& zero_mistakes);
+// `ranks`: of the graded run (1 for part 1). `own_mistakes`: the runs of the stage's own known
+// mistakes (StageGrading::OwnMistakes), asked for only when `grading` may need them.
+std::string Diagnose(const Trace& got, const Trace& want, const stages::Stage& st, const StageGrading& grading,
+                     int ranks, const MistakeRuns& mistakes, const MistakeRuns& own_mistakes);
 
 }  // namespace distlm::grading

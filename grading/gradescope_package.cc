@@ -22,6 +22,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <libtorch_info.h>
 
@@ -32,6 +33,8 @@
 #include "common/runtime/errors.h"
 #include "common/runtime/runfiles.h"
 #include "common/runtime/user_path.h"
+#include "common/stages/stages.h"
+#include "grading/stage_grading.h"
 #include "tools/student_kit.h"
 
 ABSL_FLAG(std::string, out, "", "the folder to write autograder.zip (and its unpacked tree) into");
@@ -107,8 +110,14 @@ int Main(int argc, char** argv) {
   // Links are followed: files only.
   const fs::path to = root / "grader" / "autograde.runfiles" / "distlm";
   CopyExecutable(distlm::FindRunfile("grading/autograde"), root / "grader" / "autograde");
-  for (const char* binary :
-       {"part1_single/reference", "grading/mutant_stage", "tools/launch", "common/vision/make_sample_cifar10"}) {
+  std::vector<std::string> binaries = {"part1_single/reference", "grading/mutant_stage", "tools/launch",
+                                       "common/vision/make_sample_cifar10"};
+  for (const auto& st : distlm::stages::All()) {  // the stages' own mutants (grading/stage_grading.h)
+    const std::string own = distlm::grading::GradingOf(st.id).MutantBinary();
+    if (!own.empty()) binaries.push_back(own);
+  }
+  for (const std::string& binary : binaries) {
+    fs::create_directories((to / binary).parent_path());
     CopyExecutable(distlm::FindRunfile(binary), to / binary);
   }
   for (const char* data : {"common/testdata/vocab.txt", "common/testdata/rte"}) {

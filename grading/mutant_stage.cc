@@ -20,17 +20,14 @@
 #include "common/train/bert_adamw.h"
 #include "common/train/distributed.h"
 #include "common/train/run_stage.h"
-#include "grading/task5_collectives.h"
 #include "part1_single/train_step.h"
 #include "task2a/gradient_sync_stage.h"
-#include "task5/zero_stage.h"
 
 ABSL_FLAG(std::string, mutation, "none",
           "none (a correct all_reduce average); the mistakes: no_sync, sum_without_average, "
           "some_params_only, rank0_keeps_own, sync_after_step, same_data; task 2a's (gather and "
           "scatter): root_only_average, scatter_sum; the failures: "
-          "deadlock, hang, crash, memory_hog; task 5 (ZeRO): zero_none (correct), zero_no_allgather, "
-          "zero_wrong_shard, zero_local_norm");
+          "deadlock, hang, crash, memory_hog (task 5's own: task5/grading/mutant_stage)");
 
 namespace {
 
@@ -133,33 +130,6 @@ void Sync(const std::string& m, c10d::ProcessGroup& pg, const std::vector<torch:
   for (const auto& p : params) Average(pg, p.grad());
 }
 
-// Task 5's update (task5/reference/sharded_step.cc) with one mistake, or none for zero_none.
-double ZeroStep(const std::string& m, c10d::ProcessGroup& pg, distlm::zero::ShardedAdamW& opt, double max_norm) {
-  const int64_t S = opt.layout().shard_numel();
-  if (m == "zero_wrong_shard") {
-    // The all_reduce + slice fallback with the slice at the next rank's offset: every rank
-    // steps its parameters with another block's gradient.
-    std::vector<torch::Tensor> t = {opt.flat_grad()};
-    pg.allreduce(t)->wait();
-    opt.grad_shard().copy_(opt.flat_grad().narrow(0, ((pg.getRank() + 1) % pg.getSize()) * S, S));
-  } else {
-    distlm::zero::ReduceScatterSum(pg, opt.flat_grad(), opt.grad_shard());
-  }
-  opt.grad_shard().div_(pg.getSize());
-  double norm = 0;
-  if (m == "zero_local_norm") {
-    // Clipping by this rank's shard alone: each rank scales by its own coefficient.
-    norm = std::sqrt(opt.ShardSquaredNorm());
-    opt.ScaleGradShard(norm, max_norm);
-  } else {
-    norm = opt.ClipGradShard(pg, max_norm);
-  }
-  opt.StepShard();
-  // zero_no_allgather: each rank keeps the old values of every shard but its own.
-  if (m != "zero_no_allgather") distlm::zero::AllGather(pg, opt.param_shard(), opt.flat_params());
-  return norm;
-}
-
 // Task 2b's stage with the mutation in its synchronisation; sync_after_step moves it after the
 // optimizer step, same_data drops the distributed sampler. What it sends is counted by
 // GradientSyncStage, as for a real submission, so a mutant's log looks like one.
@@ -214,23 +184,6 @@ std::string MutationFromArgv(int argc, char** argv) {
 
 int Main(int argc, char** argv) {
   const std::string mutation = MutationFromArgv(argc, argv);
-  if (mutation.rfind("zero_", 0) == 0) {
-    static const char* const kZero[] = {"zero_none", "zero_no_allgather", "zero_wrong_shard", "zero_local_norm"};
-    bool known = false;
-    for (const char* k : kZero) known = known || mutation == k;
-    if (!known) {
-      return distlm::RunMain([&]() -> int {
-        throw distlm::UserError("--mutation=" + mutation +
-                                " is not one of zero_none, zero_no_allgather, zero_wrong_shard, zero_local_norm");
-      });
-    }
-    return distlm::train::RunStageMain(
-        argc, argv,
-        distlm::task5::MakeZeroStage("mutant", distlm::part1::MakeTrainStep(),
-                                     [mutation](c10d::ProcessGroup& pg, distlm::zero::ShardedAdamW& opt, double max_norm) {
-                                       return ZeroStep(mutation, pg, opt, max_norm);
-                                     }));
-  }
   static const char* const kKnown[] = {"none",          "no_sync",           "sum_without_average",
                                        "some_params_only", "rank0_keeps_own",   "sync_after_step",
                                        "same_data",     "root_only_average", "scatter_sum",

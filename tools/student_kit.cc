@@ -164,7 +164,8 @@ std::string Key(const std::string& package, const std::string& name) { return pa
 // Helpers of //common/stages:stages.bzl that list the stages' reference solutions: a BUILD
 // statement calling one names reference targets without spelling them, so it goes as a
 // statement naming one would.
-const char* const kPrivateHelpers[] = {"stage_reference_labels", "stage_reference_files"};
+const char* const kPrivateHelpers[] = {"stage_reference_labels", "stage_reference_files", "stage_reference_gradings",
+                                       "stage_reference_grading_data"};
 
 // Documents for the course staff only: the instructor guide lists the grader's mutants, its
 // points and how it recognises each mistake, which would turn the assignment into a checklist.
@@ -180,6 +181,15 @@ const char* CalledPrivateHelper(const std::string& text) {
   return nullptr;
 }
 
+// In the grader's folder or a stage's grading/ folder.
+bool IsGradingPath(const std::string& path) {
+  auto parts = SplitPath(path);
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    if (parts[i] == "grading") return true;
+  }
+  return false;
+}
+
 bool IsInstructorOnlyFile(const std::string& path) {
   for (const char* file : kInstructorOnlyFiles) {
     if (path == file) return true;
@@ -191,11 +201,11 @@ bool IsInstructorOnlyFile(const std::string& path) {
 
 bool IsPrivatePath(const std::string& path) {
   auto parts = SplitPath(path);
-  if (!parts.empty() && parts[0] == "grading") return true;
   if (IsInstructorOnlyFile(path)) return true;
-  // A folder called reference (the last part is the file itself).
+  // A folder called reference or grading (the grader's, or a stage's own: its mutants and
+  // checks), anywhere (the last part is the file itself).
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
-    if (parts[i] == "reference") return true;
+    if (parts[i] == "reference" || parts[i] == "grading") return true;
   }
   return false;
 }
@@ -234,7 +244,7 @@ KitReport MakeStudentKit(const KitOptions& options) {
     }
     if (IsPrivatePath(f)) {
       private_files.insert(f);
-      report.left_out.push_back(f + (SplitPath(f)[0] == "grading" ? ": the grader"
+      report.left_out.push_back(f + (IsGradingPath(f) ? ": the grader"
                                      : IsInstructorOnlyFile(f)  ? ": for the course staff only"
                                                                 : ": a reference solution (or reference-only code)"));
       // Every folder from the private one down is gone from the kit.
@@ -243,7 +253,7 @@ KitReport MakeStudentKit(const KitOptions& options) {
       bool inside = false;
       for (size_t i = 0; i + 1 < parts.size(); ++i) {
         dir = Join(dir, parts[i]);
-        inside = inside || parts[i] == "reference" || (i == 0 && parts[i] == "grading");
+        inside = inside || parts[i] == "reference" || parts[i] == "grading";
         if (inside) private_dirs.insert(dir);
       }
       continue;

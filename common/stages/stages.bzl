@@ -33,15 +33,13 @@ def _row(
         required_ops = [],
         forbidden_ops = [],
         optional = False,
-        run_flags = [],
-        ddp_checks = False,
-        bucket_cap_mb = "0",
+        grading = False,
         takes_comm_dtype = False,
         pattern = "none"):
     """One stage; stages.h says what each field means."""
     if pattern not in _PATTERNS:
         fail("stage %s: pattern '%s' is not one of %s" % (id, pattern, ", ".join(_PATTERNS.keys())))
-    for text in [id, package, what, bucket_cap_mb] + files + required_ops + forbidden_ops + run_flags:
+    for text in [id, package, what] + files + required_ops + forbidden_ops:
         if "\"" in text or "'" in text or "$" in text or "\\" in text:
             fail("stage %s: '%s' holds a quote, a backslash or a $ (the C++ table is generated from it)" % (id, text))
     return struct(
@@ -56,9 +54,7 @@ def _row(
         required_ops = required_ops,
         forbidden_ops = forbidden_ops,
         optional = optional,
-        run_flags = run_flags,
-        ddp_checks = ddp_checks,
-        bucket_cap_mb = bucket_cap_mb,
+        grading = grading,
         takes_comm_dtype = takes_comm_dtype,
         pattern = pattern,
     )
@@ -72,22 +68,22 @@ STAGES = [
          ranks = 1, parity_points = 10),
     _row("task2a", "task2a", ["grad_sync.cc"], "SyncGradients (gather + scatter)",
          parity_points = 12, comm_points = 3, required_ops = ["gather", "scatter"],
-         forbidden_ops = ["allreduce", "reduce", "allgather", "reduce_scatter"], pattern = "gather_scatter"),
+         forbidden_ops = ["allreduce", "reduce", "allgather", "reduce_scatter"], grading = True,
+         pattern = "gather_scatter"),
     _row("task2b", "task2b", ["grad_sync.cc"], "SyncGradients (all_reduce)",
          parity_points = 8, comm_points = 2, required_ops = ["allreduce"], takes_comm_dtype = True,
          pattern = "ring_allreduce"),
     # The student's own DDP: parity on the bucketed version (3b) at a cap that makes several
-    # buckets on the tiny model; grading/ddp_checks.h adds 28 points of its own tests.
+    # buckets on the tiny model; task3/grading/ddp_checks.h adds 28 points of its own tests.
     _row("task3", "task3", ["bucketed_ddp.cc", "per_parameter_ddp.cc"],
          "your DistributedDataParallel (per-parameter, buckets, no_sync)",
-         parity_points = 12, run_flags = ["--ddp=buckets", "--bucket_cap_mb=0.5"], ddp_checks = True,
-         bucket_cap_mb = "0.5", takes_comm_dtype = True, pattern = "ring_allreduce"),
+         parity_points = 12, grading = True, takes_comm_dtype = True, pattern = "ring_allreduce"),
     # The advanced part: graded when submitted. Over Gloo (LibTorch 1.13 has no reduce_scatter
     # there) the reduce-scatter is an all_reduce plus a slice, so only the all-gather is a
     # collective of its own.
     _row("task5", "task5", ["sharded_step.cc"], "ShardedStep (reduce-scatter, shard step, all-gather)",
          parity_points = 16, comm_points = 4, required_ops = ["allgather"], optional = True,
-         pattern = "allreduce_allgather"),
+         grading = True, pattern = "allreduce_allgather"),
 ]
 
 def _rows(distributed):
@@ -114,6 +110,16 @@ def stage_reference_labels(target = "reference", distributed = None):
     """Every stage's reference binary (or another target of the reference side)."""
     return _labels(target, distributed)
 
+def stage_reference_gradings():
+    """The grading libraries of the stages that have one (<folder>/grading: what the grader
+    knows of the stage beyond its row; grading/stage_grading.h). Private, as the references."""
+    return ["//%s/grading" % s.package for s in STAGES if s.grading]
+
+def stage_reference_grading_data():
+    """What those gradings run (each package's :grader_data: its own mutants), for the grader's
+    runfiles."""
+    return ["//%s/grading:grader_data" % s.package for s in STAGES if s.grading]
+
 def stage_reference_files():
     """Every stage's reference/ files, e.g. //task2a:reference/grad_sync.cc."""
     return ["//%s:reference/%s" % (s.package, f) for s in STAGES for f in s.files]
@@ -128,16 +134,14 @@ def stages_cc_rows():
     """The C++ rows of stages.h's table: //common/stages:stages_table writes them to stages_table.inc."""
     rows = []
     for s in STAGES:
-        grading = "{%d, %d, %d, %s, %s, %s, %s, %s, %s}" % (
+        grading = "{%d, %d, %d, %s, %s, %s, %s}" % (
             s.ranks,
             s.parity_points,
             s.comm_points,
             _strings(s.required_ops),
             _strings(s.forbidden_ops),
             _bool(s.optional),
-            _strings(s.run_flags),
-            _bool(s.ddp_checks),
-            s.bucket_cap_mb,
+            _bool(s.grading),
         )
         rows.append("{\"%s\", \"%s\", %s, \"%s\", %s, %s, {SyncPattern::%s}},\n" % (
             s.id,

@@ -24,10 +24,9 @@ struct Grading {
   std::vector<std::string> required_ops;   // every update must call each of these
   std::vector<std::string> forbidden_ops;  // and none of these
   bool optional = false;                   // graded only when the submission has the folder
-  std::vector<std::string> run_flags;      // added to the grader's run flags for this stage
-  // Task 3: the DDP's own tests (grading/ddp_checks.h), at this bucket cap (as in run_flags).
-  bool ddp_checks = false;
-  double bucket_cap_mb = 0;
+  // The stage's folder has a grading/ package: what the grader knows of it beyond this row
+  // (run flags, its own mistakes and messages, tests beyond parity; grading/stage_grading.h).
+  bool has_grading = false;
 };
 
 // How task 4's report runs it (pattern kNone: not in the report).

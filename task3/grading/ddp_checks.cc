@@ -1,4 +1,4 @@
-#include "grading/ddp_checks.h"
+#include "task3/grading/ddp_checks.h"
 
 #include <algorithm>
 #include <cmath>

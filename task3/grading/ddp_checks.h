@@ -1,5 +1,6 @@
 // Task 3's tests beyond the parity of its main run: the student's own DDP judged on what it is
-// for (grading/README.md, "Task 3"). From the main run (--ddp=buckets at the stage's cap):
+// for (grading/README.md, "Task 3"), handed to the grader by task3/grading/grading.cc. From the
+// main run (--ddp=buckets at the stage's cap):
 //   the bucket layout   reverse parameter order, closed at the cap (from ddp_parameters.json
 //                       and ddp_buckets.json, which task3/ddp_stage.cc writes);
 //   the overlap         every bucket's all-reduce but the last launched before backward ended.
@@ -14,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "grading/autograder.h"
 #include "grading/stage_runner.h"
+#include "grading/test_result.h"
 #include "grading/trace.h"
 
 namespace distlm::grading {

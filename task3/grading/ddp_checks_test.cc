@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "grading/ddp_checks.h"
+#include "task3/grading/ddp_checks.h"
 
 namespace distlm::grading {
 namespace {

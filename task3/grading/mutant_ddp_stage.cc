@@ -1,9 +1,9 @@
-// //grading:mutant_ddp_stage -- task 3's stage (task3/ddp_stage.cc) over a DDP of the grader's
+// //task3/grading:mutant_ddp_stage -- task 3's stage (task3/ddp_stage.cc) over a DDP of the grader's
 // own with one deliberate mistake, chosen by --ddp_mutation. The grading suite grades it as a
 // task 3 submission and checks that each mistake loses its points with its own message
 // (grading/README.md, "The mutation suite").
 //
-// Grader-private, as mutant_stage.cc: with --ddp_mutation=none it is a correct DDP.
+// Grader-private, as grading/mutant_stage.cc: with --ddp_mutation=none it is a correct DDP.
 //
 // Simpler than a student's: each group's gradients are packed with one torch::cat when the
 // group is launched, rather than copied into a standing buffer as they arrive. The numbers are

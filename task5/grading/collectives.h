@@ -1,7 +1,7 @@
 // Reduce-scatter and all-gather over equal blocks, with Gloo's fallback: what task 5's student
 // writes. Defined in task5/reference/sharded_step.cc (the reference solution carries them, so
-// it is a complete submission); declared here for the grader's mutants (mutant_stage.cc).
-// Grader-private, as all of grading/.
+// it is a complete submission); declared here for the grader's mutant (mutant_stage.cc).
+// Grader-private, as every grading/ folder.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>

@@ -1,0 +1,83 @@
+// What the grader knows of a stage beyond its row in common/stages/stages.bzl: the flags its
+// runs add, its own known mistakes and their messages, and its tests beyond build, run, parity
+// and collectives. A stage whose row says `grading = True` implements StageGrading in its
+// folder's grading/ package (private: the student kit leaves every grading/ folder out) and
+// registers it with DISTLM_STAGE_GRADING; the grader (grading/autograder.cc, diagnosis.cc) calls
+// it and names no stage. A stage without one gets the defaults: nothing particular.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "grading/stage_runner.h"
+#include "grading/test_result.h"
+#include "grading/trace.h"
+
+namespace distlm::grading {
+
+// A run of the grader's own mutant (a known mistake), to name the mistake a failing trace
+// matches.
+struct KnownMistake {
+  std::string mutation;  // the mutant's --mutation
+  Trace trace;
+};
+
+// What a stage's own tests may use of this grading.
+struct StageCheckContext {
+  int ranks = 4;                     // of the main run
+  std::string model_type = "bert";   // the grader's --model_type
+  const Trace* expected = nullptr;   // the grader's single-node trace
+  // Runs the submission's binary on `ranks` ranks with the grader's flags plus `extra` (which
+  // override them), within timeout_s (0: the grader's limit).
+  std::function<StageRun(int ranks, const std::vector<std::string>& extra, double timeout_s)> run;
+  // Why a completed trace differs from the single-node one (known mistakes, then heuristics).
+  std::function<std::string(const Trace& got)> diagnose;
+  // What went wrong in a run that did not complete.
+  std::function<std::string(const StageRun& run)> run_failure;
+  // "" when what the run sent over the network can carry what it logged (traffic_check.h), else
+  // why not. Null: not checked.
+  std::function<std::string(const StageRun& run, int ranks)> traffic;
+};
+
+class StageGrading {
+ public:
+  virtual ~StageGrading() = default;
+  // Added to the grader's flags on every run of the stage, before the stage's own tests' flags.
+  virtual std::vector<std::string> RunFlags(const std::string& model_type) const { return {}; }
+  // The stage's own known mistakes: --mutation values of MutantBinary() (a runfile path, also
+  // listed in the package's :grader_data), run once per grading when one of its traces fails.
+  virtual std::vector<std::string> OwnMistakes() const { return {}; }
+  virtual std::string MutantBinary() const { return ""; }
+  // Tried after the first-loss check and before the generic mistakes: a message when `got`
+  // matches one of `own` (the runs of OwnMistakes()), else "".
+  virtual std::string Diagnose(const Trace& got, const Trace& want, const std::vector<KnownMistake>& own) const {
+    return "";
+  }
+  // Where the generic "summed but not averaged" message tells the student to divide ("": it
+  // names no place).
+  virtual std::string DivideWhere() const { return ""; }
+  // Tests beyond build, run, parity and collectives, in report order, with points: their names
+  // (not run: a stage that did not build or complete), and the tests on a completed main run.
+  virtual std::vector<TestResult> ExtraTestNames() const { return {}; }
+  virtual std::vector<TestResult> ExtraTests(const StageRun& main_run, const StageCheckContext& context) const {
+    return {};
+  }
+};
+
+// Called once per stage, from DISTLM_STAGE_GRADING; a second registration of an id is a logic
+// error.
+bool RegisterStageGrading(const std::string& id, std::function<std::unique_ptr<StageGrading>()> make);
+// The grading of the stage `id`: its own where one is registered, else the defaults.
+const StageGrading& GradingOf(const std::string& id);
+// The ids with a grading of their own (//grading:stage_grading_test checks them against the rows).
+std::vector<std::string> RegisteredStageGradings();
+
+}  // namespace distlm::grading
+
+// In the stage's grading library (a cc_library with alwayslink = 1, so that the registration is
+// linked into the grader even though nothing names the class).
+#define DISTLM_STAGE_GRADING(id, Class)                                              \
+  [[maybe_unused]] static const bool kStageGradingRegistered_##Class =              \
+      ::distlm::grading::RegisterStageGrading(id, [] { return std::make_unique<Class>(); })

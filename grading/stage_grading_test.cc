@@ -1,0 +1,51 @@
+// Every stage whose row says it has a grading/ package registers one under its id, and no
+// grading is registered for a stage the table does not have (a row renamed, a folder copied).
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "common/stages/stages.h"
+#include "grading/stage_grading.h"
+
+namespace distlm::grading {
+namespace {
+
+TEST(StageGradingTest, EveryRowWithAGradingHasOneAndNoOther) {
+  std::set<std::string> registered;
+  for (const std::string& id : RegisteredStageGradings()) registered.insert(id);
+  for (const auto& st : stages::All()) {
+    EXPECT_EQ(registered.count(st.id), st.grading.has_grading ? 1u : 0u)
+        << st.id << (st.grading.has_grading ? ": its row says grading = True, but " + st.package +
+                                                  "/grading registered nothing (alwayslink = 1? DISTLM_STAGE_GRADING?)"
+                                            : ": a grading is registered, but its row does not say grading = True");
+    registered.erase(st.id);
+  }
+  for (const std::string& id : registered) ADD_FAILURE() << "a grading is registered for '" << id << "', which is no stage";
+}
+
+TEST(StageGradingTest, AStageWithoutOneGetsTheDefaults) {
+  const StageGrading& g = GradingOf("no such stage");
+  EXPECT_TRUE(g.RunFlags("bert").empty());
+  EXPECT_TRUE(g.OwnMistakes().empty());
+  EXPECT_TRUE(g.ExtraTestNames().empty());
+  EXPECT_EQ(g.DivideWhere(), "");
+}
+
+TEST(StageGradingTest, TheStagesSayWhatTheGraderNeeds) {
+  // Task 3's bucket cap follows the model (4 buckets of the tiny BERT and of the tiny ViT).
+  EXPECT_EQ(GradingOf("task3").RunFlags("bert"), (std::vector<std::string>{"--ddp=buckets", "--bucket_cap_mb=0.5"}));
+  EXPECT_EQ(GradingOf("task3").RunFlags("vit"), (std::vector<std::string>{"--ddp=buckets", "--bucket_cap_mb=0.08"}));
+  int points = 0;
+  for (const TestResult& t : GradingOf("task3").ExtraTestNames()) points += static_cast<int>(t.max_score);
+  EXPECT_EQ(points, 28) << "task 3's own tests (docs/instructor.md's table)";
+  // A stage's own mistakes come with the binary that makes them.
+  for (const auto& st : stages::All()) {
+    const StageGrading& g = GradingOf(st.id);
+    EXPECT_EQ(g.OwnMistakes().empty(), g.MutantBinary().empty()) << st.id;
+  }
+  EXPECT_EQ(GradingOf("task5").MutantBinary(), "task5/grading/mutant_stage");
+}
+
+}  // namespace
+}  // namespace distlm::grading
