@@ -151,13 +151,20 @@ BertModelImpl::BertModelImpl(const BertConfig& c) {
 
 BertOutputs BertModelImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids,
                                    const torch::Tensor& attention_mask) {
+  torch::Tensor hidden = Encode(input_ids, token_type_ids, attention_mask);
+  return {hidden, pooler(hidden)};
+}
+
+torch::Tensor BertModelImpl::Encode(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids,
+                                    const torch::Tensor& attention_mask, const model::UnitHooks* hooks) {
   auto mask = attention_mask.to(torch::kFloat).unsqueeze(1).unsqueeze(2);
   auto additive_mask = (1.0 - mask) * -10000.0;
-  auto hidden = embeddings(input_ids, token_type_ids);
+  torch::Tensor hidden = model::RunUnit(hooks, 0, [&] { return embeddings(input_ids, token_type_ids); });
+  int u = 0;
   for (const auto& layer : *layers) {
-    hidden = layer->as<BertLayer>()->forward(hidden, additive_mask);
+    hidden = model::RunUnit(hooks, ++u, [&] { return layer->as<BertLayer>()->forward(hidden, additive_mask); });
   }
-  return {hidden, pooler(hidden)};
+  return hidden;
 }
 
 BertForSequenceClassificationImpl::BertForSequenceClassificationImpl(const BertConfig& c) : config_(c) {
@@ -170,12 +177,12 @@ ClassifierOutputs BertForSequenceClassificationImpl::forward(const torch::Tensor
                                                              const torch::Tensor& token_type_ids,
                                                              const torch::Tensor& attention_mask,
                                                              const torch::Tensor& labels) {
-  BertOutputs out = bert(input_ids, token_type_ids, attention_mask);
-  auto pooled = MaybeDropout(out.pooled_output, config_.hidden_dropout_prob, is_training());
   ClassifierOutputs result;
-  result.logits = classifier(pooled);
-  result.pooled_output = out.pooled_output;
-  result.sequence_output = out.sequence_output;
+  result.sequence_output = bert->Encode(input_ids, token_type_ids, attention_mask, hooks_);
+  result.logits = model::RunUnit(hooks_, config_.num_hidden_layers + 1, [&] {
+    result.pooled_output = bert->pooler(result.sequence_output);
+    return classifier(MaybeDropout(result.pooled_output, config_.hidden_dropout_prob, is_training()));
+  });
   if (labels.defined()) {
     result.loss = F::cross_entropy(result.logits.view({-1, config_.num_labels}), labels.view({-1}));
   }
@@ -203,6 +210,17 @@ void BertForSequenceClassificationImpl::InitClassifier() {
   torch::NoGradGuard no_grad;
   classifier->weight.normal_(0.0, config_.initializer_range);
   classifier->bias.zero_();
+}
+
+std::vector<model::Unit> BertForSequenceClassificationImpl::Units() {
+  std::vector<std::string> names;
+  for (const auto& p : named_parameters()) names.push_back(p.key());
+  std::vector<std::pair<std::string, std::vector<std::string>>> prefixes = {{"embeddings", {"bert.embeddings."}}};
+  for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
+    prefixes.push_back({"layer " + std::to_string(i), {"bert.encoder.layer." + std::to_string(i) + "."}});
+  }
+  prefixes.push_back({"head", {"bert.pooler.", "classifier."}});
+  return model::UnitsByPrefix(names, prefixes);
 }
 
 }  // namespace distlm::bert

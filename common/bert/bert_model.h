@@ -6,9 +6,12 @@
 // GELU, LayerNorm eps from the config, tanh pooler on [CLS], dropout from the config.
 #pragma once
 
+#include <vector>
+
 #include <torch/torch.h>
 
 #include "common/bert/bert_config.h"
+#include "common/model/unit_hooks.h"
 
 namespace distlm::bert {
 
@@ -100,6 +103,10 @@ class BertModelImpl : public torch::nn::Module {
   // attention_mask: 1 for tokens, 0 for padding ([batch, seq], any integer or float dtype).
   BertOutputs forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids,
                       const torch::Tensor& attention_mask);
+  // The embeddings and the encoder layers (units 0 to num_hidden_layers, each run through
+  // `hooks`; null: none): the sequence output.
+  torch::Tensor Encode(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids,
+                       const torch::Tensor& attention_mask, const model::UnitHooks* hooks = nullptr);
 
   BertEmbeddings embeddings{nullptr};
   torch::nn::ModuleList layers{nullptr};  // registered as encoder.layer
@@ -128,6 +135,12 @@ class BertForSequenceClassificationImpl : public torch::nn::Module {
   // Re-initialises only the classifier head (a checkpoint without one).
   void InitClassifier();
 
+  // The units forward runs in turn (model/unit_hooks.h): the embeddings, each encoder layer,
+  // then the head (pooler and classifier). `hooks` (null: none) wraps each from then on; the
+  // caller keeps them alive.
+  std::vector<model::Unit> Units();
+  void set_unit_hooks(const model::UnitHooks* hooks) { hooks_ = hooks; }
+
   const BertConfig& config() const { return config_; }
 
   BertModel bert{nullptr};
@@ -135,6 +148,7 @@ class BertForSequenceClassificationImpl : public torch::nn::Module {
 
  private:
   BertConfig config_;
+  const model::UnitHooks* hooks_ = nullptr;
 };
 TORCH_MODULE(BertForSequenceClassification);
 

@@ -80,6 +80,8 @@ class BertGlueTask : public ModelTask {
   }
 
   void Save(const std::string& dir) override { bert::SavePretrained(dir, model_, vocab_path_); }
+  std::vector<model::Unit> Units() override { return model_->Units(); }
+  void SetUnitHooks(const model::UnitHooks* hooks) override { model_->set_unit_hooks(hooks); }
 
  private:
   bool dynamic_padding_;

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "common/model/unit_hooks.h"
 #include "common/train/train_options.h"
 
 namespace distlm::train {
@@ -46,6 +47,12 @@ class ModelTask {
 
   // The trained model in the HuggingFace layout (rank 0, after training).
   virtual void Save(const std::string& dir) = 0;
+
+  // The units the model's forward runs in turn (model/unit_hooks.h), and the hooks it runs
+  // them through from now on (null: none; the caller keeps them alive): what a stage that
+  // shards or cuts the model by units builds on.
+  virtual std::vector<model::Unit> Units() = 0;
+  virtual void SetUnitHooks(const model::UnitHooks* hooks) = 0;
 };
 
 // The task the options name (--model_type, --task_name, --model_name_or_path, --data_dir, ...),

@@ -29,6 +29,7 @@
 #include <torch/torch.h>
 
 #include "common/dist/counting_process_group.h"
+#include "common/model/unit_hooks.h"
 #include "common/train/dist_info.h"
 #include "common/train/eval_result.h"
 #include "common/train/optimizer.h"
@@ -51,6 +52,8 @@ class StageContext {
     const DistInfo* dist = nullptr;
     torch::Device device{torch::kCPU};                 // where the model lives (--device)
     std::function<EvalResult(int64_t epoch)> evaluate;
+    std::vector<model::Unit> units;                    // the model's, in forward order
+    std::function<void(const model::UnitHooks*)> set_unit_hooks;
   };
   explicit StageContext(Parts parts) : p_(std::move(parts)) {}
 
@@ -65,6 +68,11 @@ class StageContext {
   // Evaluates on the dev split (the main rank computes, the others get an empty result; a
   // barrier on several ranks) and records it in eval_results.json. Needs --do_eval.
   EvalResult Evaluate(int64_t epoch) const { return p_.evaluate(epoch); }
+  // The units the model's forward runs in turn (the embeddings, each encoder layer, the head;
+  // model/unit_hooks.h), and the hooks it runs them through from the next forward on, training
+  // and evaluation alike (null: none). The stage keeps `hooks` alive for the run.
+  const std::vector<model::Unit>& units() const { return p_.units; }
+  void SetUnitHooks(const model::UnitHooks* hooks) const { p_.set_unit_hooks(hooks); }
 
  private:
   Parts p_;

@@ -140,6 +140,8 @@ void Trainer::Setup() {
   parts.dist = &dist_;
   parts.device = device_;
   parts.evaluate = [this](int64_t epoch) { return Evaluate(epoch); };
+  parts.units = task_->Units();
+  parts.set_unit_hooks = [this](const model::UnitHooks* hooks) { task_->SetUnitHooks(hooks); };
   ctx_ = std::make_unique<StageContext>(std::move(parts));
   setup_done_ = true;
 }

@@ -89,6 +89,8 @@ class VitCifarTask : public ModelTask {
   }
 
   void Save(const std::string& dir) override { vit::SavePretrainedViT(dir, model_); }
+  std::vector<model::Unit> Units() override { return model_->Units(); }
+  void SetUnitHooks(const model::UnitHooks* hooks) override { model_->set_unit_hooks(hooks); }
 
  private:
   uint64_t seed_;

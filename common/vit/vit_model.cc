@@ -107,8 +107,11 @@ ViTEncoderImpl::ViTEncoderImpl(const ViTConfig& c) {
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) layer->push_back(ViTLayer(c));
 }
 
-torch::Tensor ViTEncoderImpl::forward(torch::Tensor hidden) {
-  for (const auto& l : *layer) hidden = l->as<ViTLayer>()->forward(hidden);
+torch::Tensor ViTEncoderImpl::forward(torch::Tensor hidden, const model::UnitHooks* hooks) {
+  int u = 0;
+  for (const auto& l : *layer) {
+    hidden = model::RunUnit(hooks, ++u, [&] { return l->as<ViTLayer>()->forward(hidden); });
+  }
   return hidden;
 }
 
@@ -118,8 +121,10 @@ ViTModelImpl::ViTModelImpl(const ViTConfig& c) {
   layernorm = register_module("layernorm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden_size}).eps(c.layer_norm_eps)));
 }
 
-torch::Tensor ViTModelImpl::forward(const torch::Tensor& pixel_values) {
-  return layernorm(encoder(embeddings(pixel_values)));
+torch::Tensor ViTModelImpl::forward(const torch::Tensor& pixel_values) { return layernorm(Encode(pixel_values)); }
+
+torch::Tensor ViTModelImpl::Encode(const torch::Tensor& pixel_values, const model::UnitHooks* hooks) {
+  return encoder->forward(model::RunUnit(hooks, 0, [&] { return embeddings(pixel_values); }), hooks);
 }
 
 ViTForImageClassificationImpl::ViTForImageClassificationImpl(const ViTConfig& c) : config_(c) {
@@ -131,10 +136,23 @@ ViTForImageClassificationImpl::ViTForImageClassificationImpl(const ViTConfig& c)
 
 ViTOutputs ViTForImageClassificationImpl::forward(const torch::Tensor& pixel_values, const torch::Tensor& labels) {
   ViTOutputs out;
-  torch::Tensor sequence = vit(pixel_values);
-  out.logits = ApplyLinear(classifier, sequence.select(1, 0));  // the [CLS] token
+  torch::Tensor encoded = vit->Encode(pixel_values, hooks_);
+  out.logits = model::RunUnit(hooks_, config_.num_hidden_layers + 1, [&] {
+    return ApplyLinear(classifier, vit->layernorm(encoded).select(1, 0));  // the [CLS] token
+  });
   if (labels.defined()) out.loss = torch::nn::functional::cross_entropy(out.logits, labels);
   return out;
+}
+
+std::vector<model::Unit> ViTForImageClassificationImpl::Units() {
+  std::vector<std::string> names;
+  for (const auto& p : named_parameters()) names.push_back(p.key());
+  std::vector<std::pair<std::string, std::vector<std::string>>> prefixes = {{"embeddings", {"vit.embeddings."}}};
+  for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
+    prefixes.push_back({"layer " + std::to_string(i), {"vit.encoder.layer." + std::to_string(i) + "."}});
+  }
+  prefixes.push_back({"head", {"vit.layernorm.", "classifier."}});
+  return model::UnitsByPrefix(names, prefixes);
 }
 
 void ViTForImageClassificationImpl::InitWeights() {

@@ -12,6 +12,7 @@
 
 #include <torch/torch.h>
 
+#include "common/model/unit_hooks.h"
 #include "common/vit/vit_config.h"
 
 namespace distlm::vit {
@@ -96,7 +97,8 @@ TORCH_MODULE(ViTLayer);
 class ViTEncoderImpl : public torch::nn::Module {
  public:
   explicit ViTEncoderImpl(const ViTConfig& config);
-  torch::Tensor forward(torch::Tensor hidden);
+  // Layer i runs as unit i + 1 through `hooks` (null: none; unit 0 is the embeddings).
+  torch::Tensor forward(torch::Tensor hidden, const model::UnitHooks* hooks = nullptr);
 
   torch::nn::ModuleList layer{nullptr};
 };
@@ -107,6 +109,9 @@ class ViTModelImpl : public torch::nn::Module {
   explicit ViTModelImpl(const ViTConfig& config);
   // The final LayerNorm's output, [batch, tokens, hidden].
   torch::Tensor forward(const torch::Tensor& pixel_values);
+  // The embeddings and the encoder layers (units 0 to num_hidden_layers, through `hooks`;
+  // null: none), before the final LayerNorm.
+  torch::Tensor Encode(const torch::Tensor& pixel_values, const model::UnitHooks* hooks = nullptr);
 
   ViTEmbeddings embeddings{nullptr};
   ViTEncoder encoder{nullptr};
@@ -132,11 +137,18 @@ class ViTForImageClassificationImpl : public torch::nn::Module {
   void InitWeights();
   const ViTConfig& config() const { return config_; }
 
+  // The units forward runs in turn (model/unit_hooks.h): the embeddings, each encoder layer,
+  // then the head (the final LayerNorm and the classifier). `hooks` (null: none) wraps each
+  // from then on; the caller keeps them alive.
+  std::vector<model::Unit> Units();
+  void set_unit_hooks(const model::UnitHooks* hooks) { hooks_ = hooks; }
+
   ViTModel vit{nullptr};
   torch::nn::Linear classifier{nullptr};
 
  private:
   ViTConfig config_;
+  const model::UnitHooks* hooks_ = nullptr;
 };
 TORCH_MODULE(ViTForImageClassification);
 

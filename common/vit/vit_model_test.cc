@@ -61,6 +61,43 @@ TEST(ViTModelTest, ShapesAndHuggingFaceNames) {
   }
 }
 
+// The units task 6 shards by: the embeddings, each layer, the head (final LayerNorm and
+// classifier), every parameter in one; hooks run around each in order, and hooks that hand the
+// output back change no number.
+TEST(ViTModelTest, UnitsAndTheirHooks) {
+  torch::manual_seed(0);
+  ViTForImageClassification model(TinyViTConfig());
+  model->eval();
+  const auto units = model->Units();
+  ASSERT_EQ(units.size(), 4u);
+  EXPECT_EQ(units[0].name, "embeddings");
+  EXPECT_EQ(units[3].name, "head");
+  EXPECT_EQ(units[3].parameters, (std::vector<std::string>{"vit.layernorm.weight", "vit.layernorm.bias",
+                                                           "classifier.weight", "classifier.bias"}));
+  size_t total = 0;
+  for (const auto& u : units) total += u.parameters.size();
+  EXPECT_EQ(total, model->named_parameters().size());
+
+  const torch::Tensor pixels = torch::randn({2, 3, 32, 32});
+  const torch::Tensor plain = model(pixels).logits;
+  std::vector<std::string> events;
+  model::UnitHooks hooks;
+  hooks.before_forward = [&](int u) { events.push_back("before " + std::to_string(u)); };
+  hooks.after_forward = [&](int u, torch::Tensor out) {
+    events.push_back("after " + std::to_string(u));
+    return out;
+  };
+  model->set_unit_hooks(&hooks);
+  EXPECT_TRUE(torch::equal(model(pixels).logits, plain));
+  EXPECT_EQ(events, (std::vector<std::string>{"before 0", "after 0", "before 1", "after 1", "before 2", "after 2",
+                                              "before 3", "after 3"}));
+  // What a hook hands back is what the model goes on with.
+  hooks.after_forward = [](int u, torch::Tensor out) { return u == 3 ? torch::zeros_like(out) : out; };
+  EXPECT_EQ(model(pixels).logits.abs().sum().item<double>(), 0.0);
+  model->set_unit_hooks(nullptr);
+  EXPECT_TRUE(torch::equal(model(pixels).logits, plain));
+}
+
 TEST(ViTCheckpointTest, RoundTripAndANewHeadForAnotherNumberOfClasses) {
   const std::string dir = distlm::testing::MakeTempDir("vit_ckpt");
   torch::manual_seed(0);

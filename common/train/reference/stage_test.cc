@@ -185,6 +185,86 @@ TEST(StageContract, TheStagesFiguresReachTheLogLine) {
   }
 }
 
+// A stage that wraps the model's units (what task 6 will do): records every hook and, through an
+// autograd hook on each unit's output, the moment each unit's backward is about to start.
+class UnitRecordingStage : public RecordingStage {
+ public:
+  UnitRecordingStage(Record& r, std::vector<std::string>& events) : RecordingStage(r), events_(events) {
+    hooks_.before_forward = [this](int u) { events_.push_back("before " + std::to_string(u)); };
+    hooks_.after_forward = [this](int u, torch::Tensor out) {
+      events_.push_back("after " + std::to_string(u));
+      if (out.requires_grad()) {
+        out.register_hook([this, u](torch::Tensor grad) {
+          events_.push_back("grad " + std::to_string(u));
+          return grad;
+        });
+      }
+      return out;
+    };
+  }
+  void BeforeTraining(const StageContext& ctx) override {
+    RecordingStage::BeforeTraining(ctx);
+    units = ctx.units();
+    for (const auto& p : ctx.named_parameters()) registered.push_back(p.first);
+    ctx.SetUnitHooks(&hooks_);
+  }
+  std::vector<model::Unit> units;
+  std::vector<std::string> registered;
+
+ private:
+  std::vector<std::string>& events_;
+  model::UnitHooks hooks_;
+};
+
+TEST(StageContract, AStageCanWrapTheModelsUnits) {
+  std::vector<std::string> events;
+  Record r;
+  UnitRecordingStage stage(r, events);
+  const std::string dir = FreshDir("units");
+  Trainer trainer(Options(dir), stage, DistInfo{});
+  trainer.Run();
+
+  // The tiny BERT's units: the embeddings, its 2 layers, the head; every parameter in exactly
+  // one, in registration order.
+  std::vector<std::string> names, in_units;
+  for (const auto& unit : stage.units) {
+    names.push_back(unit.name);
+    in_units.insert(in_units.end(), unit.parameters.begin(), unit.parameters.end());
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"embeddings", "layer 0", "layer 1", "head"}));
+  EXPECT_EQ(in_units, stage.registered);
+
+  // Every forward runs the 4 units in order between their hooks; every backward reaches each
+  // unit's output from the head down, before that unit's own backward.
+  const std::vector<std::string> forward = {"before 0", "after 0", "before 1", "after 1",
+                                            "before 2", "after 2", "before 3", "after 3"};
+  const std::vector<std::string> backward = {"grad 3", "grad 2", "grad 1", "grad 0"};
+  size_t i = 0, forwards = 0, backwards = 0;
+  while (i < events.size()) {
+    ASSERT_LE(i + 8, events.size()) << "a forward cut short at event " << i;
+    ASSERT_EQ(std::vector<std::string>(events.begin() + i, events.begin() + i + 8), forward) << "forward " << forwards;
+    i += 8;
+    ++forwards;
+    if (i < events.size() && events[i] == "grad 3") {
+      ASSERT_LE(i + 4, events.size());
+      ASSERT_EQ(std::vector<std::string>(events.begin() + i, events.begin() + i + 4), backward) << "backward " << backwards;
+      i += 4;
+      ++backwards;
+    }
+  }
+  // 4 updates of 2 micro-batches: 8 forwards with a backward; the evaluations' forwards
+  // (without) wrapped as well.
+  EXPECT_EQ(backwards, 8u);
+  EXPECT_GT(forwards, backwards) << "the evaluations ran no wrapped forward";
+
+  // The hooks hand back each output unchanged: the losses are those of a run without hooks.
+  const std::string plain = FreshDir("units_plain");
+  RunRecording(plain);
+  const std::vector<nlohmann::json> a = LogLines(dir), b = LogLines(plain);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t k = 0; k < a.size(); ++k) EXPECT_EQ(a[k]["loss"], b[k]["loss"]) << "update " << k + 1;
+}
+
 TEST(StageContract, AStageWithoutAnOptimizerIsALogicError) {
   Record r;
   class NoOptimizer : public RecordingStage {

@@ -1,0 +1,70 @@
+// A model's units: the pieces its forward runs one after another (BERT and the ViT: the
+// embeddings, each encoder layer, then the head), which a stage may wrap without touching the
+// model code. Fully sharded data parallel (task 6) gathers a unit's parameters just before its
+// forward and frees them after it, and hooks the unit's output so that it gathers them again
+// just before the unit's backward; a pipeline cuts the model between units. The model calls
+// RunUnit around each unit; with no hooks set, RunUnit is the unit's forward and nothing else.
+#pragma once
+
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace distlm::model {
+
+// One unit, in forward order: a name for messages ("embeddings", "layer 3", "head") and the
+// names of its parameters as the model's named_parameters() gives them (every parameter of the
+// model is in exactly one unit).
+struct Unit {
+  std::string name;
+  std::vector<std::string> parameters;
+};
+
+struct UnitHooks {
+  // Just before unit u's forward: its parameters must hold their values when this returns.
+  std::function<void(int u)> before_forward;
+  // Just after unit u's forward, with its output: returns what the model goes on with (the
+  // output itself, or the output with an autograd hook registered on it: the gradient arriving
+  // there is the moment just before this unit's backward).
+  std::function<torch::Tensor(int u, torch::Tensor output)> after_forward;
+};
+
+// `run` (the unit's forward, returning its output) as unit u of a model whose hooks are
+// `hooks` (null: none set).
+template <typename Run>
+torch::Tensor RunUnit(const UnitHooks* hooks, int u, Run&& run) {
+  if (hooks == nullptr) return run();
+  if (hooks->before_forward) hooks->before_forward(u);
+  torch::Tensor out = run();
+  return hooks->after_forward ? hooks->after_forward(u, std::move(out)) : out;
+}
+
+// The units of a model from its parameters' names (registration order) and, per unit in
+// forward order, the name prefixes of its parameters; std::logic_error naming the parameter
+// when one falls in no unit or in two.
+inline std::vector<Unit> UnitsByPrefix(const std::vector<std::string>& names,
+                                       const std::vector<std::pair<std::string, std::vector<std::string>>>& prefixes) {
+  std::vector<Unit> units;
+  for (const auto& [unit, unused] : prefixes) units.push_back({unit, {}});
+  for (const std::string& name : names) {
+    int found = -1;
+    for (size_t u = 0; u < prefixes.size(); ++u) {
+      for (const std::string& prefix : prefixes[u].second) {
+        if (name.rfind(prefix, 0) != 0) continue;
+        if (found >= 0 && found != static_cast<int>(u)) {
+          throw std::logic_error("parameter " + name + " is in two units: " + units[found].name + " and " + units[u].name);
+        }
+        found = static_cast<int>(u);
+      }
+    }
+    if (found < 0) throw std::logic_error("parameter " + name + " is in no unit of the model");
+    units[found].parameters.push_back(name);
+  }
+  return units;
+}
+
+}  // namespace distlm::model
