@@ -20,6 +20,7 @@
 #include "common/train/bert_adamw.h"
 #include "common/train/distributed.h"
 #include "common/train/run_stage.h"
+#include "grading/mutation_flag.h"
 #include "part1_single/train_step.h"
 #include "task2a/gradient_sync_stage.h"
 
@@ -168,22 +169,10 @@ class MutantStage : public distlm::task2a::GradientSyncStage {
   std::string mutation_;
 };
 
-// --mutation as written on the command line: it picks the stage's class, before RunStageMain
-// parses the flags (BeforeTraining checks that absl parsed the same value).
-std::string MutationFromArgv(int argc, char** argv) {
-  const std::string flag = "--mutation";
-  std::string value = "none";
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--") break;
-    if (a.rfind(flag + "=", 0) == 0) value = a.substr(flag.size() + 1);
-    if (a == flag && i + 1 < argc) value = argv[i + 1];
-  }
-  return value;
-}
-
 int Main(int argc, char** argv) {
-  const std::string mutation = MutationFromArgv(argc, argv);
+  // It picks the stage's class, before RunStageMain parses the flags (BeforeTraining checks that
+  // absl parsed the same value).
+  const std::string mutation = distlm::grading::FlagFromArgv(argc, argv, "--mutation", "none");
   static const char* const kKnown[] = {"none",          "no_sync",           "sum_without_average",
                                        "some_params_only", "rank0_keeps_own",   "sync_after_step",
                                        "same_data",     "root_only_average", "scatter_sum",

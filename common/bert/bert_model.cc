@@ -213,14 +213,8 @@ void BertForSequenceClassificationImpl::InitClassifier() {
 }
 
 std::vector<model::Unit> BertForSequenceClassificationImpl::Units() {
-  std::vector<std::string> names;
-  for (const auto& p : named_parameters()) names.push_back(p.key());
-  std::vector<std::pair<std::string, std::vector<std::string>>> prefixes = {{"embeddings", {"bert.embeddings."}}};
-  for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
-    prefixes.push_back({"layer " + std::to_string(i), {"bert.encoder.layer." + std::to_string(i) + "."}});
-  }
-  prefixes.push_back({"head", {"bert.pooler.", "classifier."}});
-  return model::UnitsByPrefix(names, prefixes);
+  return model::EncoderUnits(*this, "bert.embeddings.", "bert.encoder.layer.", config_.num_hidden_layers,
+                             {"bert.pooler.", "classifier."});
 }
 
 }  // namespace distlm::bert

@@ -67,4 +67,16 @@ inline std::vector<Unit> UnitsByPrefix(const std::vector<std::string>& names,
   return units;
 }
 
+// The units of an encoder model (BERT, the ViT): the embeddings (parameters named
+// `embeddings`...), layer i for i < layers (`layer` + i + "."...), then the head (any of `head`).
+inline std::vector<Unit> EncoderUnits(const torch::nn::Module& m, const std::string& embeddings,
+                                      const std::string& layer, int64_t layers, const std::vector<std::string>& head) {
+  std::vector<std::string> names;
+  for (const auto& p : m.named_parameters()) names.push_back(p.key());
+  std::vector<std::pair<std::string, std::vector<std::string>>> prefixes = {{"embeddings", {embeddings}}};
+  for (int64_t i = 0; i < layers; ++i) prefixes.push_back({"layer " + std::to_string(i), {layer + std::to_string(i) + "."}});
+  prefixes.push_back({"head", head});
+  return UnitsByPrefix(names, prefixes);
+}
+
 }  // namespace distlm::model

@@ -145,14 +145,8 @@ ViTOutputs ViTForImageClassificationImpl::forward(const torch::Tensor& pixel_val
 }
 
 std::vector<model::Unit> ViTForImageClassificationImpl::Units() {
-  std::vector<std::string> names;
-  for (const auto& p : named_parameters()) names.push_back(p.key());
-  std::vector<std::pair<std::string, std::vector<std::string>>> prefixes = {{"embeddings", {"vit.embeddings."}}};
-  for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
-    prefixes.push_back({"layer " + std::to_string(i), {"vit.encoder.layer." + std::to_string(i) + "."}});
-  }
-  prefixes.push_back({"head", {"vit.layernorm.", "classifier."}});
-  return model::UnitsByPrefix(names, prefixes);
+  return model::EncoderUnits(*this, "vit.embeddings.", "vit.encoder.layer.", config_.num_hidden_layers,
+                             {"vit.layernorm.", "classifier."});
 }
 
 void ViTForImageClassificationImpl::InitWeights() {

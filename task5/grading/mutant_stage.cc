@@ -10,6 +10,7 @@
 #include "absl/flags/flag.h"
 #include "common/runtime/errors.h"
 #include "common/train/run_stage.h"
+#include "grading/mutation_flag.h"
 #include "part1_single/train_step.h"
 #include "task5/grading/collectives.h"
 #include "task5/zero_stage.h"
@@ -48,24 +49,11 @@ double ZeroStep(const std::string& m, c10d::ProcessGroup& pg, distlm::zero::Shar
   return norm;
 }
 
-// --mutation as written on the command line: the step is built before RunStageMain parses the
-// flags (the step checks that absl parsed the same value).
-std::string MutationFromArgv(int argc, char** argv) {
-  const std::string flag = "--mutation";
-  std::string value = "zero_none";
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--") break;
-    if (a.rfind(flag + "=", 0) == 0) value = a.substr(flag.size() + 1);
-    if (a == flag && i + 1 < argc) value = argv[i + 1];
-  }
-  return value;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string mutation = MutationFromArgv(argc, argv);
+  // The step is built before RunStageMain parses the flags (it checks that absl parsed the same).
+  const std::string mutation = distlm::grading::FlagFromArgv(argc, argv, "--mutation", "zero_none");
   bool known = false;
   for (const char* k : kMutations) known = known || mutation == k;
   if (!known) {
