@@ -36,10 +36,7 @@ std::string Diagnose(const Trace& got, const Trace& want, const stages::Stage& s
     if (!own.empty()) return own;
   }
   for (const auto& km : mistakes()) {
-    if (!Close(got.losses, km.trace.losses, kSteps, kMistakeTol) ||
-        !Close(got.grad_norms, km.trace.grad_norms, 1, kMistakeTol)) {
-      continue;
-    }
+    if (!Matches(got, km)) continue;
     if (km.mutation == "no_sync") {
       const bool communicated = !got.comm_calls.empty() && got.comm_calls[0] > 0;
       if (!communicated) {

@@ -24,6 +24,13 @@ struct KnownMistake {
   Trace trace;
 };
 
+// Whether `got` is the known mistake's run: its losses and first gradient norm within
+// kMistakeTol (the test the generic diagnosis and every stage's own apply).
+inline bool Matches(const Trace& got, const KnownMistake& mistake) {
+  return Close(got.losses, mistake.trace.losses, kSteps, kMistakeTol) &&
+         Close(got.grad_norms, mistake.trace.grad_norms, 1, kMistakeTol);
+}
+
 // What a stage's own tests may use of this grading.
 struct StageCheckContext {
   int ranks = 4;                     // of the main run

@@ -15,26 +15,16 @@
 #include <string>
 #include <vector>
 
+#include "grading/stage_grading.h"
 #include "grading/stage_runner.h"
 #include "grading/test_result.h"
 #include "grading/trace.h"
 
 namespace distlm::grading {
 
-struct DdpCheckContext {
-  int ranks = 4;                 // of the main run
-  double bucket_cap_mb = 25;     // of the main run
-  const Trace* expected = nullptr;  // the grader's single-node trace
-  // Runs the submission's binary on `ranks` ranks with the grader's flags plus `extra` (which
-  // override them), within timeout_s.
-  std::function<StageRun(int ranks, const std::vector<std::string>& extra, double timeout_s)> run;
-  // Why a completed trace differs from the single-node one (known mistakes, then heuristics).
-  std::function<std::string(const Trace& got)> diagnose;
-  // What went wrong in a run that did not complete.
-  std::function<std::string(const StageRun& run)> run_failure;
-  // "" when what the run sent over the network can carry what it logged (traffic_check.h), else
-  // why not. Null: not checked.
-  std::function<std::string(const StageRun& run, int ranks)> traffic;
+// What the grader hands every stage's own tests, and the bucket cap of the main run.
+struct DdpCheckContext : StageCheckContext {
+  double bucket_cap_mb = 25;
 };
 
 // The tests, in report order, with points. `main_run` completed its kSteps updates.

@@ -30,14 +30,8 @@ class Task3Grading : public grading::StageGrading {
   std::string DivideWhere() const override { return " in FinishGradientSync, once its all-reduces are done"; }
   std::vector<TestResult> ExtraTestNames() const override { return grading::DdpTestNames(); }
   std::vector<TestResult> ExtraTests(const StageRun& main_run, const StageCheckContext& c) const override {
-    grading::DdpCheckContext d;
-    d.ranks = c.ranks;
+    grading::DdpCheckContext d{c};
     d.bucket_cap_mb = BucketCapMb(c.model_type);
-    d.expected = c.expected;
-    d.run = c.run;
-    d.diagnose = c.diagnose;
-    d.run_failure = c.run_failure;
-    d.traffic = c.traffic;
     return grading::DdpTests(main_run, d);
   }
 };

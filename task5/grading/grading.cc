@@ -9,11 +9,8 @@
 namespace distlm::task5 {
 namespace {
 
-using grading::Close;
 using grading::Fmt;
 using grading::KnownMistake;
-using grading::kMistakeTol;
-using grading::kSteps;
 using grading::Times;
 using grading::Trace;
 
@@ -25,10 +22,7 @@ class Task5Grading : public grading::StageGrading {
   std::string MutantBinary() const override { return "task5/grading/mutant_stage"; }
   std::string Diagnose(const Trace& got, const Trace& want, const std::vector<KnownMistake>& own) const override {
     for (const auto& km : own) {
-      if (!Close(got.losses, km.trace.losses, kSteps, kMistakeTol) ||
-          !Close(got.grad_norms, km.trace.grad_norms, 1, kMistakeTol)) {
-        continue;
-      }
+      if (!grading::Matches(got, km)) continue;
       if (km.mutation == "zero_no_allgather") {
         return "your ranks never share their updated shards: each rank's step changes only its own block of the "
                "parameters, and without the all-gather every rank keeps the old values of all the others (your "
