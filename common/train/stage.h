@@ -11,6 +11,9 @@
 //                          OptimizerStep(ctx, update)       part 1's (task 5: its sharded update) -> norm
 //                          TakeFigures() -> UpdateFigures   the Trainer writes them into the log line
 //   per epoch:             EndOfEpoch(ctx, epoch)           part 1's
+//   around every use of the whole model outside forward and backward (evaluation, a snapshot,
+//   a resume's loading, the final save), on every rank:
+//                          WithFullParameters(ctx, use)     task 6 gathers its shards for it
 //
 // Part 1's three pieces arrive as a TrainStep (part1_single/train_step.h): every stage trains
 // with the student's own part 1, or the reference's. A stage lives in its own folder with its
@@ -131,6 +134,10 @@ class Stage {
   // The figures of the update just stepped (then forgotten).
   virtual UpdateFigures TakeFigures() { return {}; }
   virtual void EndOfEpoch(const StageContext& ctx, int64_t epoch) { step_.end_of_epoch(ctx, epoch); }
+  // Runs `use`, which reads or writes the model's parameters whole. A stage that keeps only
+  // shards of them between uses (task 6) gathers them first and afterwards keeps its shard of
+  // what they then hold; a collective there, so the Trainer calls it on every rank.
+  virtual void WithFullParameters(const StageContext&, const std::function<void()>& use) { use(); }
 
   // For grading's mutation tests only: every rank reads the whole data set in the same order
   // (as if the distributed sampler were forgotten).

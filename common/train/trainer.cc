@@ -66,6 +66,7 @@ void Trainer::MaybeInjectFault(int64_t update) const {
 void Trainer::DropGradients() {
   torch::NoGradGuard no_grad;
   for (auto& p : parameters_) p.mutable_grad() = torch::Tensor();  // as ZeroGrad: the next backward starts afresh
+  if (optimizer_) optimizer_->ZeroGrad();
 }
 
 bool Trainer::UnscaleGradients(int64_t update) {
@@ -348,6 +349,12 @@ void Trainer::Train() {
 
 EvalResult Trainer::Evaluate(int64_t epoch) {
   EvalResult r;
+  stage_.WithFullParameters(*ctx_, [&] { r = EvaluateWhole(epoch); });
+  return r;
+}
+
+EvalResult Trainer::EvaluateWhole(int64_t epoch) {
+  EvalResult r;
   r.epoch = epoch;
   r.epoch_time_s = last_epoch_time_s_;
   r.train_samples_per_s = last_epoch_samples_per_s_;
@@ -423,20 +430,25 @@ void Trainer::Run() {
   } else if (options_.do_eval) {
     Evaluate(0);
   }
-  if (options_.do_train && !is_main_rank() && options_.save_every_rank) {
+  if (!options_.do_train) return;
+  stage_.WithFullParameters(*ctx_, [this] { SaveModel(); });
+  if (is_main_rank() && options_.plots) {
+    std::string why;
+    const std::vector<std::string> plots = WriteRunPlots(options_.output_dir, &why);
+    if (!plots.empty()) std::printf("plots in %s/plots (%zu PNG files)\n", options_.output_dir.c_str(), plots.size());
+    if (!why.empty()) std::printf("%s\n", why.c_str());
+  }
+}
+
+void Trainer::SaveModel() {
+  if (!is_main_rank() && options_.save_every_rank) {
     const std::string dir = options_.output_dir + "/rank_" + std::to_string(dist_.rank);
     std::filesystem::create_directories(dir);
     task_->Save(dir);
   }
-  if (options_.do_train && is_main_rank()) {
+  if (is_main_rank()) {
     task_->Save(options_.output_dir);
     std::printf("model saved to %s\n", options_.output_dir.c_str());
-    if (options_.plots) {
-      std::string why;
-      const std::vector<std::string> plots = WriteRunPlots(options_.output_dir, &why);
-      if (!plots.empty()) std::printf("plots in %s/plots (%zu PNG files)\n", options_.output_dir.c_str(), plots.size());
-      if (!why.empty()) std::printf("%s\n", why.c_str());
-    }
   }
 }
 

@@ -57,6 +57,9 @@ class Trainer {
 
  private:
   void Train();
+  // Evaluate's and Run's work on the whole model, inside the stage's WithFullParameters.
+  EvalResult EvaluateWhole(int64_t epoch);
+  void SaveModel();
   // Rank 0's lines before the first update (sizes, precision, how the ranks met) and after the
   // last (the mean iteration time the handout asks for).
   void PrintRunBanner(int64_t total, int64_t updates_per_epoch, int64_t epochs) const;
@@ -76,14 +79,17 @@ class Trainer {
   void MaybeInjectFault(int64_t update) const;
   // --fp16: unscales the gradients; false (gradients dropped) when they overflowed.
   bool UnscaleGradients(int64_t update);
-  // Sets every gradient to none (an overflowed update, an epoch's incomplete accumulation).
+  // Sets every gradient to none, and has the optimizer zero what it keeps of them (a sharded
+  // one's shards): an overflowed update, an epoch's incomplete accumulation.
   void DropGradients();
   // Snapshots (see snapshot.h): what a resume must agree on, the tensors saved, writing one,
   // and resuming from the newest valid one (rank 0 reads, every rank receives).
   nlohmann::json Fingerprint() const;
   // The tensors of a snapshot: parameters, `state`'s moments (shared, not copied), the RNG.
   NamedTensors SnapshotTensors(const OptimizerState& state) const;
+  // Both through the stage's WithFullParameters (task 6 keeps only shards between updates).
   void Snapshot(const TrainingState& state);
+  void SnapshotWhole(const TrainingState& state);
   std::optional<TrainingState> TryResume(LinearSchedule& schedule);
 
   TrainOptions options_;

@@ -48,6 +48,10 @@ NamedTensors Trainer::SnapshotTensors(const OptimizerState& state) const {
 }
 
 void Trainer::Snapshot(const TrainingState& state) {
+  stage_.WithFullParameters(*ctx_, [&] { SnapshotWhole(state); });
+}
+
+void Trainer::SnapshotWhole(const TrainingState& state) {
   // Every rank: a collective where the optimizer state is sharded (task 5), handles otherwise.
   const OptimizerState optimizer_state = optimizer_->GatherState();
   if (!is_main_rank()) return;
@@ -73,7 +77,9 @@ std::optional<TrainingState> Trainer::TryResume(LinearSchedule& schedule) {
   // This rank's tensors, in a fixed order: the parameters and the optimizer's moments (its
   // live state, or the whole-state tensors a sharded optimizer gathered) share storage with them.
   OptimizerState optimizer_state = optimizer_->GatherState();
-  RestoreTensors(pg, is_main_rank(), snap ? &*snap : nullptr, SnapshotTensors(optimizer_state));
+  stage_.WithFullParameters(*ctx_, [&] {
+    RestoreTensors(pg, is_main_rank(), snap ? &*snap : nullptr, SnapshotTensors(optimizer_state));
+  });
   // Updates an overflow skipped (--fp16) stepped neither the optimizer nor the schedule.
   int64_t skipped = 0;
   if (scaler_.enabled() && state->loss_scaler.is_object()) {

@@ -1,12 +1,11 @@
 #include "common/zero/sharded_adamw.h"
 
-#include <ATen/Parallel.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 
 #include "common/runtime/errors.h"
+#include "common/zero/shard_ops.h"
 
 namespace distlm::zero {
 
@@ -82,46 +81,9 @@ void ShardedAdamW::AdoptGradients() {
   }
 }
 
-double ShardedAdamW::ShardSquaredNorm() const {
-  // In double: a float32 sum over a whole shard drifts ~1e-6 from the reference's norm of
-  // per-parameter norms, close to the grader's 1e-5; in double it stays at float rounding.
-  // A loop on the host, because a double copy of the shard would cost 2x its memory every
-  // update; on a GPU the copy is the cheap way.
-  if (!grad_shard_.device().is_cpu()) return grad_shard_.to(torch::kDouble).square().sum().item<double>();
-  // Blocks of fixed size summed in parallel, each with 8 running sums (one sum is a chain of
-  // dependent adds: ~4 cycles an element), then the block sums in order: one pass at memory
-  // speed, and the same number whatever the thread count.
-  const float* g = grad_shard_.data_ptr<float>();
-  const int64_t n = grad_shard_.numel();
-  constexpr int64_t kBlock = 1 << 16;
-  std::vector<double> block_sums((n + kBlock - 1) / kBlock, 0.0);
-  at::parallel_for(0, static_cast<int64_t>(block_sums.size()), 1, [&](int64_t first, int64_t last) {
-    for (int64_t b = first; b < last; ++b) {
-      const int64_t begin = b * kBlock, end = std::min(n, begin + kBlock);
-      double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      int64_t i = begin;
-      for (; i + 8 <= end; i += 8) {
-        for (int j = 0; j < 8; ++j) lanes[j] += static_cast<double>(g[i + j]) * g[i + j];
-      }
-      for (; i < end; ++i) lanes[0] += static_cast<double>(g[i]) * g[i];
-      double sum = 0;
-      for (double lane : lanes) sum += lane;
-      block_sums[b] = sum;
-    }
-  });
-  double sum = 0;
-  for (double s : block_sums) sum += s;
-  return sum;
-}
+double ShardedAdamW::ShardSquaredNorm() const { return SquaredNormInDouble(grad_shard_); }
 
-void ShardedAdamW::ScaleGradShard(double norm, double max_norm) {
-  if (!(max_norm > 0)) return;
-  torch::NoGradGuard no_grad;
-  // As train::ClipGradNorm (torch 1.13): the total is a float32 tensor, so is the coefficient.
-  torch::Tensor total = torch::tensor(static_cast<float>(norm), torch::kFloat);
-  torch::Tensor coef = max_norm / (total + 1e-6);
-  if (coef.item<double>() < 1.0) grad_shard_.mul_(coef);
-}
+void ShardedAdamW::ScaleGradShard(double norm, double max_norm) { ScaleForClipping({grad_shard_}, norm, max_norm); }
 
 double ShardedAdamW::ClipGradShard(c10d::ProcessGroup& pg, double max_norm) {
   std::vector<torch::Tensor> sq = {torch::tensor({ShardSquaredNorm()}, torch::kDouble)};
@@ -147,36 +109,13 @@ void ShardedAdamW::ZeroGrad() {
 }
 
 train::BertAdamW::State ShardedAdamW::GatherState(c10d::ProcessGroup& pg) {
-  torch::NoGradGuard no_grad;
-  const int64_t begin = layout_.shard_begin(rank_);
-  const bool root = pg.getRank() == 0;
   const auto& mine = shard_opt_->state();
+  std::vector<std::vector<int64_t>> shapes;
+  for (const auto& [name, p] : params_) shapes.push_back(p.sizes().vec());
   train::BertAdamW::State whole;
   whole.step = shard_opt_->step_count();
-  for (int moment = 0; moment < 2; ++moment) {
-    const auto& pieces = moment == 0 ? mine.exp_avg : mine.exp_avg_sq;
-    torch::Tensor shard = torch::zeros({layout_.shard_numel()}, torch::kFloat);
-    for (size_t j = 0; j < segments_.size(); ++j) {
-      shard.narrow(0, segments_[j].flat_begin - begin, segments_[j].numel).copy_(pieces[j]);
-    }
-    // Only rank 0 writes snapshots, so the shards go to rank 0 alone. Elsewhere the buffer is
-    // never written (its pages are never touched, so it costs no memory); it only gives the
-    // trainer tensors of the right shapes for a resume to broadcast into.
-    torch::Tensor flat = torch::empty({layout_.padded_numel()}, torch::kFloat);
-    std::vector<std::vector<torch::Tensor>> outs;
-    if (root) {
-      outs.emplace_back();
-      for (int r = 0; r < world_size(); ++r) outs[0].push_back(flat.narrow(0, layout_.shard_begin(r), layout_.shard_numel()));
-    }
-    std::vector<torch::Tensor> in = {shard};
-    c10d::GatherOptions opts;
-    opts.rootRank = 0;
-    pg.gather(outs, in, opts)->wait();
-    auto& out = moment == 0 ? whole.exp_avg : whole.exp_avg_sq;
-    for (size_t i = 0; i < params_.size(); ++i) {
-      out.push_back(flat.narrow(0, layout_.offset(i), layout_.numel(i)).view(params_[i].second.sizes()));
-    }
-  }
+  whole.exp_avg = GatherWhole(pg, layout_, rank_, mine.exp_avg, shapes);
+  whole.exp_avg_sq = GatherWhole(pg, layout_, rank_, mine.exp_avg_sq, shapes);
   return whole;
 }
 
@@ -185,17 +124,15 @@ void ShardedAdamW::LoadState(const train::BertAdamW::State& whole) {
     throw UserError("ZeRO: optimizer state has " + std::to_string(whole.exp_avg.size()) + " tensors, the model has " +
                     std::to_string(params_.size()) + " parameters");
   }
+  std::vector<std::string> names;
+  for (const auto& [name, p] : params_) names.push_back(name);
   train::BertAdamW::State mine;
   mine.step = whole.step;
-  for (const Segment& s : segments_) {
-    for (int moment = 0; moment < 2; ++moment) {
-      const torch::Tensor& t = (moment == 0 ? whole.exp_avg : whole.exp_avg_sq)[s.param];
-      if (t.numel() != layout_.numel(s.param)) {
-        throw UserError("ZeRO: optimizer state of " + params_[s.param].first + " has " + std::to_string(t.numel()) +
-                        " elements, the parameter " + std::to_string(layout_.numel(s.param)));
-      }
-      (moment == 0 ? mine.exp_avg : mine.exp_avg_sq).push_back(t.reshape({-1}).narrow(0, s.param_begin, s.numel));
-    }
+  try {
+    mine.exp_avg = ShardPieces(layout_, rank_, whole.exp_avg, names);
+    mine.exp_avg_sq = ShardPieces(layout_, rank_, whole.exp_avg_sq, names);
+  } catch (const UserError& e) {
+    throw UserError(std::string("ZeRO: ") + e.what());
   }
   shard_opt_->LoadState(mine);
 }

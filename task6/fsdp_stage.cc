@@ -1,0 +1,141 @@
+#include "task6/fsdp_stage.h"
+
+#include <chrono>
+#include <cstdio>
+#include <utility>
+
+#include "common/dist/casting_process_group.h"
+#include "common/dist/counting_process_group.h"
+#include "common/runtime/errors.h"
+#include "common/train/distributed.h"
+#include "common/zero/sharded_adamw.h"
+#include "task6/fsdp.h"
+
+namespace distlm::task6 {
+namespace {
+
+// The Trainer's view of the shards' AdamW: the rate, the zeroing, the snapshots. The update is
+// the student's ShardedStep, which FsdpStage::OptimizerStep calls.
+class FsdpOptimizer : public train::Optimizer {
+ public:
+  FsdpOptimizer(FsdpModel& model, c10d::ProcessGroup& pg) : model_(model), pg_(pg) {}
+  void Step() override { throw std::logic_error("task 6's update is ShardedStep (its stage calls it)"); }
+  void ZeroGrad() override { model_.ZeroGradShards(); }
+  double lr() const override { return model_.adam().lr(); }
+  void set_lr(double lr) override { model_.adam().set_lr(lr); }
+  int64_t step_count() const override { return model_.adam().step_count(); }
+  train::OptimizerState GatherState() override { return model_.GatherState(pg_); }
+  void LoadState(const train::OptimizerState& state) override { model_.LoadState(state); }
+
+ private:
+  FsdpModel& model_;
+  c10d::ProcessGroup& pg_;
+};
+
+nlohmann::json MemoryFields(const FsdpModel& m, int64_t peak_full_bytes, bool native) {
+  int64_t shard = 0, padding = 0;
+  for (int u = 0; u < m.num_units(); ++u) {
+    shard += m.unit(u).shard_numel();
+    padding += m.unit(u).layout().padding();
+  }
+  return {{"units", m.num_units()},
+          {"param_bytes", m.ParamBytesHeld()},
+          {"grad_bytes", m.GradBytesHeld()},
+          {"opt_state_bytes", m.OptimizerStateBytes()},
+          {"model_state_bytes", m.ParamBytesHeld() + m.GradBytesHeld() + m.OptimizerStateBytes()},
+          {"full_bytes_peak", peak_full_bytes},
+          {"shard_numel", shard},
+          {"padding", padding},
+          {"reduce_scatter", native ? "native" : "allreduce+slice"}};
+}
+
+}  // namespace
+
+FsdpStage::FsdpStage(std::string name, train::TrainStep step) : Stage(std::move(name), std::move(step)) {}
+
+FsdpStage::~FsdpStage() = default;
+
+train::DistInfo FsdpStage::Connect() {
+  const at::ScalarType comm_dtype = train::CommDtypeFromFlags();
+  if (comm_dtype != at::kFloat) {
+    throw UserError("--comm_dtype=" + dist::CommDtypeName(comm_dtype) + " is not supported by " + name() +
+                    ": its all-gathers and reduce-scatters send float32 (--comm_dtype applies to task2b and task3)");
+  }
+  return train::InitDistributedFromFlags();
+}
+
+std::unique_ptr<train::Optimizer> FsdpStage::MakeOptimizer(const train::StageContext& ctx) {
+  if (!ctx.dist().pg) throw UserError(name() + " needs a process group");
+  if (ctx.options().fp16) {
+    throw UserError("--fp16 is not supported by " + name() +
+                    " yet: its gradients live in shards the loss scaler does not see (use --bf16)");
+  }
+  if (ctx.units().empty()) throw UserError(name() + ": the model has no units to shard");
+  model_ = std::make_unique<FsdpModel>(ctx.units(), ctx.named_parameters(), train::AdamWOptionsFor(ctx.options()),
+                                       ctx.dist().rank, ctx.dist().world_size);
+  schedule_ = std::make_unique<FsdpSchedule>(*ctx.dist().pg, *model_);
+  return std::make_unique<FsdpOptimizer>(*model_, *ctx.dist().pg);
+}
+
+void FsdpStage::BeforeTraining(const train::StageContext& ctx) {
+  if (!schedule_) throw UserError(name() + ": the shards were not built");
+  ctx.SetUnitHooks(schedule_->hooks());
+  schedule_->TakeFigures();
+  train::CountingGroup(ctx.dist()).TakeStats();  // set-up's and the resume's collectives
+  if (!ctx.is_main_rank()) return;
+  const FsdpModel& m = *model_;
+  int64_t largest = 0;
+  for (int u = 0; u < m.num_units(); ++u) largest = std::max(largest, m.unit(u).FullBytes());
+  std::printf("%s: fully sharded over %d rank(s) (%s): %d units, %lld parameters; per rank: parameters %lld bytes, "
+              "gradients %lld, AdamW state %lld (unsharded %lld in all), plus one unit's full parameters and "
+              "gradient while it runs (largest %lld bytes each)\n",
+              name().c_str(), ctx.dist().world_size, ctx.dist().backend.c_str(), m.num_units(),
+              static_cast<long long>(m.TotalNumel()), static_cast<long long>(m.ParamBytesHeld()),
+              static_cast<long long>(m.GradBytesHeld()), static_cast<long long>(m.OptimizerStateBytes()),
+              static_cast<long long>(16 * m.TotalNumel()), static_cast<long long>(largest));
+  const std::string note = zero::FallbackNote(*ctx.dist().pg);
+  if (!note.empty()) std::printf("%s: %s\n", name().c_str(), note.c_str());
+  std::fflush(stdout);
+}
+
+void FsdpStage::SyncGradients(const train::StageContext&) {
+  if (schedule_) schedule_->FinishBackward();  // done at backward's end already; a no-op then
+}
+
+double FsdpStage::OptimizerStep(const train::StageContext& ctx, train::UpdateContext& u) {
+  if (!model_) throw UserError(name() + ": the shards were not built");
+  FsdpModel& m = *model_;
+  auto& counting = train::CountingGroup(ctx.dist());
+  const int64_t steps_before = m.adam().step_count();
+  const auto start = std::chrono::steady_clock::now();
+  const double norm = ShardedStep(*ctx.dist().pg, m, u.max_grad_norm);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (m.adam().step_count() != steps_before + 1) {
+    throw UserError(name() + ": ShardedStep must call model.StepShards() exactly once per update, it called it " +
+                    std::to_string(m.adam().step_count() - steps_before) + " time(s)");
+  }
+  const FsdpSchedule::Figures f = schedule_->TakeFigures();
+  figures_ = {};
+  // Everything since the last update: this update's gathers and reduce-scatters, the step's
+  // norm, and the previous update's loss average (one scalar).
+  figures_.comm = counting.TakeStats();
+  figures_.comm_time_ms = f.comm_ms + std::max(0.0, ms - m.last_step_ms());
+  figures_.fields = MemoryFields(m, f.peak_full_bytes, zero::HasReduceScatter(*ctx.dist().pg));
+  u.optimizer.set_lr(u.schedule.Step());
+  m.ZeroGradShards();
+  return norm;
+}
+
+void FsdpStage::WithFullParameters(const train::StageContext& ctx, const std::function<void()>& use) {
+  if (!schedule_) return use();
+  schedule_->WithFullParameters(use);
+  // Its gathers belong to no update (evaluation, a snapshot, saving come after the update's line).
+  train::CountingGroup(ctx.dist()).TakeStats();
+  schedule_->TakeFigures();
+}
+
+std::unique_ptr<train::Stage> MakeFsdpStage(std::string name, train::TrainStep step) {
+  return std::make_unique<FsdpStage>(std::move(name), std::move(step));
+}
+
+}  // namespace distlm::task6
