@@ -15,7 +15,8 @@ double MsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
-std::string Megabytes(int64_t bytes) {
+std::string Bytes(int64_t bytes) {
+  if (bytes < 1000000) return std::to_string(bytes) + " bytes";
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.1f MB", bytes / 1e6);
   return buf;
@@ -65,7 +66,7 @@ void FsdpSchedule::Reshard(int u, const char* when) {
   events_.push_back("reshard " + std::to_string(u));
   if (unit.gathered()) {
     throw UserError("task6: " + unit.name() + "'s parameters were not freed " + when + ": rank " +
-                    std::to_string(model_.rank()) + " held " + Megabytes(StorageBytes(unit.full_params())) +
+                    std::to_string(model_.rank()) + " held " + Bytes(StorageBytes(unit.full_params())) +
                     " more than its shard (release the storage of unit.full_params(): autograd keeps views of "
                     "the parameters, so a tensor dropped frees nothing)");
   }
@@ -104,7 +105,7 @@ void FsdpSchedule::AfterBackward(int u) {
   events_.push_back("reduce_scatter " + std::to_string(u));
   if (unit.holds_full_grad()) {
     throw UserError("task6: the full gradient of " + unit.name() + " was not freed after its reduce-scatter: rank " +
-                    std::to_string(model_.rank()) + " held " + Megabytes(unit.FullBytes()) +
+                    std::to_string(model_.rank()) + " held " + Bytes(unit.FullBytes()) +
                     " more than its shard (unit.FreeGrad())");
   }
   Reshard(u, "after its backward");
