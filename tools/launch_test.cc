@@ -1,26 +1,20 @@
-// The launcher with real processes: the ranks are //tools:launch_testee (and /bin/sh), the
-// launcher is either Launch() in this process or the //tools:launch binary. Every scenario has
-// a bounded time, and every process a scenario starts is checked to be gone afterwards, by the
-// pids the ranks wrote to files.
+// The launcher with real processes, running them: the environment and port each rank gets,
+// commands found on PATH, output lines whole and in order (and teed), bad input as one-line
+// errors, and paths under `bazel run`. How ranks are stopped is launch_stop_test.cc; both use
+// tools/launch_testing.h.
 #include "tools/launcher.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -28,118 +22,18 @@
 #include "common/runtime/atomic_file.h"
 #include "common/runtime/errors.h"
 #include "common/testing/subprocess.h"
+#include "tools/launch_testing.h"
 
 namespace distlm::tools {
 namespace {
 
-using distlm::testing::Command;
-using distlm::testing::ProcessResult;
-using Clock = std::chrono::steady_clock;
-
-std::string Testee() { return distlm::testing::Runfile("tools/launch_testee"); }
-std::string LaunchBinary() { return distlm::testing::Runfile("tools/launch"); }
-
-double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-std::vector<std::string> SplitLines(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
-bool Contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
-// Launch() in this process with the ranks' output captured in files.
-struct Captured {
-  int code = -1;
-  std::string out, err;
-  double seconds = 0;
-};
-
-Captured LaunchCaptured(LaunchOptions options) {
-  std::string dir = distlm::testing::MakeTempDir("capture");
-  int out = open((dir + "/out").c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  int err = open((dir + "/err").c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  options.out_fd = out;
-  options.err_fd = err;
-  Captured c;
-  auto start = Clock::now();
-  c.code = Launch(options);
-  c.seconds = SecondsSince(start);
-  close(out);
-  close(err);
-  c.out = ReadFile(dir + "/out");
-  c.err = ReadFile(dir + "/err");
-  return c;
-}
-
-// The launcher binary, as a user runs it.
-ProcessResult RunLauncher(const std::vector<std::string>& args, double timeout_s,
-                          const std::map<std::string, std::string>& env = {}) {
-  Command c{{LaunchBinary()}, env};
-  c.argv.insert(c.argv.end(), args.begin(), args.end());
-  return distlm::testing::Run(c, timeout_s);
-}
-
-// Alive and not a zombie: a rank whose launcher died is reparented and may linger as a zombie
-// until its new parent reaps it, which kill(pid, 0) alone would count as alive.
-bool Alive(pid_t pid) {
-  if (kill(pid, 0) != 0) return false;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  auto paren = text.rfind(')');
-  if (paren == std::string::npos || paren + 2 >= text.size()) return false;
-  char state = text[paren + 2];
-  return state != 'Z' && state != 'X';
-}
-
-bool GoneWithin(pid_t pid, double seconds) {
-  auto start = Clock::now();
-  while (Alive(pid)) {
-    if (SecondsSince(start) > seconds) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return true;
-}
-
-// The pids rank r of a `launch_testee run DIR` scenario wrote: the rank and its child.
-std::vector<pid_t> PidsOf(const std::string& dir, int rank) {
-  std::string path = dir + "/rank_" + std::to_string(rank) + ".pid";
-  if (!PathExists(path)) return {};
-  std::istringstream in(ReadFile(path));
-  int rank_pid = 0, child_pid = 0;
-  in >> rank_pid >> child_pid;
-  return {rank_pid, child_pid};
-}
-
-// Every process the listed ranks started is gone (within a moment, for the reparented ones).
-void ExpectAllGone(const std::string& dir, const std::vector<int>& ranks) {
-  for (int r : ranks) {
-    std::vector<pid_t> pids = PidsOf(dir, r);
-    ASSERT_EQ(pids.size(), 2u) << "rank " << r << " wrote no pid file in " << dir;
-    EXPECT_TRUE(GoneWithin(pids[0], 3)) << "rank " << r << " (pid " << pids[0] << ") is still running";
-    EXPECT_TRUE(GoneWithin(pids[1], 3)) << "rank " << r << "'s child (pid " << pids[1] << ") is still running";
-  }
-}
-
-// Signal signo reached the child of each listed rank: it went to the rank's process group.
-void ExpectChildrenGot(const std::string& dir, const std::vector<int>& ranks, int signo) {
-  for (int r : ranks) {
-    EXPECT_TRUE(PathExists(dir + "/rank_" + std::to_string(r) + ".child_got_" + std::to_string(signo)))
-        << "signal " << signo << " did not reach rank " << r << "'s child";
-  }
-}
-
-LaunchOptions RunScenario(int nproc, const std::string& dir, const std::vector<std::string>& keys) {
-  LaunchOptions o;
-  o.nproc_per_node = nproc;
-  o.command = {Testee(), "run", dir};
-  o.command.insert(o.command.end(), keys.begin(), keys.end());
-  return o;
-}
+using launch_testing::Captured;
+using launch_testing::Contains;
+using launch_testing::LaunchCaptured;
+using launch_testing::ProcessResult;
+using launch_testing::RunLauncher;
+using launch_testing::SplitLines;
+using launch_testing::Testee;
 
 // ---- Environment and port ---------------------------------------------------------------------
 
@@ -311,134 +205,6 @@ TEST(LaunchTest, OverlongLinesAreCutAtTheLimit) {
   EXPECT_EQ(lines[0], "[rank 0] " + std::string(kMaxLineBytes, 'a'));
   EXPECT_EQ(lines[1], "[rank 0] " + std::string(kMaxLineBytes, 'a'));
   EXPECT_EQ(lines[2], "[rank 0] " + std::string(100, 'a'));
-}
-
-// ---- Failures ----------------------------------------------------------------------------------
-
-TEST(LaunchTest, AFailingRankStopsTheOthersAndIsNamed) {
-  std::string dir = distlm::testing::MakeTempDir("fail");
-  Captured c = LaunchCaptured(RunScenario(3, dir, {"fail_rank=1", "code=3", "after_ms=200"}));
-  EXPECT_EQ(c.code, 3) << c.err;
-  EXPECT_TRUE(Contains(c.err, "launch: rank 1 exited with code 3\n")) << c.err;
-  EXPECT_TRUE(Contains(c.err, "launch: stopping rank(s) 0, 2 (SIGTERM")) << c.err;
-  // The sleepers (60 s) were stopped by SIGTERM at once, not by the 5 s SIGKILL.
-  EXPECT_LT(c.seconds, 4.0);
-  EXPECT_FALSE(Contains(c.err, "SIGKILL;")) << c.err;
-  ExpectChildrenGot(dir, {0, 2}, SIGTERM);
-  // Rank 1's own child went with it.
-  ExpectAllGone(dir, {0, 1, 2});
-}
-
-TEST(LaunchTest, ADeathBySignalIsNamed) {
-  std::string dir = distlm::testing::MakeTempDir("signal");
-  Captured c = LaunchCaptured(RunScenario(2, dir, {"fail_rank=0", "code=-9"}));
-  EXPECT_EQ(c.code, 128 + SIGKILL) << c.err;
-  EXPECT_TRUE(Contains(c.err, "launch: rank 0 was killed by signal 9 (SIGKILL)\n")) << c.err;
-  ExpectAllGone(dir, {0, 1});
-}
-
-TEST(LaunchTest, RanksIgnoringSigtermAreKilledAfterTheGrace) {
-  std::string dir = distlm::testing::MakeTempDir("grace");
-  LaunchOptions o = RunScenario(2, dir, {"fail_rank=1", "code=5", "ignore_term=1"});
-  o.grace_s = 0.5;
-  Captured c = LaunchCaptured(o);
-  EXPECT_EQ(c.code, 5) << c.err;
-  EXPECT_TRUE(Contains(c.err, "launch: rank(s) 0 still running 0.5 s after the stop signal (--grace_s); sending SIGKILL"))
-      << c.err;
-  EXPECT_GE(c.seconds, 0.5);
-  EXPECT_LT(c.seconds, 4.0);
-  ExpectAllGone(dir, {0, 1});
-}
-
-TEST(LaunchTest, TheTimeoutStopsEverythingAndNamesTheRanks) {
-  // Rank 1 finishes early (exit 0 is no failure) but leaves a child; 0 and 2 sleep.
-  std::string dir = distlm::testing::MakeTempDir("timeout");
-  LaunchOptions o = RunScenario(3, dir, {"fail_rank=1", "code=0"});
-  o.timeout_s = 1;
-  Captured c = LaunchCaptured(o);
-  EXPECT_EQ(c.code, kTimeoutExitCode) << c.err;
-  EXPECT_TRUE(Contains(c.err, "launch: timed out after 1 s (--timeout_s); ranks still running: 0, 2\n")) << c.err;
-  EXPECT_FALSE(Contains(c.err, "launch: rank 1")) << c.err;
-  EXPECT_GE(c.seconds, 1.0);
-  EXPECT_LT(c.seconds, 4.0);
-  // Rank 1's child, left behind when rank 1 exited, got SIGTERM then.
-  ExpectChildrenGot(dir, {1}, SIGTERM);
-  ExpectAllGone(dir, {0, 1, 2});
-}
-
-TEST(LaunchTest, WhatFinishedRanksLeaveBehindIsStopped) {
-  // Both ranks exit 0 at once, each leaving a child that would sleep 60 s.
-  std::string dir = distlm::testing::MakeTempDir("leftover");
-  Captured c = LaunchCaptured(RunScenario(2, dir, {"fail_rank=all", "code=0"}));
-  EXPECT_EQ(c.code, 0) << c.err;
-  EXPECT_LT(c.seconds, 3.0);
-  ExpectChildrenGot(dir, {0, 1}, SIGTERM);
-  ExpectAllGone(dir, {0, 1});
-
-  // Children that ignore SIGTERM get SIGKILL after the grace; the exit code stays the ranks'.
-  dir = distlm::testing::MakeTempDir("leftover");
-  LaunchOptions o = RunScenario(2, dir, {"fail_rank=all", "code=0", "ignore_term=1"});
-  o.grace_s = 0.3;
-  c = LaunchCaptured(o);
-  EXPECT_EQ(c.code, 0) << c.err;
-  EXPECT_GE(c.seconds, 0.3);
-  EXPECT_LT(c.seconds, 3.0);
-  EXPECT_TRUE(Contains(c.err, "launch: processes started by rank 0 still running 0.3 s after it exited")) << c.err;
-  ExpectAllGone(dir, {0, 1});
-}
-
-// ---- Signals to the launcher -------------------------------------------------------------------
-
-void CheckForwarded(int signo, const std::string& name) {
-  std::string dir = distlm::testing::MakeTempDir("forward");
-  auto start = Clock::now();
-  ProcessResult r = RunLauncher(
-      {"--nproc_per_node=2", "--", Testee(), "run", dir, "kill_parent=" + std::to_string(signo)}, 20);
-  ASSERT_FALSE(r.timed_out) << r.output;
-  EXPECT_EQ(r.exit_code, 128 + signo) << r.output;
-  EXPECT_TRUE(Contains(r.output, "launch: received " + name + "; forwarding it to the ranks\n")) << r.output;
-  // The ranks ended on the forwarded signal itself, well before the 5 s grace.
-  EXPECT_FALSE(Contains(r.output, "sending SIGKILL")) << r.output;
-  EXPECT_LT(SecondsSince(start), 4.5);
-  // As Ctrl-C in a terminal, the signal reached everything the ranks started.
-  ExpectChildrenGot(dir, {0, 1}, signo);
-  ExpectAllGone(dir, {0, 1});
-}
-
-TEST(LaunchTest, SigtermToTheLauncherIsForwarded) { CheckForwarded(SIGTERM, "SIGTERM"); }
-
-TEST(LaunchTest, SigintToTheLauncherIsForwarded) { CheckForwarded(SIGINT, "SIGINT"); }
-
-TEST(LaunchTest, ASignalTheCallerIgnoresStaysIgnored) {
-  // As under nohup: SIGHUP is ignored, so the launcher (here, this process) neither catches nor
-  // forwards it; only the timeout ends the ranks.
-  struct sigaction ignore {}, old {};
-  ignore.sa_handler = SIG_IGN;
-  sigaction(SIGHUP, &ignore, &old);
-  std::string dir = distlm::testing::MakeTempDir("nohup");
-  LaunchOptions o = RunScenario(2, dir, {"kill_parent=" + std::to_string(SIGHUP)});
-  o.timeout_s = 1;
-  Captured c = LaunchCaptured(o);
-  struct sigaction after {};
-  sigaction(SIGHUP, &old, &after);
-  EXPECT_EQ(after.sa_handler, SIG_IGN) << "Launch() did not restore the caller's disposition";
-  EXPECT_EQ(c.code, kTimeoutExitCode) << c.err;
-  EXPECT_FALSE(Contains(c.err, "SIGHUP")) << c.err;
-  ExpectAllGone(dir, {0, 1});
-}
-
-TEST(LaunchTest, RanksDieWithAKilledLauncher) {
-  std::string dir = distlm::testing::MakeTempDir("orphan");
-  ProcessResult r = RunLauncher({"--nproc_per_node=2", "--", Testee(), "run", dir, "kill_parent=9"}, 20);
-  ASSERT_FALSE(r.timed_out) << r.output;
-  EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.output;
-  for (int rank = 0; rank < 2; ++rank) {
-    std::vector<pid_t> pids = PidsOf(dir, rank);
-    ASSERT_EQ(pids.size(), 2u) << rank;
-    EXPECT_TRUE(GoneWithin(pids[0], 3)) << "rank " << rank << " outlived its SIGKILLed launcher";
-    // The ranks' own children are theirs to look after (see launcher.h); clean up.
-    kill(pids[1], SIGKILL);
-  }
 }
 
 // ---- Bad input ---------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ DISTLM_FUZZ_SEED_DIR="$work/corpus" bazel-bin/common/safetensors/safetensors_fuz
 
 clang++-14 -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -I. common/safetensors/safetensors_fuzzer.cc common/safetensors/header.cc \
+    common/safetensors/header_reader.cc \
     -o "$work/safetensors_fuzzer"
 
 cd "$work"

@@ -1,6 +1,7 @@
 // libFuzzer target for the safetensors header parser: the input is a whole file (length prefix,
-// header JSON, data buffer). Only header.cc and nlohmann-json are linked, no LibTorch, and no
-// tensor is allocated, so the fuzzer is fast and its memory stays bounded by the input.
+// header JSON, data buffer). Only header.cc, header_reader.cc and nlohmann-json are linked, no
+// LibTorch, and no tensor is allocated, so the fuzzer is fast and its memory stays bounded by the
+// input.
 //
 // Bazel's default toolchain is gcc (no libFuzzer); //common/safetensors:safetensors_fuzzer_seed_test
 // runs this entry over the seed corpus in every `bazel test`. The real fuzzer is built with clang
@@ -10,6 +11,7 @@
 //   clang++-14 -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined \
 //       -fno-sanitize-recover=undefined -I. \
 //       common/safetensors/safetensors_fuzzer.cc common/safetensors/header.cc \
+//       common/safetensors/header_reader.cc \
 //       -o /tmp/safetensors_fuzzer
 //   bazel build //common/safetensors:safetensors_fuzzer_seed_test
 //   mkdir -p /tmp/safetensors_corpus

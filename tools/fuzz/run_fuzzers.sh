@@ -24,7 +24,7 @@ build() {  # OUTPUT SOURCES... [-l...]
   clang++-14 "${flags[@]}" "$@" -o "$work/$out" >"$work/$out.build.log" 2>&1 ||
     { cat "$work/$out.build.log" >&2; return 1; }
 }
-build safetensors_fuzzer "$src/common/safetensors/safetensors_fuzzer.cc" "$src/common/safetensors/header.cc" &
+build safetensors_fuzzer "$src/common/safetensors/safetensors_fuzzer.cc" "$src"/common/safetensors/{header,header_reader}.cc &
 build tokenizer_fuzzer "$src/common/tokenizer/tokenizer_fuzzer.cc" "${tok[@]}" -lutf8proc &
 wait -n || build_status=1
 wait -n || build_status=1

@@ -1,0 +1,100 @@
+// The autograder's state and steps (grading/autograder.h's Autograder::Impl), shared by its two
+// files: autograder.cc (the grader's own runs, the run options, Grade) and grade_stage.cc (one
+// stage's tests from its build and run). Internal to //grading:autograder.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/stages/stages.h"
+#include "grading/autograder.h"
+#include "grading/diagnosis.h"
+#include "grading/kit_build.h"
+#include "grading/stage_grading.h"
+#include "grading/stage_runner.h"
+#include "grading/student_space.h"
+#include "grading/submission.h"
+#include "grading/test_result.h"
+#include "grading/trace.h"
+
+namespace distlm::grading {
+
+struct Autograder::Impl {
+  GraderConfig config;
+  bool have_expected = false;
+  Trace expected;
+  double gradient_bytes = 0;  // of the model the grader's own run saved (0: unknown, traffic not checked)
+  std::string grader_model;   // that model.safetensors, bytes ("": final weights not checked)
+  bool mistakes_tried = false;
+  std::vector<KnownMistake> mistakes;
+  // Each stage's own known mistakes (StageGrading::OwnMistakes), run only when one of its traces
+  // fails, by stage id.
+  std::map<std::string, bool> own_mistakes_tried;
+  std::map<std::string, std::vector<KnownMistake>> own_mistakes;
+  std::string mistakes_note;
+  std::unique_ptr<StudentSpace> space;  // this grading's folders and jails
+  std::string graded_launcher;          // GradedLauncher()'s, once made
+  std::string data_dir;                 // the ViT's images (model_type "vit"), made by PrepareData
+  uint64_t seed = 0;                    // this grading's (config.seed, or drawn in Grade())
+
+  void Progress(const std::string& line) const {
+    if (config.progress) config.progress(line);
+  }
+
+  std::vector<std::string> Flags(int ranks) const { return RunFlags(ranks, config.model_type, data_dir, seed); }
+
+  // --- the grader's own runs (autograder.cc) ------------------------------------------------
+
+  // The grader's own launcher (tools/launch), where student runs can execute it: in a jail the
+  // grader's runfiles are covered, so a copy, root's and read-only, in work/shared. Not the
+  // kit's: that one was built in, and lies in, the student's folder, where any earlier run could
+  // have replaced it.
+  const std::string& GradedLauncher();
+
+  // A run named `name`: the grader's own (its binaries, in work/grader), or the student's (built
+  // in the kit or prebuilt: started by the grader's launcher with --no_spawn; jailed when
+  // confined, in a fresh folder in work/student).
+  StageRunOptions RunOptions(const std::string& name, const BuildOutcome* student_build);
+
+  std::string GraderBinary(const std::string& configured, const std::string& runfile) const;
+
+  // A binary the grading cannot go on without: its absence is the grader's failure, named.
+  std::string RequiredGraderBinary(const std::string& configured, const std::string& runfile,
+                                   const std::string& what) const;
+
+  // The ViT's CIFAR-10-format set, written by the grader into a folder student code may read
+  // and not change (StudentSpace::SharedFolder): 8 images per class, enough that no run of 5
+  // updates of 8 ends an epoch.
+  void PrepareData();
+
+  // Part 1's reference on one process with the whole batch: what every stage must reproduce.
+  const Trace& Expected();
+
+  // The grader's runs of the known mistakes, made once, when a failing trace needs a name.
+  const std::vector<KnownMistake>& Mistakes();
+  const std::vector<KnownMistake>& OwnMistakes(const stages::Stage& st);
+  // `configured`: a path given in the config ("" : the runfile `runfile`).
+  const std::vector<KnownMistake>& RunMistakes(const std::vector<std::string>& names, bool* tried,
+                                               std::vector<KnownMistake>* out, const std::string& configured,
+                                               const std::string& runfile);
+
+  // --- judging a run (grade_stage.cc) -------------------------------------------------------
+
+  std::string Diagnose(const Trace& got, const Trace& want, const stages::Stage& st);
+
+  // The stage's tests (builds, runs, parity, collectives, its own) into report->tests.
+  void GradeStage(const stages::Stage& st, const SubmittedStage& sub, const BuildOutcome& build,
+                  GradeReport* report);
+
+  // The tests of a run that completed: parity with the grader's trace, the stage's own, the
+  // collectives called.
+  void Judge(const stages::Stage& st, const StageGrading& grading, const StageRun& r,
+             const std::function<StageRun(int, const std::vector<std::string>&, double)>& run, int ranks,
+             bool has_comm_test, TestResult* t_parity_out, TestResult* t_comm_out, std::vector<TestResult>* extra_out);
+};
+
+}  // namespace distlm::grading

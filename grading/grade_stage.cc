@@ -1,0 +1,202 @@
+// Autograder::Impl::GradeStage: one stage's tests from its build and its run (builds, runs,
+// parity with the grader's trace, the collectives it called, the stage's own tests). Whatever
+// the run wrote, the outcome is test results with messages, never an exception out of Grade().
+#include <algorithm>
+#include <exception>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "grading/autograder_impl.h"
+#include "grading/diagnosis.h"
+#include "grading/final_weights.h"
+#include "grading/run_failure.h"
+#include "grading/stage_grading.h"
+#include "grading/text.h"
+#include "grading/trace.h"
+#include "grading/traffic_check.h"
+
+namespace distlm::grading {
+namespace {
+
+constexpr size_t kMaxTestOutput = 6000;
+
+std::string Cap(std::string s) {
+  return CapText(Printable(s), kMaxTestOutput, "\n[... cut ...]\n");
+}
+
+std::string JoinOps(const std::vector<std::string>& ops, const std::string& last_sep) {
+  std::string s;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (i > 0) s += i + 1 == ops.size() ? last_sep : ", ";
+    s += ops[i];
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string Autograder::Impl::Diagnose(const Trace& got, const Trace& want, const stages::Stage& st) {
+  return grading::Diagnose(got, want, st, GradingOf(st.id), st.grading.ranks > 1 ? config.ranks : 1,
+                           [this]() -> const std::vector<KnownMistake>& { return Mistakes(); },
+                           [this, &st]() -> const std::vector<KnownMistake>& { return OwnMistakes(st); });
+}
+
+void Autograder::Impl::GradeStage(const stages::Stage& st, const SubmittedStage& sub, const BuildOutcome& build,
+                                  GradeReport* report) {
+  const std::string ranks_text = st.grading.ranks > 1 ? std::to_string(config.ranks) + " ranks" : "one process";
+  TestResult t_build{st.id + ": builds", 0, 0, build.ok, ""};
+  TestResult t_run{st.id + ": runs " + std::to_string(kSteps) + " updates on " + ranks_text, 0, 0, false, ""};
+  TestResult t_parity{st.id + ": losses and gradient norms match the single-node run", 0, static_cast<double>(st.grading.parity_points), false,
+                      ""};
+  TestResult t_comm{st.id + ": uses " + JoinOps(st.grading.required_ops, " and "), 0, static_cast<double>(st.grading.comm_points),
+                    false, ""};
+  const bool has_comm_test = st.grading.comm_points > 0;
+  const StageGrading& grading = GradingOf(st.id);
+  std::vector<TestResult> extra;  // the stage's own tests (StageGrading::ExtraTests)
+  auto finish = [&] {
+    for (TestResult* t : {&t_build, &t_run, &t_parity, &t_comm}) {
+      if (t == &t_comm && !has_comm_test) continue;
+      t->output = Cap(t->output);
+      report->tests.push_back(*t);
+    }
+    for (TestResult& t : extra) {
+      t.output = Cap(t.output);
+      report->tests.push_back(t);
+    }
+  };
+  auto not_run = [&](const std::string& why) {
+    t_run.output = t_parity.output = t_comm.output = why;
+    for (TestResult t : grading.ExtraTestNames()) {
+      t.output = why;
+      extra.push_back(t);
+    }
+  };
+
+  std::string files;
+  for (const auto& [name, path] : sub.files) files += (files.empty() ? "" : ", ") + st.id + "/" + name;
+  t_build.output = (files.empty() ? "" : "your files: " + files + "\n") + build.message + "\n";
+  if (!build.ok) {
+    not_run("not run: the build step did not succeed (see '" + t_build.name + "')\n");
+    finish();
+    return;
+  }
+
+  const int ranks = st.grading.ranks > 1 ? config.ranks : 1;
+  int runs = 0;
+  // The submission's binary on n ranks with the grader's flags, then `extra` (later flags win).
+  auto run = [&](int n, const std::vector<std::string>& extra_flags, double timeout_s) {
+    std::string said;
+    for (const auto& f : extra_flags) said += " " + f;
+    Progress("running " + st.id + " on " + (n > 1 ? std::to_string(n) + " ranks" : "one process") + said);
+    std::vector<std::string> flags = Flags(n);
+    flags.insert(flags.end(), build.flags.begin(), build.flags.end());
+    const std::vector<std::string> own = grading.RunFlags(config.model_type);
+    flags.insert(flags.end(), own.begin(), own.end());
+    flags.insert(flags.end(), extra_flags.begin(), extra_flags.end());
+    StageRunOptions o = RunOptions("run_" + st.id + "_" + std::to_string(runs++), &build);
+    if (timeout_s > 0) o.limits.timeout_s = std::min(timeout_s, o.limits.timeout_s);
+    return RunStage(build.binary, n, n > 1 ? Launcher::kLaunch : Launcher::kSingle, flags, o);
+  };
+  StageRun r = run(ranks, {}, 0);
+  const bool completed =
+      r.exit_code == 0 && !r.timed_out && r.log.size() >= kSteps && r.bad_log_lines.empty();
+  std::string confinement = Fmt("%.1f", r.seconds) + " s; limits: " + Fmt("%.0f", config.run_timeout_s) + " s, " +
+                            Fmt("%.1f", static_cast<double>(config.memory_limit_bytes) / (1 << 30)) +
+                            " GiB per process" + (r.network_isolated ? ", loopback-only network" : "");
+  if (!r.isolation_note.empty()) confinement += " (" + r.isolation_note + ")";
+  if (!completed) {
+    t_run.output = RunFailureMessage(r, st, config) + "(" + confinement + ")\n";
+    const std::string run_output = t_run.output;
+    not_run("not checked: the run did not complete (see '" + t_run.name + "')\n");
+    t_run.output = run_output;
+    finish();
+    return;
+  }
+  t_run.passed = true;
+  t_run.output = "completed " + std::to_string(r.log.size()) + " updates (" + confinement + ")\n";
+  try {
+    Judge(st, grading, r, run, ranks, has_comm_test, &t_parity, &t_comm, &extra);
+  } catch (const GraderError&) {
+    throw;
+  } catch (const std::exception& e) {
+    // Nothing a submission writes stops the grading: this task scores nothing, and says why.
+    for (TestResult* t : {&t_parity, &t_comm}) {
+      t->passed = false;
+      t->score = 0;
+    }
+    extra.clear();
+    const std::string run_output = t_run.output;
+    not_run("not graded: the grader could not judge what this run wrote (" + Printable(e.what()) + ")\n");
+    t_run.output = run_output;
+  }
+  finish();
+}
+
+void Autograder::Impl::Judge(const stages::Stage& st, const StageGrading& grading, const StageRun& r,
+                             const std::function<StageRun(int, const std::vector<std::string>&, double)>& run,
+                             int ranks, bool has_comm_test, TestResult* t_parity_out, TestResult* t_comm_out,
+                             std::vector<TestResult>* extra_out) {
+  TestResult& t_parity = *t_parity_out;
+  TestResult& t_comm = *t_comm_out;
+  std::vector<TestResult>& extra = *extra_out;
+  const Trace& want = Expected();
+  const Trace got = TraceOf(r);
+  std::string diff = ParityDiff(want, got);
+  if (diff.empty()) {
+    const double worst = WorstDifference(want, got);
+    t_parity.passed = true;
+    t_parity.score = t_parity.max_score;
+    t_parity.output = "the " + std::to_string(kSteps) + " losses and gradient norms match the grader's single-node run (batch " +
+                      std::to_string(kTotalBatch) + ") within " + Fmt("%.0e", kParityTol) +
+                      " relative (worst " + Fmt("%.1e", worst) + ")\n" + TraceTable(want, got);
+  } else {
+    t_parity.output = Diagnose(got, want, st) + "\n\n" + diff + ".\n" + TraceTable(want, got);
+  }
+  // What the log claims against what the kernel counted on the ranks' network.
+  const TrafficVerdict traffic = CheckTraffic(r, st, ranks, gradient_bytes, r.log.size());
+  traffic.Judge(&t_parity);
+  // What every rank ends with, against each other and against the grader's run.
+  CheckFinalWeights(r, ranks, grader_model).Judge(&t_parity);
+
+  const std::vector<TestResult> own_tests = grading.ExtraTestNames();
+  if (!own_tests.empty()) {
+    StageCheckContext c;
+    c.ranks = ranks;
+    c.model_type = config.model_type;
+    c.expected = &want;
+    c.run = run;
+    c.diagnose = [&](const Trace& trace) { return Diagnose(trace, want, st); };
+    c.run_failure = [&](const StageRun& failed) { return RunFailureMessage(failed, st, config); };
+    c.traffic = [&](const StageRun& run_of, int n) {
+      const TrafficVerdict v = CheckTraffic(run_of, st, n, gradient_bytes, run_of.log.size());
+      return v.counted && !v.enough ? v.Describe() : std::string();
+    };
+    if (traffic.counted && !traffic.enough) {
+      // The stage's own tests read this run's log and files: not credited either.
+      for (TestResult t : own_tests) {
+        t.output = "not credited: " + traffic.Describe() + "\n";
+        extra.push_back(t);
+      }
+    } else {
+      extra = grading.ExtraTests(r, c);
+    }
+  }
+  if (has_comm_test) {
+    std::string problem = CollectivesProblem(r.log, st.grading.required_ops, st.grading.forbidden_ops);
+    if (problem.empty() && traffic.counted && !traffic.enough) {
+      problem = "the collectives your log reports were not sent (" + traffic.Describe() + ")";
+    }
+    if (problem.empty()) {
+      t_comm.passed = true;
+      t_comm.score = t_comm.max_score;
+      t_comm.output = "every update called " + JoinOps(st.grading.required_ops, " and ") + "\n";
+    } else {
+      t_comm.output = problem + "; " + st.id + " must call " + JoinOps(st.grading.required_ops, " and ") +
+                      (st.grading.forbidden_ops.empty() ? "" : " (and not " + JoinOps(st.grading.forbidden_ops, " or ") + ")") +
+                      " to synchronise the gradients\n";
+    }
+  }
+}
+
+}  // namespace distlm::grading
