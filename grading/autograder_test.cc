@@ -83,9 +83,9 @@ GradeReport GradeReferences(Autograder& grader) {
 TEST(AutograderTest, ReferenceSolutionsScoreFullMarks) {
   GradeReport r = GradeReferences(Grader());
   EXPECT_EQ(r.score(), r.max_score());
-  EXPECT_EQ(r.max_score(), 95);  // 75, and 20 for the optional task 5
+  EXPECT_EQ(r.max_score(), 115);  // 75, and 20 each for the optional tasks 5 and 6
   for (const auto& t : r.tests) EXPECT_TRUE(t.passed) << t.name << ":\n" << t.output;
-  EXPECT_EQ(r.tests.size(), 3u + 4u + 4u + 9u + 4u);  // part1, task2a, task2b, task3 (3 + 6 DDP tests), task5
+  EXPECT_EQ(r.tests.size(), 3u + 4u + 4u + 9u + 4u + 4u);  // part1, task2a, task2b, task3 (3 + 6 DDP tests), task5, task6
 }
 
 TEST(AutograderTest, UntouchedStubsScoreZeroAndSaySo) {
@@ -336,10 +336,10 @@ double FirstExpectedLoss(const TestResult& parity) {
 
 TEST(AutograderVitTest, ReferenceSolutionsScoreFullMarksInTheSameTests) {
   GradeReport r = GradeReferences(VitGrader());
-  EXPECT_EQ(r.score(), 95);
-  EXPECT_EQ(r.max_score(), 95);
+  EXPECT_EQ(r.score(), 115);
+  EXPECT_EQ(r.max_score(), 115);
   for (const auto& t : r.tests) EXPECT_TRUE(t.passed) << t.name << ":\n" << t.output;
-  EXPECT_EQ(r.tests.size(), 3u + 4u + 4u + 9u + 4u);
+  EXPECT_EQ(r.tests.size(), 3u + 4u + 4u + 9u + 4u + 4u);
   // It trained the ViT: a random 10-class head starts near ln 10 = 2.303 (the tiny BERT's two
   // labels near ln 2 = 0.693).
   const double first = FirstExpectedLoss(Find(r, "task2b" + kParity));

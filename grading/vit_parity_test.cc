@@ -80,7 +80,7 @@ INSTANTIATE_TEST_SUITE_P(
     Stages, VitParityTest,
     ::testing::Values(VitCase{"task2a/reference", 2, {}}, VitCase{"task2b/reference", 4, {}},
                       VitCase{"task3/reference", 4, {"--ddp=buckets", "--bucket_cap_mb=0.1"}},
-                      VitCase{"task5/reference", 4, {}}),
+                      VitCase{"task5/reference", 4, {}}, VitCase{"task6/reference", 4, {}}),
     [](const ::testing::TestParamInfo<VitCase>& info) {
       return info.param.binary.substr(0, info.param.binary.find('/')) + "_x" + std::to_string(info.param.ranks);
     });

@@ -42,7 +42,8 @@ int64_t CommDtypeBytes(const std::string& comm_dtype) {
 }
 
 bool IsSharded(SyncPattern pattern) {
-  return pattern == SyncPattern::kReduceScatterAllGather || pattern == SyncPattern::kAllreduceAllGather;
+  return pattern == SyncPattern::kReduceScatterAllGather || pattern == SyncPattern::kAllreduceAllGather ||
+         pattern == SyncPattern::kAllreduceTwoAllGathers;
 }
 
 LogSummary SummarizeTrainLog(const std::string& jsonl, const std::string& source) {
@@ -67,7 +68,9 @@ LogSummary SummarizeTrainLog(const std::string& jsonl, const std::string& source
   s.comm_calls = first.value("comm_calls", int64_t{0});
   s.comm_tensors = first.value("comm_tensors", int64_t{0});
   s.comm_dtype = first.value("comm_dtype", std::string());
-  s.opt_state_bytes = first.value("opt_state_bytes", int64_t{-1});
+  // What the rank holds of AdamW's state: every stage's held_opt_bytes (older logs: task 5's
+  // opt_state_bytes).
+  s.opt_state_bytes = first.value("held_opt_bytes", first.value("opt_state_bytes", int64_t{-1}));
   for (size_t i = 0; i < all.size(); ++i) {
     s.losses.push_back(all[i]["loss"].get<double>());
     if (i == 0 && all.size() > 1) continue;

@@ -41,7 +41,12 @@ int64_t CommDtypeBytes(const std::string& comm_dtype);
 //                            parameters, (N-1)/N x S each: the bytes of one ring all_reduce
 //   kAllreduceAllGather      task 5 on Gloo (LibTorch 1.13 has no reduce_scatter there): a full
 //                            all_reduce of the gradient, then the all-gather: 3(N-1)/N x S
-// Task 5's S is the flat buffer, padded to a multiple of N elements.
+//   kAllreduceTwoAllGathers  task 6 on Gloo: per unit, the parameters all-gathered twice (forward,
+//                            backward) and the gradient all_reduced: 4(N-1)/N x S (with a
+//                            native reduce-scatter it would be 3(N-1)/N x S)
+// Task 5's S is the flat buffer, padded to a multiple of N elements; task 6's the units' buffers,
+// each padded so (the report counts the whole model padded once: at most N-1 elements per unit
+// more in the real run).
 using SyncPattern = stages::SyncPattern;  // kNone: a stage that communicates nothing
 
 // True for task 5's patterns (their buffer is padded to N equal shards).

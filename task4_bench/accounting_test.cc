@@ -51,6 +51,9 @@ TEST(AccountingTest, ShardedPatterns) {
   EXPECT_DOUBLE_EQ(fallback.busiest_rank, 2250);
   EXPECT_DOUBLE_EQ(ExpectedTrafficPerUpdate(SyncPattern::kAllreduceAllGather, 1000, 1).total_sent, 0);
   EXPECT_TRUE(IsSharded(SyncPattern::kAllreduceAllGather));
+  // Task 6 over Gloo: 2 x (N-1)/N x S all-gathered and 2 x (N-1)/N x S all_reduced per rank.
+  EXPECT_DOUBLE_EQ(ExpectedTrafficPerUpdate(SyncPattern::kAllreduceTwoAllGathers, 1000, 4).per_rank_mean, 3000);
+  EXPECT_TRUE(IsSharded(SyncPattern::kAllreduceTwoAllGathers));
   EXPECT_FALSE(IsSharded(SyncPattern::kRingAllreduce));
 }
 

@@ -29,6 +29,8 @@ std::string PatternName(SyncPattern p) {
       return "reduce-scatter + all-gather";
     case SyncPattern::kAllreduceAllGather:
       return "all_reduce + slice + all-gather";
+    case SyncPattern::kAllreduceTwoAllGathers:
+      return "per unit: all_reduce + slice + 2 all-gathers";
   }
   return "?";
 }

@@ -68,7 +68,7 @@ TEST(ReportTest, WritesTheTablesAndPlots) {
   Table scaling = ReadCsv(out + "/scaling.csv", &header);
   EXPECT_TRUE(HasColumns(header, {"stage", "link", "ranks", "iteration_ms", "samples_per_s", "scaling_efficiency",
                                   "comm_share", "opt_state_bytes_per_rank"}));
-  ASSERT_EQ(scaling.size(), 8u);  // 4 stages x 2 world sizes
+  ASSERT_EQ(scaling.size(), 10u);  // 5 stages x 2 world sizes
   for (const auto& row : scaling) {
     EXPECT_EQ(row.at("ok"), "1");
     EXPECT_GT(std::stod(row.at("samples_per_s")), 0);
@@ -82,17 +82,18 @@ TEST(ReportTest, WritesTheTablesAndPlots) {
   for (const auto& t : tensors) s += std::stod(t.at("bytes_fp32"));
   ASSERT_GT(s, 0);
   // AdamW's state per rank: two float32 moments of every parameter (8 bytes each, s / 4
-  // parameters), except task 5 on 2 ranks, which keeps the moments of its half only.
+  // parameters), except tasks 5 and 6 on 2 ranks, which keep the moments of their half only.
   for (const auto& row : scaling) {
     const double full = 2 * s;
-    const double want = row.at("stage") == "task5" && row.at("ranks") == "2" ? full / 2 : full;
+    const bool sharded = row.at("stage") == "task5" || row.at("stage") == "task6";
+    const double want = sharded && row.at("ranks") == "2" ? full / 2 : full;
     EXPECT_NEAR(std::stod(row.at("opt_state_bytes_per_rank")), want, 8) << row.at("stage") << " " << row.at("ranks");
   }
 
   Table traffic = ReadCsv(out + "/traffic.csv", &header);
   EXPECT_TRUE(HasColumns(header, {"stage", "ranks", "per_rank_batch", "comm_dtype", "expected_bytes",
                                   "observed_bytes", "observed_packets"}));
-  ASSERT_EQ(traffic.size(), 6u);  // 4 stages in fp32, tasks 2b and 3 in fp16
+  ASSERT_EQ(traffic.size(), 7u);  // 5 stages in fp32, tasks 2b and 3 in fp16
   const std::string md = distlm::ReadFile(out + "/report.md");
   // As root the report counts bytes on its own namespace's lo; otherwise the machine's lo
   // carries every other process's traffic too (other tests' ranks), and only the columns can
@@ -102,9 +103,13 @@ TEST(ReportTest, WritesTheTablesAndPlots) {
   for (const auto& row : traffic) {
     EXPECT_EQ(row.at("ok"), "1");
     // Two ranks: both patterns send S per rank per update (S in the comm dtype); task 5 on
-    // Gloo 3/2 S (all_reduce S, all-gather S/2; S padded to an even number of floats).
+    // Gloo 3/2 S (all_reduce S, all-gather S/2; S padded to an even number of floats); task 6
+    // on Gloo 2 S (per unit an all_reduce and two all-gathers).
     const double padded = std::ceil(s / 8) * 8;
-    const double expected = row.at("stage") == "task5" ? 1.5 * padded : row.at("comm_dtype") == "fp16" ? s / 2 : s;
+    const double expected = row.at("stage") == "task5"   ? 1.5 * padded
+                            : row.at("stage") == "task6" ? 2 * padded
+                            : row.at("comm_dtype") == "fp16" ? s / 2
+                                                             : s;
     EXPECT_DOUBLE_EQ(std::stod(row.at("expected_bytes")), expected) << row.at("stage") << " " << row.at("comm_dtype");
     // Observed = expected + TCP/IP headers (under 1 % with loopback's 64 KiB packets) + the
     // loss all-reduce, acknowledgements and heartbeats, minus the noise of differencing two runs
@@ -187,7 +192,7 @@ TEST(ReportTest, BadFlagsAreOneLine) {
       {{}, "error: --out is required"},
       {{"--out=/tmp/x", "--links=loopback,fast"}, "error: --links: 'fast' is neither loopback nor a rate"},
       {{"--out=/tmp/x", "--ranks=1,zero"}, "error: --ranks=1,zero: 'zero' is not a whole number"},
-      {{"--out=/tmp/x", "--stages=task9"}, "error: --stages: unknown stage 'task9'; known: task2a, task2b, task3, task5"},
+      {{"--out=/tmp/x", "--stages=task9"}, "error: --stages: unknown stage 'task9'; known: task2a, task2b, task3, task5, task6"},
       {{"--out=/tmp/x", "--traffic_ranks=1"}, "error: --traffic_ranks must be at least 2"},
       {{"--out=/tmp/x", "--model=bert,resnet"},
        "error: --model: 'resnet' is not one of bert, vit, bert_base, vit_b16, vit_b32"},

@@ -135,10 +135,12 @@ ExpectedUpdateTraffic ExpectedTrafficPerUpdate(stages::SyncPattern pattern, doub
       // A ring all_reduce is a reduce-scatter then an all-gather, (N-1)/N x S each: so is
       // task 5's native pattern; its Gloo fallback adds one more all-gather to a full all_reduce.
       t = ExpectedRingAllreduceBytesPerRank(gradient_bytes, world_size);
-      if (pattern == stages::SyncPattern::kAllreduceAllGather) {
-        t.sent_bytes *= 1.5;
-        t.received_bytes *= 1.5;
-      }
+      // Task 6's Gloo fallback: the all_reduce and two all-gathers of every unit.
+      const double times = pattern == stages::SyncPattern::kAllreduceAllGather       ? 1.5
+                           : pattern == stages::SyncPattern::kAllreduceTwoAllGathers ? 2.0
+                                                                                     : 1.0;
+      t.sent_bytes *= times;
+      t.received_bytes *= times;
     }
     e.total_sent += t.sent_bytes;
     e.busiest_rank = std::max(e.busiest_rank, t.sent_bytes);

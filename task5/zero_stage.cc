@@ -24,6 +24,9 @@ nlohmann::json ShardFields(const ShardedAdamW& opt, bool native_reduce_scatter) 
           {"opt_state_bytes_per_rank", per_rank},
           {"grad_bytes", opt.GradShardBytes()},
           {"grad_buffer_bytes", opt.FlatGradBytes()},
+          // What the Trainer counts of the gradients is the flat buffer the .grads are views of;
+          // the rank also holds its shard.
+          {"held_grad_bytes", opt.FlatGradBytes() + opt.GradShardBytes()},
           {"shard_numel", l.shard_numel()},
           {"padding", l.padding()},
           {"reduce_scatter", native_reduce_scatter ? "native" : "allreduce+slice"}};
@@ -46,6 +49,7 @@ class ShardedOptimizer : public train::Optimizer {
   void LoadState(const train::OptimizerState& state) override { opt_.LoadState(state); }
   // The ranks' gradients differ until ShardedStep averages them: an overflow is voted on.
   c10d::ProcessGroup* overflow_vote_group() const override { return opt_.world_size() > 1 ? &pg_ : nullptr; }
+  int64_t StateBytes() const override { return opt_.OptimizerStateBytes(); }
 
  private:
   ShardedAdamW& opt_;

@@ -25,6 +25,7 @@ class FsdpOptimizer : public train::Optimizer {
   void set_lr(double lr) override { model_.adam().set_lr(lr); }
   int64_t step_count() const override { return model_.adam().step_count(); }
   train::OptimizerState GatherState() override { return model_.GatherState(pg_); }
+  int64_t StateBytes() const override { return model_.OptimizerStateBytes(); }
   void LoadState(const train::OptimizerState& state) override { model_.LoadState(state); }
 
  private:
@@ -38,11 +39,11 @@ nlohmann::json MemoryFields(const FsdpModel& m, int64_t peak_full_bytes, bool na
     shard += m.unit(u).shard_numel();
     padding += m.unit(u).layout().padding();
   }
+  // The parameters' storages the Trainer sees are the units' full buffers, empty between uses:
+  // what the rank holds are its shards.
   return {{"units", m.num_units()},
-          {"param_bytes", m.ParamBytesHeld()},
-          {"grad_bytes", m.GradBytesHeld()},
-          {"opt_state_bytes", m.OptimizerStateBytes()},
-          {"model_state_bytes", m.ParamBytesHeld() + m.GradBytesHeld() + m.OptimizerStateBytes()},
+          {"held_param_bytes", m.ParamBytesHeld()},
+          {"held_grad_bytes", m.GradBytesHeld()},
           {"full_bytes_peak", peak_full_bytes},
           {"shard_numel", shard},
           {"padding", padding},

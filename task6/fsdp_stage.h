@@ -15,11 +15,11 @@
 // Per update the log line carries, besides the standard fields:
 //   comm_time_ms, comm_calls, comm_tensors, comm_bytes, comm_dtype, comm_ops, comm_shapes
 //   units                 the number of units
-//   param_bytes, grad_bytes, opt_state_bytes   what this rank holds after the update, from the
-//                         storages (parameters: the shards; gradients: the shards; AdamW)
+//   held_param_bytes, held_grad_bytes   what this rank holds of them, from the storages: its
+//                         shards (the Trainer's own count would see the empty full buffers);
+//                         with the Trainer's held_opt_bytes, held_model_state_bytes is ZeRO's
+//                         16/N bytes per parameter, plus padding
 //   full_bytes_peak       the most bytes of full parameters and gradients held at once
-//   model_state_bytes     param_bytes + grad_bytes + opt_state_bytes (ZeRO's 16/N bytes per
-//                         parameter, plus padding)
 //   shard_numel, padding  summed over units; reduce_scatter ("native" or "allreduce+slice")
 #pragma once
 

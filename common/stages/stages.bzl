@@ -20,6 +20,7 @@ _PATTERNS = {
     "gather_scatter": "kGatherScatter",
     "reduce_scatter_allgather": "kReduceScatterAllGather",
     "allreduce_allgather": "kAllreduceAllGather",
+    "allreduce_two_allgathers": "kAllreduceTwoAllGathers",
 }
 
 def _row(
@@ -84,6 +85,13 @@ STAGES = [
     _row("task5", "task5", ["sharded_step.cc"], "ShardedStep (reduce-scatter, shard step, all-gather)",
          parity_points = 16, comm_points = 4, required_ops = ["allgather"], optional = True,
          grading = True, pattern = "allreduce_allgather"),
+    # Fully sharded data parallel (ZeRO-3): each unit gathered for its forward and backward,
+    # freed after each, its gradient reduce-scattered. Advanced, graded when submitted; its
+    # all-gathers are the collectives of its own (the reduce-scatter is an all_reduce plus a
+    # slice over Gloo in LibTorch 1.13, as task 5's).
+    _row("task6", "task6", ["fsdp.cc"], "GatherUnit / ReshardUnit / ReduceScatterGrad / ShardedStep (fully sharded)",
+         parity_points = 16, comm_points = 4, required_ops = ["allgather"], optional = True,
+         pattern = "allreduce_two_allgathers"),
 ]
 
 def _rows(distributed):

@@ -94,7 +94,7 @@ class BertAdamW : public Optimizer {
   OptimizerState GatherState() override { return state_; }
   void LoadState(const State& state) override;
   // Bytes of optimizer state held (both moments).
-  int64_t StateBytes() const;
+  int64_t StateBytes() const override;
 
   const std::vector<std::pair<std::string, torch::Tensor>>& params() const { return params_; }
 

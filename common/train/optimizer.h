@@ -46,6 +46,10 @@ class Optimizer {
   // different gradients when the Trainer checks them (they are averaged inside the step);
   // null where the gradients are already the same on every rank.
   virtual c10d::ProcessGroup* overflow_vote_group() const { return nullptr; }
+
+  // Bytes of optimizer state this rank holds (AdamW: both moments, of its shard where sharded);
+  // -1 when the optimizer does not say.
+  virtual int64_t StateBytes() const { return -1; }
 };
 
 }  // namespace distlm::train

@@ -18,11 +18,13 @@
 #include <limits>
 #include <ctime>
 #include <optional>
+#include <set>
 
 #include <ATen/CPUGeneratorImpl.h>
 
 #include "common/data/sampler.h"
 #include "common/runtime/atomic_file.h"
+#include "common/runtime/memory_meter.h"
 #include "common/runtime/errors.h"
 #include "common/runtime/device.h"
 
@@ -34,6 +36,18 @@ using nlohmann::json;
 
 double MsSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// Bytes held by the storages of `tensors` (undefined ones skipped), each storage counted once:
+// views of one flat buffer are that buffer.
+int64_t StorageBytes(const std::vector<torch::Tensor>& tensors) {
+  std::set<const void*> seen;
+  int64_t bytes = 0;
+  for (const torch::Tensor& t : tensors) {
+    if (!t.defined() || !t.has_storage()) continue;
+    if (seen.insert(t.storage().unsafeGetStorageImpl()).second) bytes += static_cast<int64_t>(t.storage().nbytes());
+  }
+  return bytes;
 }
 
 
@@ -107,6 +121,8 @@ void Trainer::PrepareOutputDir() {
 void Trainer::Setup() {
   if (setup_done_) return;
   device_ = runtime::ResolveDevice(options_.device, dist_.local_rank);
+  // Before the model exists, so that its tensors are counted (memory_meter.h).
+  runtime::MemoryMeter::Install();
   if (dist_.backend == "nccl" && device_.is_cuda() && device_.index() != dist_.local_rank) {
     // The NCCL communicator is on cuda:LOCAL_RANK (InitDistributed), the tensors would not be.
     throw UserError("--device=" + options_.device + " with --backend=nccl: NCCL runs rank " +
@@ -167,6 +183,17 @@ void Trainer::LogUpdate(int64_t step, int64_t epoch, double loss, double lr, dou
   const json fields = figures.ToJson();  // named: items() would not keep a temporary alive
   for (auto& [k, v] : fields.items()) line[k] = v;
   if (figures.comm) line["compute_time_ms"] = step_ms - figures.comm_time_ms;
+  // What the rank holds: the Trainer's count from the storages, or the stage's where it keeps
+  // what the Trainer cannot see (shards); and the host's peak during the update.
+  for (auto& [k, v] : memory_.items()) {
+    if (!line.contains(k)) line[k] = v;
+  }
+  int64_t model_state = 0;
+  for (const char* k : {"held_param_bytes", "held_grad_bytes", "held_opt_bytes"}) {
+    model_state += line.contains(k) ? std::max<int64_t>(0, line[k].get<int64_t>()) : 0;
+  }
+  line["held_model_state_bytes"] = model_state;
+  last_memory_line_ = line;
   if (loss_scale) {
     line["loss_scale"] = *loss_scale;
     line["skipped"] = skipped;  // an overflow: no optimizer step, grad_norm null
@@ -208,6 +235,15 @@ void Trainer::PrintMeanIterationTime() const {
     for (size_t i = 1; i < last; ++i) sum += step_ms_[i];
     std::printf("mean iteration time over iterations 2..%zu: %.2f ms\n", last, sum / (last - 1));
   }
+  if (last_memory_line_.contains("held_model_state_bytes")) {
+    const json& m = last_memory_line_;
+    auto mb = [&](const char* k) { return m.contains(k) ? m[k].get<double>() / 1e6 : 0.0; };
+    std::printf("memory of rank 0 after the last update: parameters %.2f MB, gradients %.2f MB, optimizer state %.2f "
+                "MB (model state %.2f MB)",
+                mb("held_param_bytes"), mb("held_grad_bytes"), mb("held_opt_bytes"), mb("held_model_state_bytes"));
+    if (m.contains("mem_peak_bytes")) std::printf("; host tensors at the update's peak %.2f MB", mb("mem_peak_bytes"));
+    std::printf("\n");
+  }
 }
 
 Trainer::Stepped Trainer::FinishUpdate(UpdateContext& u, int64_t update, int64_t epoch, double loss_sum,
@@ -215,6 +251,11 @@ Trainer::Stepped Trainer::FinishUpdate(UpdateContext& u, int64_t update, int64_t
   const int64_t accum = options_.gradient_accumulation_steps;
   Stepped s;
   stage_.SyncGradients(*ctx_);
+  // The gradients as the optimizer will read them, before it drops them.
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : parameters_) grads.push_back(p.grad());
+  memory_ = json::object();
+  memory_["held_grad_bytes"] = StorageBytes(grads);
   s.lr = optimizer_->lr();
   const double loss_scale = scaler_.scale();
   const bool finite = UnscaleGradients(update);
@@ -223,6 +264,12 @@ Trainer::Stepped Trainer::FinishUpdate(UpdateContext& u, int64_t update, int64_t
   scaler_.Update(finite);
   s.step_ms = MsSince(start);
   step_ms_.push_back(s.step_ms);
+  memory_["held_param_bytes"] = StorageBytes(parameters_);
+  if (optimizer_->StateBytes() >= 0) memory_["held_opt_bytes"] = optimizer_->StateBytes();
+  if (runtime::MemoryMeter::installed() && device_.is_cpu()) {
+    memory_["mem_in_use_bytes"] = runtime::MemoryMeter::BytesInUse();
+    memory_["mem_peak_bytes"] = runtime::MemoryMeter::PeakBytes();
+  }
   s.loss_mean = AverageOverRanks(loss_sum / static_cast<double>(accum));
   losses_.push_back(s.loss_mean);
   MaybeInjectFault(update);
@@ -288,6 +335,7 @@ void Trainer::Train() {
       if (batch_index++ < skip) continue;  // consumed before the snapshot we resumed from
       if (micro == 0) {
         update_start = Clock::now();
+        runtime::MemoryMeter::ResetPeak();
         loss_sum = 0;
         samples = 0;
       }

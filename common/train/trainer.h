@@ -92,6 +92,8 @@ class Trainer {
   void SnapshotWhole(const TrainingState& state);
   std::optional<TrainingState> TryResume(LinearSchedule& schedule);
 
+  nlohmann::json memory_;            // this update's held_* and mem_* fields (FinishUpdate)
+  nlohmann::json last_memory_line_;  // the last log line, for the end-of-run summary
   TrainOptions options_;
   Stage& stage_;
   DistInfo dist_;

@@ -3,7 +3,7 @@
 # package made from this checkout, a root made with debootstrap, /autograder laid out, setup.sh,
 # then run_autograder on submissions, each results.json checked.
 #
-#   grading/gradescope/e2e_debootstrap.sh            # references (95, on BERT and on the ViT), stubs (0),
+#   grading/gradescope/e2e_debootstrap.sh            # references (115, on BERT and on the ViT), stubs (0),
 #                                                    # two mistakes
 #   grading/gradescope/e2e_debootstrap.sh --smoke    # the references only (what CI runs)
 #   grading/gradescope/e2e_debootstrap.sh --reuse=DIR  # grade again in a root kept by --keep
@@ -167,8 +167,8 @@ if r.get("score") != want_score:
     problems.append("score %s, expected %s" % (r.get("score"), want_score))
 if want_text and want_text not in json.dumps(r):
     problems.append("no '%s' in results.json" % want_text)
-if sum(t.get("max_score", 0) for t in r.get("tests", [])) != 95:
-    problems.append("the points are not 95 in all")
+if sum(t.get("max_score", 0) for t in r.get("tests", [])) != 115:
+    problems.append("the points are not 115 in all")
 for p in problems:
     print("e2e:   " + p)
 sys.exit(1 if problems else 0)
@@ -181,14 +181,14 @@ EOF
   fi
 }
 
-grade references reference "" 95 "in its own mount, IPC and network namespaces"
+grade references reference "" 115 "in its own mount, IPC and network namespaces"
 if [ "$smoke" -eq 0 ]; then
   grade stubs student "" 0 "still calls StudentTodo"
-  grade sum_without_average reference "task2b:grad_sync.cc:s/div_(pg.getSize())/div_(1)/" 87 \
+  grade sum_without_average reference "task2b:grad_sync.cc:s/div_(pg.getSize())/div_(1)/" 107 \
     "summed but not divided by the world size"
-  grade compile_error reference 'task2a:grad_sync.cc:$a int this_does_not_compile = ;' 80 "does not compile"
+  grade compile_error reference 'task2a:grad_sync.cc:$a int this_does_not_compile = ;' 100 "does not compile"
   # The package's image writer and the shared read-only data in the jail, on a bare root.
-  model=vit grade references_vit reference "" 95 "every run trained the tiny ViT"
+  model=vit grade references_vit reference "" 115 "every run trained the tiny ViT"
 fi
 echo "e2e: $passed of $total submissions graded as expected"
 [ "$passed" -eq "$total" ]

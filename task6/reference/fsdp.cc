@@ -61,11 +61,10 @@ void ReduceScatterGrad(c10d::ProcessGroup& pg, FsdpUnit& unit) {
 }
 
 double ShardedStep(c10d::ProcessGroup& pg, FsdpModel& model, double max_grad_norm) {
-  std::vector<torch::Tensor> sq = {torch::tensor({model.ShardSquaredNorm()}, torch::kDouble)};
-  c10d::AllreduceOptions opts;
-  opts.reduceOp = c10d::ReduceOp::SUM;
-  pg.allreduce(sq, opts)->wait();
-  const double norm = std::sqrt(sq[0].item<double>());
+  // Every rank's part of the squared norm, summed (all_reduce sums by default).
+  std::vector<torch::Tensor> parts = {torch::tensor({model.ShardSquaredNorm()}, torch::kDouble)};
+  pg.allreduce(parts)->wait();
+  const double norm = std::sqrt(parts[0].item<double>());
   model.ScaleGradShards(norm, max_grad_norm);
   model.StepShards();
   return norm;

@@ -1,0 +1,71 @@
+#include "common/runtime/memory_meter.h"
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+#include <torch/version.h>
+
+namespace distlm::runtime {
+namespace {
+
+std::atomic<int64_t> in_use{0};
+std::atomic<int64_t> peak{0};
+std::atomic<bool> is_installed{false};
+
+// Each block carries its size in a header before the bytes handed out (64 bytes: LibTorch's
+// alignment), so that the data pointer is its own context, as raw_allocate requires of every
+// allocator (kernels take scratch space that way).
+constexpr size_t kHeader = 64;
+c10::Allocator* inner_allocator = nullptr;
+
+void FreeCounted(void* data) {
+  char* base = static_cast<char*>(data) - kHeader;
+  in_use.fetch_sub(*reinterpret_cast<int64_t*>(base), std::memory_order_relaxed);
+  inner_allocator->raw_deallocate(base);
+}
+
+class CountingAllocator final : public c10::Allocator {
+ public:
+#if TORCH_VERSION_MAJOR >= 2
+  c10::DataPtr allocate(size_t n) override { return Count(n); }
+  void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
+#else
+  c10::DataPtr allocate(size_t n) const override { return Count(n); }
+#endif
+  c10::DeleterFnPtr raw_deleter() const override { return &FreeCounted; }
+
+ private:
+  static c10::DataPtr Count(size_t n) {
+    char* base = static_cast<char*>(inner_allocator->raw_allocate(n + kHeader));
+    *reinterpret_cast<int64_t*>(base) = static_cast<int64_t>(n);
+    const int64_t now = in_use.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed) + static_cast<int64_t>(n);
+    int64_t seen = peak.load(std::memory_order_relaxed);
+    while (now > seen && !peak.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
+    }
+    void* data = base + kHeader;
+    return c10::DataPtr(data, data, &FreeCounted, c10::Device(c10::DeviceType::CPU));
+  }
+};
+
+}  // namespace
+
+void MemoryMeter::Install() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // Never freed: tensors may outlive everything else in the process.
+    inner_allocator = c10::GetCPUAllocator();
+    static CountingAllocator* counting = new CountingAllocator();
+    c10::SetCPUAllocator(counting, /*priority=*/1);
+    is_installed = true;
+  });
+}
+
+bool MemoryMeter::installed() { return is_installed; }
+int64_t MemoryMeter::BytesInUse() { return in_use.load(std::memory_order_relaxed); }
+int64_t MemoryMeter::PeakBytes() { return peak.load(std::memory_order_relaxed); }
+void MemoryMeter::ResetPeak() { peak.store(in_use.load(std::memory_order_relaxed), std::memory_order_relaxed); }
+
+}  // namespace distlm::runtime
