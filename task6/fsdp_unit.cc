@@ -97,7 +97,9 @@ FsdpModel::FsdpModel(const std::vector<model::Unit>& units, const NamedTensors& 
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < params.size(); ++i) index[params[i].first] = i;
   num_params_ = params.size();
+  // Every check before any unit takes its parameters: an error leaves the model as it was.
   std::set<std::string> seen;
+  std::vector<NamedTensors> per_unit;
   for (const model::Unit& u : units) {
     NamedTensors mine;
     int64_t numel = 0;
@@ -113,13 +115,14 @@ FsdpModel::FsdpModel(const std::vector<model::Unit>& units, const NamedTensors& 
       throw UserError("task6: unit " + u.name + " has " + std::to_string(numel) + " elements, fewer than the " +
                       std::to_string(world_size) + " ranks: every rank's shard would be padding");
     }
-    units_.emplace_back(u.name, std::move(mine), rank, world_size);
+    per_unit.push_back(std::move(mine));
   }
   if (seen.size() != params.size()) {
     for (const auto& [name, p] : params) {
       if (!seen.count(name)) throw UserError("task6: parameter " + name + " is in no unit of the model");
     }
   }
+  for (size_t u = 0; u < units.size(); ++u) units_.emplace_back(units[u].name, std::move(per_unit[u]), rank, world_size);
   // AdamW over the shards' pieces of each parameter, named as the parameter: weight decay skips
   // biases and LayerNorm weights as for the whole model.
   NamedTensors pieces;

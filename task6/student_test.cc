@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -60,14 +61,18 @@ train::AdamWOptions Adam() {
   return adam;
 }
 
-// The unit's parameters before any training, flat and padded as the unit lays them out.
-torch::Tensor InitialFull(int u, int64_t padded) {
-  Toy toy;
+// What `of` gives for each of a unit's parameters, flat and padded as the unit lays them out.
+torch::Tensor UnitFlat(const model::Unit& unit, int64_t padded, const std::function<torch::Tensor(const std::string&)>& of) {
   std::vector<torch::Tensor> v;
-  auto units = toy->Units();
-  for (const std::string& name : units[u].parameters) v.push_back(toy->named_parameters()[name].detach().reshape(-1));
+  for (const std::string& name : unit.parameters) v.push_back(of(name).detach().reshape(-1));
   torch::Tensor flat = torch::cat(v);
   return torch::cat({flat, torch::zeros({padded - flat.numel()})});
+}
+
+// The unit's parameters before any training.
+torch::Tensor InitialFull(int u, int64_t padded) {
+  Toy toy;
+  return UnitFlat(toy->Units()[u], padded, [&](const std::string& name) { return toy->named_parameters()[name]; });
 }
 
 std::string Num(double x) {
@@ -199,10 +204,8 @@ void CheckStep(RankEnv& env, double max_norm) {
   // The shards get their blocks of the same gradients (the schedule's reduce-scatter, done here).
   for (int u = 0; u < m.num_units(); ++u) {
     FsdpUnit& unit = m.unit(u);
-    std::vector<torch::Tensor> v;
-    for (const std::string& name : units[u].parameters) v.push_back(one->named_parameters()[name].grad().reshape(-1));
-    torch::Tensor flat = torch::cat(v);
-    flat = torch::cat({flat, torch::zeros({unit.layout().padded_numel() - flat.numel()})});
+    const torch::Tensor flat = UnitFlat(units[u], unit.layout().padded_numel(),
+                                        [&](const std::string& name) { return one->named_parameters()[name].grad(); });
     torch::NoGradGuard no_grad;
     unit.grad_shard().copy_(flat.narrow(0, env.rank * unit.shard_numel(), unit.shard_numel()));
   }
@@ -226,10 +229,8 @@ void CheckStep(RankEnv& env, double max_norm) {
   }
   for (int u = 0; u < m.num_units(); ++u) {
     FsdpUnit& unit = m.unit(u);
-    std::vector<torch::Tensor> v;
-    for (const std::string& name : units[u].parameters) v.push_back(one->named_parameters()[name].detach().reshape(-1));
-    torch::Tensor flat = torch::cat(v);
-    flat = torch::cat({flat, torch::zeros({unit.layout().padded_numel() - flat.numel()})});
+    const torch::Tensor flat = UnitFlat(units[u], unit.layout().padded_numel(),
+                                        [&](const std::string& name) { return one->named_parameters()[name]; });
     const torch::Tensor want = flat.narrow(0, env.rank * unit.shard_numel(), unit.shard_numel());
     if (!Close(unit.param_shard(), want)) {
       Fail(unit.name() + "'s param_shard() after ShardedStep differs from one process's clipped AdamW step (max_norm " +
