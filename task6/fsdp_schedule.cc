@@ -25,7 +25,11 @@ std::string Bytes(int64_t bytes) {
 }  // namespace
 
 FsdpSchedule::FsdpSchedule(c10d::ProcessGroup& pg, FsdpModel& model)
-    : pg_(pg), model_(model), state_(model.num_units(), State::kSharded), arrived_(model.num_units(), 0) {
+    : pg_(pg),
+      model_(model),
+      state_(model.num_units(), State::kSharded),
+      arrived_(model.num_units(), 0),
+      expected_(model.num_units(), 0) {
   hooks_.before_forward = [this](int u) {
     if (full_depth_ > 0) return;
     Gather(u, "before its forward");
@@ -40,7 +44,9 @@ FsdpSchedule::FsdpSchedule(c10d::ProcessGroup& pg, FsdpModel& model)
   };
   for (int u = 0; u < model_.num_units(); ++u) {
     for (const auto& [name, p] : model_.unit(u).params()) {
-      if (p.requires_grad()) grad_hooks_.emplace_back(p, [this, u] { GradientReady(u); });
+      if (!p.requires_grad()) continue;
+      grad_hooks_.emplace_back(p, [this, u] { GradientReady(u); });
+      ++expected_[u];
     }
   }
 }
@@ -91,9 +97,7 @@ void FsdpSchedule::GradientReady(int u) {
   if (state_[u] != State::kBackward) {
     throw std::logic_error("task6: a gradient of " + model_.unit(u).name() + " arrived outside its backward");
   }
-  int expected = 0;
-  for (const auto& [name, p] : model_.unit(u).params()) expected += p.requires_grad() ? 1 : 0;
-  if (++arrived_[u] == expected) AfterBackward(u);
+  if (++arrived_[u] == expected_[u]) AfterBackward(u);
 }
 
 void FsdpSchedule::AfterBackward(int u) {

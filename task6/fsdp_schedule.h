@@ -72,7 +72,8 @@ class FsdpSchedule {
   model::UnitHooks hooks_;
   std::vector<autograd::GradReadyHook> grad_hooks_;
   std::vector<State> state_;
-  std::vector<int> arrived_;
+  std::vector<int> arrived_;   // per unit: gradients written in this backward
+  std::vector<int> expected_;  // per unit: its parameters that get one (those with a hook)
   bool callback_queued_ = false;
   int full_depth_ = 0;
   Figures figures_;

@@ -1,7 +1,6 @@
 #include "common/runtime/memory_meter.h"
 
 #include <atomic>
-#include <cstring>
 #include <mutex>
 
 #include <c10/core/Allocator.h>
@@ -31,7 +30,7 @@ class CountingAllocator final : public c10::Allocator {
  public:
 #if TORCH_VERSION_MAJOR >= 2
   c10::DataPtr allocate(size_t n) override { return Count(n); }
-  void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
+  void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
 #else
   c10::DataPtr allocate(size_t n) const override { return Count(n); }
 #endif

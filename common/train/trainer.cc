@@ -193,7 +193,11 @@ void Trainer::LogUpdate(int64_t step, int64_t epoch, double loss, double lr, dou
     model_state += line.contains(k) ? std::max<int64_t>(0, line[k].get<int64_t>()) : 0;
   }
   line["held_model_state_bytes"] = model_state;
-  last_memory_line_ = line;
+  last_memory_ = json::object();  // what the end-of-run line prints, not the whole line
+  for (const char* k : {"held_param_bytes", "held_grad_bytes", "held_opt_bytes", "held_model_state_bytes",
+                        "mem_peak_bytes"}) {
+    if (line.contains(k)) last_memory_[k] = line[k];
+  }
   if (loss_scale) {
     line["loss_scale"] = *loss_scale;
     line["skipped"] = skipped;  // an overflow: no optimizer step, grad_norm null
@@ -235,8 +239,8 @@ void Trainer::PrintMeanIterationTime() const {
     for (size_t i = 1; i < last; ++i) sum += step_ms_[i];
     std::printf("mean iteration time over iterations 2..%zu: %.2f ms\n", last, sum / (last - 1));
   }
-  if (last_memory_line_.contains("held_model_state_bytes")) {
-    const json& m = last_memory_line_;
+  if (last_memory_.contains("held_model_state_bytes")) {
+    const json& m = last_memory_;
     auto mb = [&](const char* k) { return m.contains(k) ? m[k].get<double>() / 1e6 : 0.0; };
     std::printf("memory of rank 0 after the last update: parameters %.2f MB, gradients %.2f MB, optimizer state %.2f "
                 "MB (model state %.2f MB)",
@@ -265,7 +269,7 @@ Trainer::Stepped Trainer::FinishUpdate(UpdateContext& u, int64_t update, int64_t
   s.step_ms = MsSince(start);
   step_ms_.push_back(s.step_ms);
   memory_["held_param_bytes"] = StorageBytes(parameters_);
-  if (optimizer_->StateBytes() >= 0) memory_["held_opt_bytes"] = optimizer_->StateBytes();
+  if (const int64_t opt_bytes = optimizer_->StateBytes(); opt_bytes >= 0) memory_["held_opt_bytes"] = opt_bytes;
   if (runtime::MemoryMeter::installed() && device_.is_cpu()) {
     memory_["mem_in_use_bytes"] = runtime::MemoryMeter::BytesInUse();
     memory_["mem_peak_bytes"] = runtime::MemoryMeter::PeakBytes();

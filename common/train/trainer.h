@@ -93,7 +93,7 @@ class Trainer {
   std::optional<TrainingState> TryResume(LinearSchedule& schedule);
 
   nlohmann::json memory_;            // this update's held_* and mem_* fields (FinishUpdate)
-  nlohmann::json last_memory_line_;  // the last log line, for the end-of-run summary
+  nlohmann::json last_memory_;       // the last log line's held_* and mem_peak_bytes, for the end
   TrainOptions options_;
   Stage& stage_;
   DistInfo dist_;

@@ -46,7 +46,7 @@ void ScaleForClipping(const std::vector<torch::Tensor>& grads, double norm, doub
   torch::Tensor total = torch::tensor(static_cast<float>(norm), torch::kFloat);
   torch::Tensor coef = max_norm / (total + 1e-6);
   if (coef.item<double>() >= 1.0) return;
-  for (torch::Tensor g : grads) g.mul_(coef.to(g.device()));
+  for (torch::Tensor g : grads) g.mul_(coef);  // a 0-dim tensor: a scalar on any device
 }
 
 std::vector<torch::Tensor> GatherWhole(c10d::ProcessGroup& pg, const FlatLayout& layout, int rank,
