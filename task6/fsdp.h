@@ -12,6 +12,12 @@
 //   unit u's backward:   GatherUnit(u)  ... autograd writes unit.full_grad() ...
 //                        ReduceScatterGrad(u)  ReshardUnit(u)
 //   once per update:     ShardedStep
+//
+// That is 6a (--fsdp=blocking): every collective waited where it is launched, so the ranks
+// compute nothing while they communicate. 6b (--fsdp=prefetch) launches the next unit's
+// all-gather before the current unit computes (StartGather, UnitToPrefetch); 6c (--fsdp=overlap,
+// the default) also leaves each reduce-scatter running while backward goes on
+// (StartReduceScatter, FinishReduceScatter). The schedule waits for what you launched.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -37,6 +43,37 @@ void ReshardUnit(FsdpUnit& unit);
 // with gradient accumulation you are called once per micro-batch, and the shard sums them);
 // then free the full gradient (unit.FreeGrad()).
 void ReduceScatterGrad(c10d::ProcessGroup& pg, FsdpUnit& unit);
+
+// ---- 6b: prefetch ----
+
+// Launches the all-gather GatherUnit does and returns its handle WITHOUT waiting for it: the
+// schedule calls wait() on it just before the unit computes, and until then the ranks compute
+// another unit while it travels. Give the storage back before you launch.
+c10::intrusive_ptr<c10d::Work> StartGather(c10d::ProcessGroup& pg, FsdpUnit& unit);
+
+enum class Pass { kForward, kBackward };
+// Unit u (of num_units, numbered in forward order: 0 is the embeddings) is about to compute in
+// `pass`. Which unit's all-gather should start now, so that it has arrived when that unit's
+// turn comes? -1 for none. (Backward visits the units in the reverse of forward's order.)
+int UnitToPrefetch(int u, Pass pass, int num_units);
+
+// ---- 6c: the reduce-scatter overlapped with the rest of backward ----
+
+// What FinishReduceScatter needs of a launched reduce-scatter.
+struct PendingReduceScatter {
+  c10::intrusive_ptr<c10d::Work> work;
+  torch::Tensor result;  // yours to use: e.g. the tensor the collective writes this rank's block into
+};
+
+// Launches the reduce-scatter of unit.full_grad() and returns at once, WITHOUT waiting: backward
+// goes on with the units before this one while it runs. The collective still reads
+// unit.full_grad(): free nothing yet.
+PendingReduceScatter StartReduceScatter(c10d::ProcessGroup& pg, FsdpUnit& unit);
+
+// Called later (when the next unit's reduce-scatter has started, or at the end of backward):
+// wait for it, then what ReduceScatterGrad does after its collective (add this rank's block of
+// the average to unit.grad_shard(), free the full gradient).
+void FinishReduceScatter(c10d::ProcessGroup& pg, FsdpUnit& unit, PendingReduceScatter& pending);
 
 // Once per update, after the last backward: clip every unit's grad_shard by the norm of the
 // WHOLE averaged gradient (model.ShardSquaredNorm() is this rank's part of its square), one

@@ -9,6 +9,13 @@
 //                                ReduceScatterGrad(u); ReshardUnit(u)
 //   the end of backward          the same for a unit some of whose parameters got no gradient
 //
+// With prefetch (6b), a gather is launched one unit ahead (StartGather(UnitToPrefetch(u))) as
+// unit u is about to compute, and waited just before the unit it is for computes; a unit
+// nobody prefetched is gathered on the spot (the first of each pass). With the overlapped
+// reduce-scatter (6c), StartReduceScatter(u) replaces ReduceScatterGrad(u) and the previous
+// unit's is finished right after it (so at most two are in flight, and at most two full
+// gradients held), the last at the end of backward, before the step can read the shards.
+//
 // Every rank runs the same model, so every rank calls the collectives in the same order. After
 // each function the schedule checks what it can see (bytes held), so that a mistake is named
 // where it is made, not found later as a crash or a wrong loss. Outside training (evaluation,
@@ -23,13 +30,28 @@
 
 #include "common/autograd/grad_ready_hook.h"
 #include "common/model/unit_hooks.h"
+#include "task6/fsdp.h"
 #include "task6/fsdp_unit.h"
 
 namespace distlm::task6 {
 
+// Which of task 6's parts the schedule runs (--fsdp).
+enum class Overlap {
+  kBlocking,  // 6a: GatherUnit and ReduceScatterGrad, each waited where it is launched
+  kPrefetch,  // 6b: gathers launched one unit ahead
+  kFull,      // 6c: and reduce-scatters left running while backward goes on
+};
+// "blocking", "prefetch", "overlap"; ParseOverlap throws UserError naming --fsdp otherwise.
+const char* OverlapName(Overlap o);
+Overlap ParseOverlap(const std::string& name);
+
+// What is wrong with `got`, UnitToPrefetch's answer for unit u of n in `pass`, in one line ("":
+// nothing).
+std::string PrefetchMistake(int u, Pass pass, int got, int n);
+
 class FsdpSchedule {
  public:
-  FsdpSchedule(c10d::ProcessGroup& pg, FsdpModel& model);
+  FsdpSchedule(c10d::ProcessGroup& pg, FsdpModel& model, Overlap overlap = Overlap::kBlocking);
   FsdpSchedule(const FsdpSchedule&) = delete;
   FsdpSchedule& operator=(const FsdpSchedule&) = delete;
 
@@ -46,22 +68,32 @@ class FsdpSchedule {
   void WithFullParameters(const std::function<void()>& use);
 
   struct Figures {
-    double comm_ms = 0;           // time in GatherUnit and ReduceScatterGrad
+    double wait_ms = 0;           // the main thread blocked on a collective of the schedule's
     int64_t peak_full_bytes = 0;  // most bytes of full parameters and gradients held at once
     int gathers = 0, reduce_scatters = 0;
+    int prefetched = 0;           // gathers launched before the unit they are for computes
+    int running_at_return = 0;    // launched collectives still running when Start* returned
   };
   // Since the last call.
   Figures TakeFigures();
 
-  // What happened, in order ("gather 3", "reshard 3", "reduce_scatter 3", "backward 3" for the
-  // gradient reaching unit 3's output), for tests; cleared by ClearEvents.
+  // What happened, in order, for tests; cleared by ClearEvents. "gather 3" (unit 3 gathered and
+  // waited for), "prefetch 3" (its gather launched ahead), "wait 3" (that gather waited for),
+  // "reshard 3", "backward 3" (the gradient reached unit 3's output), "reduce_scatter 3" (done, or
+  // with 6c launched), "reduce_scatter_done 3" (6c: finished).
   const std::vector<std::string>& events() const { return events_; }
   void ClearEvents() { events_.clear(); }
 
  private:
   enum class State { kSharded, kForward, kBackward };
   void Gather(int u, const char* when);
+  void Prefetch(int u, Pass pass);
+  void CheckGathered(int u, const char* when, const char* by);
   void Reshard(int u, const char* when);
+  void StartReduce(int u);
+  void FinishReduce();
+  void DropPrefetched(bool reshard);
+  void CheckGradFreed(int u, const char* by);
   void BeforeBackward(int u);
   void GradientReady(int u);
   void AfterBackward(int u);
@@ -69,6 +101,13 @@ class FsdpSchedule {
 
   c10d::ProcessGroup& pg_;
   FsdpModel& model_;
+  Overlap overlap_;
+  std::vector<c10::intrusive_ptr<c10d::Work>> gathering_;  // per unit: its launched gather, if any
+  struct Reducing {
+    int unit;
+    PendingReduceScatter pending;
+  };
+  std::vector<Reducing> reducing_;  // 6c: launched reduce-scatters, oldest first
   model::UnitHooks hooks_;
   std::vector<autograd::GradReadyHook> grad_hooks_;
   std::vector<State> state_;

@@ -4,12 +4,18 @@
 #include <cstdio>
 #include <utility>
 
+#include "absl/flags/flag.h"
 #include "common/dist/casting_process_group.h"
 #include "common/dist/counting_process_group.h"
 #include "common/runtime/errors.h"
 #include "common/train/distributed.h"
 #include "common/zero/sharded_adamw.h"
 #include "task6/fsdp.h"
+
+ABSL_FLAG(std::string, fsdp, "overlap",
+          "task6: blocking (6a: every collective waited where it is launched), prefetch (6b: each unit's "
+          "all-gather launched one unit ahead), overlap (6c: and each reduce-scatter left running behind the "
+          "rest of backward)");
 
 namespace distlm::task6 {
 namespace {
@@ -57,6 +63,7 @@ FsdpStage::FsdpStage(std::string name, train::TrainStep step) : Stage(std::move(
 FsdpStage::~FsdpStage() = default;
 
 train::DistInfo FsdpStage::Connect() {
+  overlap_ = ParseOverlap(absl::GetFlag(FLAGS_fsdp));  // before any rank connects: a bad flag is one line
   const at::ScalarType comm_dtype = train::CommDtypeFromFlags();
   if (comm_dtype != at::kFloat) {
     throw UserError("--comm_dtype=" + dist::CommDtypeName(comm_dtype) + " is not supported by " + name() +
@@ -74,7 +81,7 @@ std::unique_ptr<train::Optimizer> FsdpStage::MakeOptimizer(const train::StageCon
   if (ctx.units().empty()) throw UserError(name() + ": the model has no units to shard");
   model_ = std::make_unique<FsdpModel>(ctx.units(), ctx.named_parameters(), train::AdamWOptionsFor(ctx.options()),
                                        ctx.dist().rank, ctx.dist().world_size);
-  schedule_ = std::make_unique<FsdpSchedule>(*ctx.dist().pg, *model_);
+  schedule_ = std::make_unique<FsdpSchedule>(*ctx.dist().pg, *model_, overlap_);
   return std::make_unique<FsdpOptimizer>(*model_, *ctx.dist().pg);
 }
 
@@ -87,13 +94,17 @@ void FsdpStage::BeforeTraining(const train::StageContext& ctx) {
   const FsdpModel& m = *model_;
   int64_t largest = 0;
   for (int u = 0; u < m.num_units(); ++u) largest = std::max(largest, m.unit(u).FullBytes());
-  std::printf("%s: fully sharded over %d rank(s) (%s): %d units, %lld parameters; per rank: parameters %lld bytes, "
-              "gradients %lld, AdamW state %lld (unsharded %lld in all), plus one unit's full parameters and "
-              "gradient while it runs (largest %lld bytes each)\n",
-              name().c_str(), ctx.dist().world_size, ctx.dist().backend.c_str(), m.num_units(),
+  // While units run (fsdp_schedule.h): the computing unit's parameters and gradient; with
+  // prefetch the next unit's parameters too; with overlap the previous unit's gradient too.
+  const int whole_params = overlap_ == Overlap::kBlocking ? 1 : 2;
+  const int whole_grads = overlap_ == Overlap::kFull ? 2 : 1;
+  std::printf("%s: fully sharded over %d rank(s) (%s, --fsdp=%s): %d units, %lld parameters; per rank: parameters %lld bytes, "
+              "gradients %lld, AdamW state %lld (unsharded %lld in all), plus, while units run, the full parameters "
+              "of up to %d unit(s) and gradients of up to %d (largest unit %lld bytes each)\n",
+              name().c_str(), ctx.dist().world_size, ctx.dist().backend.c_str(), OverlapName(overlap_), m.num_units(),
               static_cast<long long>(m.TotalNumel()), static_cast<long long>(m.ParamBytesHeld()),
               static_cast<long long>(m.GradBytesHeld()), static_cast<long long>(m.OptimizerStateBytes()),
-              static_cast<long long>(16 * m.TotalNumel()), static_cast<long long>(largest));
+              static_cast<long long>(16 * m.TotalNumel()), whole_params, whole_grads, static_cast<long long>(largest));
   const std::string note = zero::FallbackNote(*ctx.dist().pg);
   if (!note.empty()) std::printf("%s: %s\n", name().c_str(), note.c_str());
   std::fflush(stdout);
@@ -120,8 +131,20 @@ double FsdpStage::OptimizerStep(const train::StageContext& ctx, train::UpdateCon
   // Everything since the last update: this update's gathers and reduce-scatters, the step's
   // norm, and the previous update's loss average (one scalar).
   figures_.comm = counting.TakeStats();
-  figures_.comm_time_ms = f.comm_ms + std::max(0.0, ms - m.last_step_ms());
+  const double step_comm_ms = std::max(0.0, ms - m.last_step_ms());
+  const double busy_ms = figures_.comm->BusyMs();
+  figures_.comm_time_ms = f.wait_ms + step_comm_ms;
   figures_.fields = MemoryFields(m, f.peak_full_bytes, zero::HasReduceScatter(*ctx.dist().pg));
+  // Time some collective was in flight, and the part of it the ranks computed through (not
+  // blocked on any collective).
+  figures_.fields["fsdp"] = OverlapName(overlap_);
+  figures_.fields["comm_busy_ms"] = busy_ms;
+  figures_.fields["comm_exposed_ms"] = figures_.comm_time_ms;
+  figures_.fields["comm_hidden_ms"] = std::max(0.0, busy_ms - figures_.comm_time_ms);
+  figures_.fields["gathers"] = f.gathers;
+  figures_.fields["gathers_prefetched"] = f.prefetched;
+  figures_.fields["reduce_scatters"] = f.reduce_scatters;
+  figures_.fields["launched_still_running"] = f.running_at_return;
   u.optimizer.set_lr(u.schedule.Step());
   m.ZeroGradShards();
   return norm;

@@ -21,6 +21,13 @@
 //                         16/N bytes per parameter, plus padding
 //   full_bytes_peak       the most bytes of full parameters and gradients held at once
 //   shard_numel, padding  summed over units; reduce_scatter ("native" or "allreduce+slice")
+//   fsdp                  --fsdp: blocking (6a), prefetch (6b), overlap (6c)
+//   comm_busy_ms          time some collective was in flight (launch to completion)
+//   comm_exposed_ms       of the update, the time the rank was blocked on one (= comm_time_ms)
+//   comm_hidden_ms        busy minus exposed: communication the rank computed through
+//   gathers, gathers_prefetched, reduce_scatters   counts in the update (gathers: both passes)
+//   launched_still_running   prefetched gathers and 6c's reduce-scatters still running when the
+//                         student's Start function returned (0 means each waited inside it)
 #pragma once
 
 #include <memory>
@@ -48,6 +55,7 @@ class FsdpStage : public train::Stage {
  private:
   std::unique_ptr<FsdpModel> model_;        // made by MakeOptimizer
   std::unique_ptr<FsdpSchedule> schedule_;  // the hooks, from MakeOptimizer on
+  Overlap overlap_ = Overlap::kFull;        // --fsdp
   train::UpdateFigures figures_;
 };
 

@@ -5,7 +5,8 @@
 // with gradient accumulation (a reduce-scatter per micro-batch) and epochs that end inside an
 // accumulation group, the same as task 3. What each rank says it holds, against the closed
 // form from the units' sizes; the collectives of an update; evaluation and the saved model
-// through the full parameters. (The ViT's run is in //grading:vit_parity_test.)
+// through the full parameters. Each run takes one of task 6's parts (--fsdp=blocking, prefetch,
+// overlap), whose peak of full buffers differs. (The ViT's run is in //grading:vit_parity_test.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -43,23 +44,45 @@ void ExpectSame(const StageRun& want, const StageRun& got, const std::string& na
               kSteps, Worst(want.losses(), got.losses()), Worst(want.grad_norms(), got.grad_norms()));
 }
 
-// The tiny BERT's units: embeddings, 2 layers, head; their elements (the handout's 561026 in all).
 int64_t Padded(int64_t n, int ranks) { return (n + ranks - 1) / ranks * ranks; }
 
-class FsdpParityTest : public ::testing::TestWithParam<Case> {};
+// A run's layout and task 6's part (--fsdp).
+struct FsdpCase {
+  Case c;
+  std::string fsdp;
+};
+
+class FsdpParityTest : public ::testing::TestWithParam<FsdpCase> {};
 
 TEST_P(FsdpParityTest, Task6MatchesPart1) {
-  const Case& c = GetParam();
+  const Case& c = GetParam().c;
+  const std::string& fsdp = GetParam().fsdp;
   if (c.launcher == Launcher::kMpirun && MpirunBinary().empty()) GTEST_SKIP() << "SKIPPED: no mpirun";
-  StageRun r = RunStage(Bin("task6/reference"), c.ranks, c.launcher, Flags(8 / c.ranks), 180);
-  ExpectSame(Part1(), r, Name(c));
+  std::vector<std::string> flags = Flags(8 / c.ranks);
+  flags.push_back("--fsdp=" + fsdp);
+  StageRun r = RunStage(Bin("task6/reference"), c.ranks, c.launcher, flags, 180);
+  ExpectSame(Part1(), r, Name(c) + " --fsdp=" + fsdp);
   const bool mpi = c.launcher == Launcher::kMpirun;
   EXPECT_NE(r.output.find("task6: fully sharded over " + std::to_string(c.ranks) + " rank(s)"), std::string::npos)
       << r.output;
   EXPECT_EQ(r.output.find("has no reduce_scatter in this LibTorch") != std::string::npos, !mpi) << r.output;
+  // The tiny BERT's units in elements (561026 in all, the handout's count): the embeddings (638 x
+  // 128 words, 512 x 128 positions, 2 x 128 types, a LayerNorm), 2 encoder layers (hidden 128,
+  // intermediate 512), the head (pooler 128 x 128, classifier 128 x 2); bytes padded to N.
+  const int64_t layer = 4 * (128 * 128 + 128) + (128 * 512 + 512) + (512 * 128 + 128) + 2 * 2 * 128;
+  const int64_t embeddings = 638 * 128 + 512 * 128 + 2 * 128 + 2 * 128;
+  ASSERT_EQ(embeddings + 2 * layer + (128 * 128 + 128) + (128 * 2 + 2), 561026);
+  const int64_t L = 4 * Padded(layer, c.ranks), E = 4 * Padded(embeddings, c.ranks);
+  // The most full bytes held at once, from the schedule's rules (fsdp_schedule.h):
+  //   blocking  a unit in its backward: its parameters and gradient; one layer's two
+  //   prefetch  and the parameters of the unit before it, launched ahead: layer 2 with layer 1
+  //   overlap   and the gradient of the unit after it, its reduce-scatter still running:
+  //             layer 1 with the embeddings ahead and layer 2's gradient behind
+  const int64_t want_peak = fsdp == "blocking" ? 2 * L : fsdp == "prefetch" ? 3 * L : 3 * L + E;
+  const int units = 4;
   for (const auto& line : r.log) {
-    const int64_t units = line["units"].get<int64_t>();
-    EXPECT_EQ(units, 4) << line.dump();
+    EXPECT_EQ(line["units"].get<int64_t>(), units) << line.dump();
+    EXPECT_EQ(line["fsdp"], fsdp) << line.dump();
     const int64_t S = line["shard_numel"].get<int64_t>();
     // Rank 0 keeps S elements of parameters, S of gradient, 2 S of moments less any padding
     // (rank 0's blocks come first: it has none), all float32: 16 bytes per element.
@@ -69,28 +92,36 @@ TEST_P(FsdpParityTest, Task6MatchesPart1) {
     EXPECT_EQ(line["held_model_state_bytes"].get<int64_t>(), 16 * S) << line.dump();
     // 16 / N bytes per parameter, padding aside.
     EXPECT_NEAR(line["held_model_state_bytes"].get<double>(), 16.0 * 561026 / c.ranks, 16.0 * units * c.ranks);
-    // The host's peak during the update: the model state, one unit's full parameters and
-    // gradient, the activations; at least the first two.
-    EXPECT_GT(line["mem_peak_bytes"].get<int64_t>(), 16 * S + line["full_bytes_peak"].get<int64_t>()) << line.dump();
-    // The largest unit is an encoder layer (hidden 128, intermediate 512; the embeddings have
-    // 638 x 128 words and 512 x 128 positions, 147712 elements): its full parameters and
-    // gradient at once, in its backward, and never two units'.
-    const int64_t layer = 4 * (128 * 128 + 128) + (128 * 512 + 512) + (512 * 128 + 128) + 2 * 2 * 128;
-    EXPECT_EQ(line["full_bytes_peak"].get<int64_t>(), 2 * 4 * Padded(layer, c.ranks)) << line.dump();
-    // Per unit two all-gathers (forward, backward) and one reduce-scatter.
+    EXPECT_EQ(line["full_bytes_peak"].get<int64_t>(), want_peak) << line.dump();
+    // The host's peak during the update: the model state, the full buffers, the activations; at
+    // least the first two.
+    EXPECT_GT(line["mem_peak_bytes"].get<int64_t>(), 16 * S + want_peak) << line.dump();
+    // Per unit two all-gathers (forward, backward) and one reduce-scatter; every gather but the
+    // first of each pass launched ahead, and not waited for inside StartGather (nor, with
+    // overlap, the reduce-scatters inside StartReduceScatter) on at least one of them.
     const auto& ops = line["comm_ops"];
     EXPECT_EQ(ops.value("allgather", 0), 2 * units) << line.dump();
     EXPECT_EQ(ops.value("reduce_scatter", 0), mpi ? units : 0) << line.dump();
     EXPECT_EQ(line["reduce_scatter"], mpi ? "native" : "allreduce+slice");
+    EXPECT_EQ(line["gathers"].get<int>(), 2 * units) << line.dump();
+    EXPECT_EQ(line["gathers_prefetched"].get<int>(), fsdp == "blocking" ? 0 : 2 * (units - 1)) << line.dump();
+  }
+  if (fsdp != "blocking") {
+    int64_t running = 0;
+    for (const auto& line : r.log) running += line["launched_still_running"].get<int64_t>();
+    EXPECT_GT(running, 0) << "no prefetched gather was still running when StartGather returned";
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, FsdpParityTest,
-                         ::testing::Values(Case{2, Launcher::kLaunch}, Case{4, Launcher::kLaunch},
-                                           Case{2, Launcher::kMpirun}, Case{4, Launcher::kMpirun}),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           return "x" + std::to_string(info.param.ranks) +
-                                  (info.param.launcher == Launcher::kMpirun ? "_mpi" : "_gloo");
+                         ::testing::Values(FsdpCase{{2, Launcher::kLaunch}, "blocking"},
+                                           FsdpCase{{4, Launcher::kLaunch}, "overlap"},
+                                           FsdpCase{{2, Launcher::kMpirun}, "prefetch"},
+                                           FsdpCase{{4, Launcher::kMpirun}, "overlap"},
+                                           FsdpCase{{4, Launcher::kLaunch}, "blocking"}),
+                         [](const ::testing::TestParamInfo<FsdpCase>& info) {
+                           return "x" + std::to_string(info.param.c.ranks) +
+                                  (info.param.c.launcher == Launcher::kMpirun ? "_mpi_" : "_gloo_") + info.param.fsdp;
                          });
 
 // Accumulation: a reduce-scatter per micro-batch summed in the shards, against task 3's one
@@ -139,7 +170,8 @@ TEST(FsdpBadInputTest, RefusedFlagsAreOneLine) {
       {"--fp16", "error: --fp16 is not supported by task6 yet: its gradients live in shards the loss scaler does not "
                  "see (use --bf16)"},
       {"--comm_dtype=bf16", "error: --comm_dtype=bf16 is not supported by task6: its all-gathers and reduce-scatters "
-                            "send float32 (--comm_dtype applies to task2b and task3)"}};
+                            "send float32 (--comm_dtype applies to task2b and task3)"},
+      {"--fsdp=async", "error: --fsdp=async is not one of blocking (6a), prefetch (6b), overlap (6c)"}};
   for (const auto& [flag, want] : cases) {
     std::vector<std::string> flags = Flags(4);
     flags.push_back(flag);

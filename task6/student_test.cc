@@ -4,13 +4,18 @@
 // mid: Linear 6->4 and a LayerNorm; out: Linear 4->3; 36, 36 and 15 elements, so the last unit
 // is padded) checks each of your functions alone, then trains it for three updates through
 // the given schedule and compares every parameter with one process training on every rank's
-// examples. Each check names the mistake it recognises.
+// examples. Each check names the mistake it recognises. 6b and 6c: the Start functions must
+// return before their collective completes (the other ranks join it 300 ms late), and the
+// training runs again with prefetch, then with the overlapped reduce-scatter, its events'
+// order checked.
 #include <torch/torch.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -239,16 +244,54 @@ void CheckStep(RankEnv& env, double max_norm) {
   }
 }
 
+// Position of the first `event` in `events` at or after `from`; Fail when there is none.
+size_t Find(const std::vector<std::string>& events, const std::string& event, size_t from = 0) {
+  for (size_t i = from; i < events.size(); ++i) {
+    if (events[i] == event) return i;
+  }
+  std::string all;
+  for (const auto& e : events) all += (all.empty() ? "" : ", ") + e;
+  Fail("the schedule never recorded \"" + event + "\" in the first update: " + all);
+}
+
+// One update's forward and backward, as the schedule recorded them (fsdp_schedule.h).
+void CheckEvents(const std::vector<std::string>& ev, int n, Overlap overlap) {
+  auto at = [&](const std::string& e, int u, size_t from = 0) { return Find(ev, e + " " + std::to_string(u), from); };
+  const size_t backward_start = at("backward", n - 1);
+  if (overlap == Overlap::kBlocking) return;
+  for (int u = 0; u + 1 < n; ++u) {
+    if (at("prefetch", u + 1) > at("reshard", u)) {
+      Fail("unit " + std::to_string(u + 1) + "'s all-gather was launched after unit " + std::to_string(u) +
+           "'s forward ended: it should travel while unit " + std::to_string(u) + " computes");
+    }
+  }
+  for (int u = n - 1; u > 0; --u) {
+    const size_t prefetch = at("prefetch", u - 1, backward_start);
+    if (prefetch < at("backward", u) || prefetch > at("reduce_scatter", u, backward_start)) {
+      Fail("in backward, unit " + std::to_string(u - 1) + "'s all-gather was not launched while unit " +
+           std::to_string(u) + "'s backward ran");
+    }
+  }
+  if (overlap != Overlap::kFull) return;
+  for (int u = n - 1; u > 0; --u) {
+    if (at("reduce_scatter_done", u, backward_start) < at("reduce_scatter", u - 1, backward_start)) {
+      Fail("unit " + std::to_string(u) + "'s reduce-scatter was finished before unit " + std::to_string(u - 1) +
+           "'s backward ended: it should run behind it");
+    }
+  }
+}
+
 // Three updates of the toy model through the schedule, each rank on its own 4 examples,
-// against one process on all of them.
-void CheckTraining(RankEnv& env) {
+// against one process on all of them; the order of the schedule's events checked after the
+// first (prefetch and overlap, when the schedule runs them).
+void CheckTraining(RankEnv& env, Overlap overlap) {
   auto batch = [](int r, int update) {
     torch::manual_seed(500 + 13 * r + update);
     return std::pair{torch::randn({4, 5}), torch::randint(0, 3, {4})};
   };
   Toy toy;
   FsdpModel m(toy->Units(), toy->Params(), Adam(), env.rank, env.world);
-  FsdpSchedule schedule(*env.pg, m);
+  FsdpSchedule schedule(*env.pg, m, overlap);
   Toy one;
   train::BertAdamW adam(one->Params(), Adam());
   std::vector<torch::Tensor> ps;
@@ -265,6 +308,7 @@ void CheckTraining(RankEnv& env) {
         Fail("after the backward, " + m.unit(u).name() + " still holds its full parameters or gradient");
       }
     }
+    if (update == 0) CheckEvents(schedule.events(), m.num_units(), overlap);
     ShardedStep(*env.pg, m, 1.0);
     m.ZeroGradShards();
     // One process: the mean of the ranks' losses is the loss of all their examples.
@@ -290,13 +334,89 @@ void CheckTraining(RankEnv& env) {
   });
 }
 
+// UnitToPrefetch for every unit of a 5-unit model in both passes (no ranks needed).
+void CheckPrefetchChoice() {
+  for (Pass pass : {Pass::kForward, Pass::kBackward}) {
+    for (int u = 0; u < 5; ++u) {
+      const std::string wrong = PrefetchMistake(u, pass, UnitToPrefetch(u, pass, 5), 5);
+      if (!wrong.empty()) Fail(wrong);
+    }
+  }
+}
+
+// Rank 0 launches first; the others join `ms` later. A Start function that waits inside returns
+// only when they have joined, with its collective complete; one that launches returns at once.
+void JoinLate(RankEnv& env, int ms) {
+  if (env.rank != 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+
+void CheckStartGather(RankEnv& env) {
+  Toy toy, fresh;
+  FsdpModel m(toy->Units(), toy->Params(), Adam(), env.rank, env.world);
+  FsdpUnit& unit = m.unit(1);
+  JoinLate(env, 300);
+  c10::intrusive_ptr<c10d::Work> work = StartGather(*env.pg, unit);
+  if (!work) Fail("StartGather returned no Work: return the handle of the all-gather you launched");
+  if (env.rank == 0 && work->isCompleted()) {
+    Fail("StartGather on rank 0 returned with its all-gather complete, though the other ranks joined it 300 ms "
+         "later: it waited inside, so nothing can compute while it travels. Return the handle unwaited.");
+  }
+  work->wait();
+  if (!unit.gathered()) Fail("after StartGather, " + unit.name() + "'s full_params() has no bytes: AllocateStorage first");
+  if (!Close(unit.full_params(), InitialFull(1, unit.layout().padded_numel()))) {
+    Fail("after StartGather's work completed, " + unit.name() + "'s full_params() is not every rank's block in rank order");
+  }
+  ReshardUnit(unit);
+}
+
+void CheckStartReduceScatter(RankEnv& env) {
+  Toy toy;
+  FsdpModel m(toy->Units(), toy->Params(), Adam(), env.rank, env.world);
+  FsdpUnit& unit = m.unit(2);  // the padded one
+  const int64_t S = unit.shard_numel(), padded = unit.layout().padded_numel(), real = unit.layout().total_numel();
+  unit.AllocateGrad();
+  {
+    torch::NoGradGuard no_grad;
+    unit.full_grad().copy_(FullGradOf(env.rank, 2, 0, padded, real));
+  }
+  JoinLate(env, 300);
+  PendingReduceScatter pending = StartReduceScatter(*env.pg, unit);
+  if (!pending.work) Fail("StartReduceScatter returned no Work: return the handle of the collective you launched");
+  if (env.rank == 0 && pending.work->isCompleted()) {
+    Fail("StartReduceScatter on rank 0 returned with its collective complete, though the other ranks joined it 300 ms "
+         "later: it waited inside, so backward cannot go on while it runs. Return the handle unwaited.");
+  }
+  if (!unit.holds_full_grad()) {
+    pending.work->wait();
+    Fail("StartReduceScatter freed the full gradient while its collective still reads it: free it in "
+         "FinishReduceScatter, after wait()");
+  }
+  FinishReduceScatter(*env.pg, unit, pending);
+  if (unit.holds_full_grad()) Fail("after FinishReduceScatter, " + unit.name() + "'s full gradient is still held (unit.FreeGrad())");
+  torch::Tensor sum = torch::zeros({padded});
+  for (int r = 0; r < env.world; ++r) sum += FullGradOf(r, 2, 0, padded, real);
+  const torch::Tensor want = (sum / env.world).narrow(0, env.rank * S, S);
+  if (Close(unit.grad_shard(), want)) return;
+  if (Close(unit.grad_shard(), want * env.world)) {
+    Fail("after FinishReduceScatter, " + unit.name() + "'s grad_shard() holds the SUM over ranks: the gradient of " +
+         unit.name() + " was summed, not averaged (divide by the world size, " + std::to_string(env.world) + ")");
+  }
+  Fail("after FinishReduceScatter, " + unit.name() + "'s grad_shard() on rank " + std::to_string(env.rank) +
+       " is not its block of the averaged gradient (read the result after wait(), not before)");
+}
+
 }  // namespace
+
+RANK_CASE(start_gather) { CheckStartGather(env); }
+RANK_CASE(start_reduce_scatter) { CheckStartReduceScatter(env); }
+RANK_CASE(training_prefetch) { CheckTraining(env, Overlap::kPrefetch); }
+RANK_CASE(training_overlap) { CheckTraining(env, Overlap::kFull); }
 
 RANK_CASE(gather_and_reshard) { CheckGatherAndReshard(env); }
 RANK_CASE(reduce_scatter) { CheckReduceScatter(env); }
 RANK_CASE(step_clipped) { CheckStep(env, /*max_norm=*/0.05); }
 RANK_CASE(step_unclipped) { CheckStep(env, /*max_norm=*/100.0); }
-RANK_CASE(training) { CheckTraining(env); }
+RANK_CASE(training) { CheckTraining(env, Overlap::kBlocking); }
 
 TEST(Task6Gather, EveryBlockGatheredThenFreed) {
   EXPECT_RANKS_PASS("gather_and_reshard", 2);
@@ -314,6 +434,35 @@ TEST(Task6Step, ClippedByTheGlobalNorm) {
 TEST(Task6Training, ThreeUpdatesMatchOneProcess) {
   EXPECT_RANKS_PASS("training", 2);
   EXPECT_RANKS_PASS("training", 4);
+}
+
+
+// 6b
+TEST(Task6bPrefetch, TheNextUnitInEachPass) {
+  // The schedule's own check of the answer, on every unit (no ranks).
+  try {
+    CheckPrefetchChoice();
+  } catch (const std::exception& e) {
+    FAIL() << e.what();
+  }
+}
+TEST(Task6bPrefetch, StartGatherReturnsBeforeItsAllGatherCompletes) {
+  EXPECT_RANKS_PASS("start_gather", 2);
+  EXPECT_RANKS_PASS("start_gather", 4);
+}
+TEST(Task6bPrefetch, ThreeUpdatesMatchOneProcessWithEachGatherLaunchedAhead) {
+  EXPECT_RANKS_PASS("training_prefetch", 2);
+  EXPECT_RANKS_PASS("training_prefetch", 4);
+}
+
+// 6c
+TEST(Task6cOverlap, StartReduceScatterReturnsBeforeItCompletes) {
+  EXPECT_RANKS_PASS("start_reduce_scatter", 2);
+  EXPECT_RANKS_PASS("start_reduce_scatter", 4);
+}
+TEST(Task6cOverlap, ThreeUpdatesMatchOneProcessWithEachReduceScatterBehindBackward) {
+  EXPECT_RANKS_PASS("training_overlap", 2);
+  EXPECT_RANKS_PASS("training_overlap", 4);
 }
 
 }  // namespace distlm::task6

@@ -1,5 +1,6 @@
 #include "common/dist/counting_process_group.h"
 
+#include <algorithm>
 #include <map>
 
 namespace distlm::dist {
@@ -77,6 +78,43 @@ CommStats CountingProcessGroup::TakeStats() {
   return out;
 }
 
+namespace {
+
+// `work`, its completion time to be stored in `completed` (for the stages' overlap figures),
+// on the backend's thread.
+c10::intrusive_ptr<c10d::Work> WithCompletion(c10::intrusive_ptr<c10d::Work> work,
+                                              std::shared_ptr<std::atomic<int64_t>> completed) {
+  try {
+    work->getFuture()->addCallback([completed](c10::ivalue::Future&) {
+      completed->store(std::chrono::steady_clock::now().time_since_epoch().count());
+    });
+  } catch (const std::exception&) {
+    // A backend without futures: the completion stays unknown (0).
+  }
+  return work;
+}
+
+}  // namespace
+
+double CommStats::BusyMs() const {
+  using Clock = std::chrono::steady_clock;
+  std::vector<std::pair<Clock::time_point, Clock::time_point>> spans;
+  for (const auto& r : records) {
+    const int64_t done = r.completed_ns->load();
+    if (done > 0) spans.emplace_back(r.launched, std::max(r.launched, Clock::time_point(Clock::duration(done))));
+  }
+  std::sort(spans.begin(), spans.end());
+  double ms = 0;
+  Clock::time_point covered = Clock::time_point::min();
+  for (const auto& [a, b] : spans) {
+    const Clock::time_point from = std::max(a, covered);
+    if (b <= from) continue;
+    ms += std::chrono::duration<double, std::milli>(b - from).count();
+    covered = b;
+  }
+  return ms;
+}
+
 std::shared_ptr<std::atomic<int64_t>> CountingProcessGroup::Record(const std::string& op,
                                                                    const std::vector<at::Tensor>& tensors) {
   CollectiveRecord r;
@@ -102,16 +140,7 @@ c10::intrusive_ptr<c10d::Work> CountingProcessGroup::broadcast(std::vector<at::T
 c10::intrusive_ptr<c10d::Work> CountingProcessGroup::allreduce(std::vector<at::Tensor>& tensors,
                                                                const c10d::AllreduceOptions& opts) {
   auto completed = Record("allreduce", tensors);
-  auto work = inner_->allreduce(tensors, opts);
-  // The completion time, for task 3's overlap figures: recorded on the backend's thread.
-  try {
-    work->getFuture()->addCallback([completed](c10::ivalue::Future&) {
-      completed->store(std::chrono::steady_clock::now().time_since_epoch().count());
-    });
-  } catch (const std::exception&) {
-    // A backend without futures: the completion stays unknown (0).
-  }
-  return work;
+  return WithCompletion(inner_->allreduce(tensors, opts), completed);
 }
 
 c10::intrusive_ptr<c10d::Work> CountingProcessGroup::allreduce_coalesced(
@@ -129,14 +158,14 @@ c10::intrusive_ptr<c10d::Work> CountingProcessGroup::reduce(std::vector<at::Tens
 c10::intrusive_ptr<c10d::Work> CountingProcessGroup::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                                                std::vector<at::Tensor>& inputs,
                                                                const c10d::AllgatherOptions& opts) {
-  Record("allgather", inputs);
-  return inner_->allgather(outputs, inputs, opts);
+  auto completed = Record("allgather", inputs);
+  return WithCompletion(inner_->allgather(outputs, inputs, opts), completed);
 }
 
 c10::intrusive_ptr<c10d::Work> CountingProcessGroup::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                                      const c10d::AllgatherOptions& opts) {
-  Record("allgather", {input});
-  return inner_->_allgather_base(output, input, opts);
+  auto completed = Record("allgather", {input});
+  return WithCompletion(inner_->_allgather_base(output, input, opts), completed);
 }
 
 c10::intrusive_ptr<c10d::Work> CountingProcessGroup::gather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -160,14 +189,14 @@ c10::intrusive_ptr<c10d::Work> CountingProcessGroup::reduce_scatter(
     const c10d::ReduceScatterOptions& opts) {
   std::vector<at::Tensor> sent;
   for (const auto& list : inputs) sent.insert(sent.end(), list.begin(), list.end());
-  Record("reduce_scatter", sent);
-  return inner_->reduce_scatter(outputs, inputs, opts);
+  auto completed = Record("reduce_scatter", sent);
+  return WithCompletion(inner_->reduce_scatter(outputs, inputs, opts), completed);
 }
 
 c10::intrusive_ptr<c10d::Work> CountingProcessGroup::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                           const c10d::ReduceScatterOptions& opts) {
-  Record("reduce_scatter", {input});
-  return inner_->_reduce_scatter_base(output, input, opts);
+  auto completed = Record("reduce_scatter", {input});
+  return WithCompletion(inner_->_reduce_scatter_base(output, input, opts), completed);
 }
 
 c10::intrusive_ptr<c10d::Work> CountingProcessGroup::send(std::vector<at::Tensor>& tensors, int dst, int tag) {

@@ -27,7 +27,7 @@ struct CollectiveRecord {
   std::string dtype;                 // e.g. "float32" (of the first tensor)
   int64_t bytes = 0;                 // payload bytes, all tensors
   int64_t numel() const;             // payload elements, all tensors
-  // When the caller launched it, and (all_reduce only) when the backend finished it: ticks of
+  // When the caller launched it, and (all_reduce, all_gather, reduce_scatter) when the backend finished it: ticks of
   // steady_clock since its epoch, 0 until then or when the backend offers no future. Shared because the
   // completion is stored from the backend's thread after the record was taken.
   std::chrono::steady_clock::time_point launched;
@@ -39,13 +39,16 @@ struct CommStats {
   int64_t calls() const { return static_cast<int64_t>(records.size()); }
   int64_t tensors() const;
   int64_t bytes() const;
+  // Time some recorded collective with a known completion was in flight (the union of their
+  // launch-to-completion spans).
+  double BusyMs() const;
   // {"comm_calls", "comm_tensors", "comm_bytes", "comm_dtype", "comm_ops": {op: calls},
   //  "comm_shapes": [[...], ...] (at most max_shapes listed, then "comm_shapes_more")}.
   nlohmann::json ToJson(size_t max_shapes = 16) const;
 };
 
-// Every collective recorded (op, shapes, bytes, dtype, launch and, for all_reduce, completion
-// time), then forwarded (ForwardingGroup).
+// Every collective recorded (op, shapes, bytes, dtype, launch and, for all_reduce, all_gather
+// and reduce_scatter, completion time), then forwarded (ForwardingGroup).
 class CountingProcessGroup : public ForwardingGroup {
  public:
   explicit CountingProcessGroup(c10::intrusive_ptr<c10d::ProcessGroup> inner);

@@ -22,6 +22,34 @@ void ReduceScatterGrad(c10d::ProcessGroup& pg, FsdpUnit& unit) {
               "docs/handout/part6.md, section 'Reduce-scatter'");
 }
 
+// ---- 6b ----
+
+c10::intrusive_ptr<c10d::Work> StartGather(c10d::ProcessGroup& pg, FsdpUnit& unit) {
+  // TODO(student): GatherUnit's all-gather, launched and returned, not waited for.
+  StudentTodo("task6 StartGather (launch a unit's all-gather)",
+              "docs/handout/part6.md, section 'Task 6b: prefetch'");
+}
+
+int UnitToPrefetch(int u, Pass pass, int num_units) {
+  // TODO(student): the unit whose turn comes after u's in this pass, or -1.
+  StudentTodo("task6 UnitToPrefetch (which unit to gather ahead)",
+              "docs/handout/part6.md, section 'Task 6b: prefetch'");
+}
+
+// ---- 6c ----
+
+PendingReduceScatter StartReduceScatter(c10d::ProcessGroup& pg, FsdpUnit& unit) {
+  // TODO(student): launch the reduce-scatter of unit.full_grad(); keep what Finish will need.
+  StudentTodo("task6 StartReduceScatter (launch a unit's reduce-scatter)",
+              "docs/handout/part6.md, section 'Task 6c: the reduce-scatter behind backward'");
+}
+
+void FinishReduceScatter(c10d::ProcessGroup& pg, FsdpUnit& unit, PendingReduceScatter& pending) {
+  // TODO(student): wait, then add this rank's block of the average to grad_shard(); free the rest.
+  StudentTodo("task6 FinishReduceScatter (finish a unit's reduce-scatter)",
+              "docs/handout/part6.md, section 'Task 6c: the reduce-scatter behind backward'");
+}
+
 double ShardedStep(c10d::ProcessGroup& pg, FsdpModel& model, double max_grad_norm) {
   // TODO(student): the global norm from every rank's part, clipping, the step of the shards.
   StudentTodo("task6 ShardedStep (clip by the global norm, step the shards)",
