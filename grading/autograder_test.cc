@@ -85,7 +85,8 @@ TEST(AutograderTest, ReferenceSolutionsScoreFullMarks) {
   EXPECT_EQ(r.score(), r.max_score());
   EXPECT_EQ(r.max_score(), 115);  // 75, and 20 each for the optional tasks 5 and 6
   for (const auto& t : r.tests) EXPECT_TRUE(t.passed) << t.name << ":\n" << t.output;
-  EXPECT_EQ(r.tests.size(), 3u + 4u + 4u + 9u + 4u + 4u);  // part1, task2a, task2b, task3 (3 + 6 DDP tests), task5, task6
+  // part1, task2a, task2b, task3 (3 + 6 DDP tests), task5, task6 (4 + prefetch and overlap)
+  EXPECT_EQ(r.tests.size(), 3u + 4u + 4u + 9u + 4u + 6u);
 }
 
 TEST(AutograderTest, UntouchedStubsScoreZeroAndSaySo) {
@@ -264,6 +265,63 @@ INSTANTIATE_TEST_SUITE_P(
         DdpMutation{"ignore_no_sync", 32, {{kNoSync, "during the backward of update 1 that only accumulates"}}},
         DdpMutation{"silent_unused", 38, {{kUnused, "trained on without complaint"}}}),
     [](const ::testing::TestParamInfo<DdpMutation>& info) { return info.param.name; });
+
+// Task 6's mistakes, each in the reference otherwise (task6/grading/mutant_stage), graded as a
+// task 6 submission (20 points): each loses exactly the tests it should, each with its message.
+struct FsdpMutation {
+  std::string name;
+  double score;                                // of 20
+  std::map<std::string, std::string> failing;  // test name -> what its output says
+};
+
+class FsdpMutationTest : public ::testing::TestWithParam<FsdpMutation> {};
+
+TEST_P(FsdpMutationTest, LosesItsTestsWithTheirMessages) {
+  const FsdpMutation& m = GetParam();
+  GradeRequest req;
+  req.submission = SubmissionFrom("reference", {"task6"});
+  req.prebuilt["task6"] = {testing::Runfile("task6/grading/mutant_stage"), {"--mutation=" + m.name}};
+  GradeReport r = Grader().Grade(req);
+  double task6 = 0;
+  for (const auto& t : r.tests) {
+    if (t.name.rfind("task6:", 0) != 0) continue;
+    task6 += t.score;
+    auto f = m.failing.find(t.name);
+    if (f == m.failing.end()) {
+      EXPECT_TRUE(t.passed) << t.name << ":\n" << t.output;
+    } else {
+      EXPECT_FALSE(t.passed) << t.name;
+      EXPECT_NE(t.output.find(f->second), std::string::npos) << "want '" << f->second << "' in " << t.name << ":\n"
+                                                             << t.output;
+    }
+  }
+  for (const auto& [name, says] : m.failing) Find(r, name);
+  EXPECT_EQ(task6, m.score) << r.Summary();
+  std::printf("%s: task6 %g/20\n%s\n", m.name.c_str(), task6, r.Summary().c_str());
+}
+
+const std::string kFsdpRuns = "task6: runs 5 updates on 4 ranks";
+const std::string kFsdpComm = "task6: uses allgather";
+const std::string kFsdpPrefetch = "task6: prefetched all-gathers travel while a unit computes (6b)";
+const std::string kFsdpOverlap = "task6: reduce-scatters run behind the rest of backward (6c)";
+
+INSTANTIATE_TEST_SUITE_P(
+    Mutations, FsdpMutationTest,
+    ::testing::Values(
+        FsdpMutation{"fsdp_none", 20, {}},
+        FsdpMutation{"fsdp_no_average", 8, {{"task6" + kParity, "summed over the ranks, not averaged"}}},
+        FsdpMutation{"fsdp_wrong_shard", 8, {{"task6" + kParity, "another rank's block of the gradient"}}},
+        FsdpMutation{"fsdp_reduced_twice", 8, {{"task6" + kParity, "reaches its shard twice"}}},
+        FsdpMutation{"fsdp_no_reshard", 0,
+                     {{kFsdpRuns, "parameters were not freed after its forward"},
+                      {"task6" + kParity, "not checked: the run did not complete"},
+                      {kFsdpComm, "not checked"},
+                      {kFsdpPrefetch, ""},
+                      {kFsdpOverlap, ""}}},
+        FsdpMutation{"fsdp_no_prefetch", 18, {{kFsdpPrefetch, "StartGather returned: it waits for its collective"}}},
+        FsdpMutation{"fsdp_reduce_waited", 18,
+                     {{kFsdpOverlap, "StartReduceScatter returned: it waits for its collective"}}}),
+    [](const ::testing::TestParamInfo<FsdpMutation>& info) { return info.param.name; });
 
 struct Failure {
   std::string mutation;

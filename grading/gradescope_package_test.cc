@@ -51,6 +51,7 @@ TEST(GradescopePackageTest, HoldsTheKitAndTheCompiledGraderAndGradesFromTheZip) 
                            "grader/autograde.runfiles/distlm/part1_single/reference",
                            "grader/autograde.runfiles/distlm/grading/mutant_stage",
                            "grader/autograde.runfiles/distlm/task5/grading/mutant_stage",
+                           "grader/autograde.runfiles/distlm/task6/grading/mutant_stage",
                            "grader/autograde.runfiles/distlm/tools/launch",
                            "grader/autograde.runfiles/distlm/common/vision/make_sample_cifar10"}) {
     EXPECT_EQ(entries.count(want), 1u) << want << " missing from the zip";

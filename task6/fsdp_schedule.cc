@@ -136,7 +136,7 @@ void FsdpSchedule::Prefetch(int u, Pass pass) {
     throw UserError("task6: StartGather returned no Work for " + model_.unit(v).name() +
                     ": return the handle the all-gather gave you, without waiting for it");
   }
-  if (!work->isCompleted()) ++figures_.running_at_return;
+  if (!work->isCompleted()) ++figures_.gathers_running_at_return;
   ++figures_.prefetched;
   gathering_[v] = std::move(work);
   CheckGathered(v, "when it launched a prefetch", "StartGather");
@@ -224,7 +224,7 @@ void FsdpSchedule::StartReduce(int u) {
     throw UserError("task6: StartReduceScatter freed the full gradient of " + unit.name() +
                     " while its reduce-scatter was still reading it: free it in FinishReduceScatter, after wait()");
   }
-  if (!pending.work->isCompleted()) ++figures_.running_at_return;
+  if (!pending.work->isCompleted()) ++figures_.reduce_scatters_running_at_return;
   reducing_.push_back({u, std::move(pending)});
 }
 

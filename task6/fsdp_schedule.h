@@ -72,7 +72,8 @@ class FsdpSchedule {
     int64_t peak_full_bytes = 0;  // most bytes of full parameters and gradients held at once
     int gathers = 0, reduce_scatters = 0;
     int prefetched = 0;           // gathers launched before the unit they are for computes
-    int running_at_return = 0;    // launched collectives still running when Start* returned
+    // Launched collectives still running when StartGather / StartReduceScatter returned.
+    int gathers_running_at_return = 0, reduce_scatters_running_at_return = 0;
   };
   // Since the last call.
   Figures TakeFigures();

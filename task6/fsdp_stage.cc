@@ -144,7 +144,8 @@ double FsdpStage::OptimizerStep(const train::StageContext& ctx, train::UpdateCon
   figures_.fields["gathers"] = f.gathers;
   figures_.fields["gathers_prefetched"] = f.prefetched;
   figures_.fields["reduce_scatters"] = f.reduce_scatters;
-  figures_.fields["launched_still_running"] = f.running_at_return;
+  figures_.fields["gathers_still_running"] = f.gathers_running_at_return;
+  figures_.fields["reduce_scatters_still_running"] = f.reduce_scatters_running_at_return;
   u.optimizer.set_lr(u.schedule.Step());
   m.ZeroGradShards();
   return norm;

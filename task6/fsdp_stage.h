@@ -26,8 +26,9 @@
 //   comm_exposed_ms       of the update, the time the rank was blocked on one (= comm_time_ms)
 //   comm_hidden_ms        busy minus exposed: communication the rank computed through
 //   gathers, gathers_prefetched, reduce_scatters   counts in the update (gathers: both passes)
-//   launched_still_running   prefetched gathers and 6c's reduce-scatters still running when the
-//                         student's Start function returned (0 means each waited inside it)
+//   gathers_still_running, reduce_scatters_still_running   prefetched gathers (6b) and
+//                         reduce-scatters (6c) still running when the student's StartGather /
+//                         StartReduceScatter returned (0 over a run: each waited inside)
 #pragma once
 
 #include <memory>

@@ -106,10 +106,16 @@ TEST_P(FsdpParityTest, Task6MatchesPart1) {
     EXPECT_EQ(line["gathers"].get<int>(), 2 * units) << line.dump();
     EXPECT_EQ(line["gathers_prefetched"].get<int>(), fsdp == "blocking" ? 0 : 2 * (units - 1)) << line.dump();
   }
+  int64_t gathers_running = 0, reduces_running = 0;
+  for (const auto& line : r.log) {
+    gathers_running += line["gathers_still_running"].get<int64_t>();
+    reduces_running += line["reduce_scatters_still_running"].get<int64_t>();
+  }
   if (fsdp != "blocking") {
-    int64_t running = 0;
-    for (const auto& line : r.log) running += line["launched_still_running"].get<int64_t>();
-    EXPECT_GT(running, 0) << "no prefetched gather was still running when StartGather returned";
+    EXPECT_GT(gathers_running, 0) << "no prefetched gather was running when StartGather returned";
+  }
+  if (fsdp == "overlap") {
+    EXPECT_GT(reduces_running, 0) << "no reduce-scatter was running when StartReduceScatter returned";
   }
 }
 

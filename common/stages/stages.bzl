@@ -88,10 +88,11 @@ STAGES = [
     # Fully sharded data parallel (ZeRO-3): each unit gathered for its forward and backward,
     # freed after each, its gradient reduce-scattered. Advanced, graded when submitted; its
     # all-gathers are the collectives of its own (the reduce-scatter is an all_reduce plus a
-    # slice over Gloo in LibTorch 1.13, as task 5's).
+    # slice over Gloo, as task 5's). task6/grading adds 4 points: prefetch (6b) and the
+    # reduce-scatter behind backward (6c).
     _row("task6", "task6", ["fsdp.cc"], "GatherUnit / ReshardUnit / ReduceScatterGrad / ShardedStep (fully sharded)",
-         parity_points = 16, comm_points = 4, required_ops = ["allgather"], optional = True,
-         pattern = "allreduce_two_allgathers"),
+         parity_points = 12, comm_points = 4, required_ops = ["allgather"], optional = True,
+         grading = True, pattern = "allreduce_two_allgathers"),
 ]
 
 def _rows(distributed):

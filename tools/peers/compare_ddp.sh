@@ -23,93 +23,20 @@ shopt -s inherit_errexit  # a run that fails inside $(...) stops the script
 # The physical folder: called through a link (a Bazel test's runfiles), the checkout's.
 here=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
 cd "$here/../.."
-world=2 model=tiny batch=8 threads=1 steps=20 seq=128 repeats=3 bin=${DISTLM_PEERS_BIN_DIR:-} model_dir=''
+me=tools/peers/compare_ddp.sh
+# shellcheck source=tools/peers/compare_common.sh
+. "$here/compare_common.sh"
+compare_defaults
 for arg in "$@"; do
-  case "$arg" in
-    --world_size=*) world=${arg#*=} ;;
-    --model=*) model=${arg#*=} ;;
-    --batch_size=*) batch=${arg#*=} ;;
-    --threads=*) threads=${arg#*=} ;;
-    --steps=*) steps=${arg#*=} ;;
-    --seq_len=*) seq=${arg#*=} ;;
-    --repeats=*) repeats=${arg#*=} ;;
-    --bin_dir=*) bin=${arg#*=} ;;
-    --model_dir=*) model_dir=${arg#*=} ;;
-    *) echo "tools/peers/compare_ddp.sh: unknown flag '$arg' (see the top of the file)" >&2; exit 2 ;;
-  esac
+  compare_flag "$arg" || { echo "$me: unknown flag '$arg' (see the top of the file)" >&2; exit 2; }
 done
-case "$model" in tiny|mid) ;; *) echo "tools/peers/compare_ddp.sh: --model must be tiny or mid, got '$model'" >&2; exit 2 ;; esac
-# Task 3's figure is the median over steps 2..N: at least one step after the first.
-if ! [[ "$steps" =~ ^[0-9]+$ && "$steps" -ge 2 && "$repeats" =~ ^[0-9]+$ && "$repeats" -ge 1 ]]; then
-  echo "tools/peers/compare_ddp.sh: need --steps >= 2 (step 1 is excluded) and --repeats >= 1" >&2
-  exit 2
-fi
-if [ -n "$bin" ]; then
-  [ -d "$bin" ] || { echo "tools/peers/compare_ddp.sh: --bin_dir=$bin: no such folder" >&2; exit 2; }
-  bin=$(cd "$bin" && pwd)
-  for f in task3/reference tools/launch; do
-    [ -x "$bin/$f" ] || { echo "tools/peers/compare_ddp.sh: --bin_dir: no $bin/$f" >&2; exit 2; }
-  done
-fi
-if [ -n "$model_dir" ]; then
-  [ -d "$model_dir" ] || { echo "tools/peers/compare_ddp.sh: --model_dir=$model_dir: no such folder" >&2; exit 2; }
-  model_dir=$(cd "$model_dir" && pwd)
-  for f in config.json data/train.tsv; do
-    [ -f "$model_dir/$f" ] || { echo "tools/peers/compare_ddp.sh: --model_dir: no $model_dir/$f" >&2; exit 2; }
-  done
-fi
-
-version=${DISTLM_PEERS_TORCH:-2.11.0}
-python=$("$here/setup.sh" | tail -1)
-if [ -z "$bin" ]; then
-  DISTLM_LIBTORCH=$(tools/torch_wheel.sh "$version" | tail -1)
-  export DISTLM_LIBTORCH
-  bazel build //task3:reference //tools:launch >&2
-  bin=$PWD/bazel-out/k8-opt/bin
-fi
-if [ -z "$model_dir" ]; then
-  home=${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}
-  model_dir=${DISTLM_CACHE:-$home/.cache/distlm}/peers-out/models/$model
-  [ -f "$model_dir/config.json" ] || "$python" "$here/make_checkpoint.py" "$model_dir" --preset="$model" >&2
-fi
-# The checkpoint must have the shape ddp_step_time.py builds for --model.
-"$python" - "$model_dir/config.json" "$model" "$here" <<'PY'
-import json, sys
-sys.path.insert(0, sys.argv[3])
-from step_common import PRESETS, VOCAB
-c, model = json.load(open(sys.argv[1])), sys.argv[2]
-want = dict(zip(("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size"), PRESETS[model]),
-            vocab_size=VOCAB[model])
-bad = {k: c.get(k) for k, v in want.items() if c.get(k) != v}
-if bad:
-    sys.exit(f"tools/peers/compare_ddp.sh: {sys.argv[1]} is not --model={model}'s shape: has {bad}, needs "
-             + str({k: want[k] for k in bad}))
-PY
-# shellcheck source=tools/peers/same_torch.sh
-. "$here/same_torch.sh"
-same=$(same_torch tools/peers/compare_ddp.sh "$bin/task3/reference" "$python" "build task 3 on the wheel's LibTorch")
-work=$(mktemp -d "${TMPDIR:-/tmp}/distlm_compare_ddp.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+compare_check task3/reference tools/launch
+compare_setup task3/reference "task 3" //task3:reference //tools:launch
 
 cpp_runs=() ddp_runs=()
 for r in $(seq 1 "$repeats"); do
-  # The model folder's data/train.tsv (RTE's 2490 training pairs): every rank's first batches
-  # are full (the built-in 48-pair sample would give 4 ranks alternating batches of 8 and 4).
-  "$bin/tools/launch" --nproc_per_node="$world" -- "$bin/task3/reference" --model_name_or_path="$model_dir" \
-    --data_dir="$model_dir/data" \
-    --max_steps="$steps" --per_gpu_train_batch_size="$batch" --max_seq_length="$seq" --pad_to_max_length=true \
-    --do_eval=false --num_threads="$threads" --logging_steps=1000 --output_dir="$work/task3_$r" >&2
-  cpp_runs+=("$(jq -s '[.[1:][] | .step_time_ms] | sort | .[length / 2 | floor]' "$work/task3_$r/train_log.jsonl")")
-  # (Not `tee /dev/stderr`: with stderr sent to a file, that reopens it and writes over it.)
-  status=0
-  out=$("$python" "$here/ddp_step_time.py" --world_size="$world" --model="$model" --batch_size="$batch" \
-    --seq_len="$seq" --steps="$steps" --threads="$threads") || status=$?
-  printf '%s\n' "$out" >&2
-  if [ "$status" -ne 0 ]; then
-    echo "tools/peers/compare_ddp.sh: ddp_step_time.py failed (exit status $status)" >&2
-    exit "$status"
-  fi
-  ddp=$(tail -1 <<<"$out")
+  cpp_runs+=("$(compare_run_stage task3/reference "$work/task3_$r")")
+  ddp=$(compare_run_peer ddp_step_time.py)
   ddp_runs+=("$ddp")
   echo "compare_ddp: run $r: task 3 ${cpp_runs[-1]} ms" >&2
 done

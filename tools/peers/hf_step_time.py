@@ -65,11 +65,17 @@ def build(a):
     model.to(a.device)
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
-    kind = {"fused": {"fused": True}, "foreach": {"foreach": True}, "for_loop": {"foreach": False}}[a.optim]
-    opt = torch.optim.AdamW(params, lr=5e-5, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, **kind)
+    opt = make_optimizer(params, a.optim)
     ids, seg, mask, labels = random_batch(vocab, a.batch_size, a.seq_len)
     batch = {"input_ids": ids, "token_type_ids": seg, "attention_mask": mask, "labels": labels}
     return model, params, opt, {k: v.to(a.device) for k, v in batch.items()}
+
+
+def make_optimizer(params, optim):
+    """torch.optim.AdamW as --optim names it (lr 5e-5, eps 1e-8, weight decay 0). fsdp_step_time.py
+    calls it again after fully_shard, which replaces the parameters the first one was given."""
+    kind = {"fused": {"fused": True}, "foreach": {"foreach": True}, "for_loop": {"foreach": False}}[optim]
+    return torch.optim.AdamW(params, lr=5e-5, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, **kind)
 
 
 def train_step(model, params, opt, batch, device="cpu", bf16=False):
