@@ -65,7 +65,7 @@ TEST_P(FsdpParityTest, Task6MatchesPart1) {
   const bool mpi = c.launcher == Launcher::kMpirun;
   EXPECT_NE(r.output.find("task6: fully sharded over " + std::to_string(c.ranks) + " rank(s)"), std::string::npos)
       << r.output;
-  EXPECT_EQ(r.output.find("has no reduce_scatter in this LibTorch") != std::string::npos, !mpi) << r.output;
+  EXPECT_EQ(r.output.find("reduce_scatter in this LibTorch") != std::string::npos, !mpi) << r.output;
   // The tiny BERT's units in elements (561026 in all, the handout's count): the embeddings (638 x
   // 128 words, 512 x 128 positions, 2 x 128 types, a LayerNorm), 2 encoder layers (hidden 128,
   // intermediate 512), the head (pooler 128 x 128, classifier 128 x 2); bytes padded to N.

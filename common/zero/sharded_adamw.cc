@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 
+#include <torch/version.h>
+
 #include "common/runtime/errors.h"
 #include "common/zero/shard_ops.h"
 
@@ -137,13 +139,23 @@ void ShardedAdamW::LoadState(const train::BertAdamW::State& whole) {
   shard_opt_->LoadState(mine);
 }
 
+// Gloo: LibTorch 1.13's has no reduce_scatter; 2.x's has one (and _reduce_scatter_base), but it
+// is an all_reduce inside: measured on 2.11 over 4 ranks (task4_bench/gloo_bytes.py),
+// reduce_scatter_tensor put the same bytes on the wire as all_reduce (6.0x the payload, where a
+// ring reduce-scatter sends 3.0x).
+// Calling it would only hide the all_reduce's cost under the name of the cheaper collective,
+// so both lines all-reduce and slice, and say so.
 bool HasReduceScatter(const c10d::ProcessGroup& pg) { return pg.getBackendName() != "gloo"; }
 
 std::string FallbackNote(const c10d::ProcessGroup& pg) {
   if (HasReduceScatter(pg)) return "";
-  return pg.getBackendName() +
-         " has no reduce_scatter in this LibTorch: all_reduce + slice, which sends 2x the bytes; all_gather "
-         "into a list of shard views";
+#if TORCH_VERSION_MAJOR >= 2
+  const std::string why = "'s reduce_scatter in this LibTorch is an all_reduce inside (the same bytes on the wire)";
+#else
+  const std::string why = " has no reduce_scatter in this LibTorch";
+#endif
+  return pg.getBackendName() + why +
+         ": all_reduce + slice, which sends 2x the bytes of a reduce-scatter; all_gather into a list of shard views";
 }
 
 }  // namespace distlm::zero

@@ -1,3 +1,5 @@
+# shellcheck shell=bash disable=SC2034,SC2154
+# (It sets and reads the sourcing script's variables.)
 # Sourced by compare_ddp.sh and compare_fsdp.sh: the flags, checks and set-up they share (a
 # distlm stage on tools/launch against a PyTorch peer on the same shapes), so the two cannot
 # drift apart. The sourcing script sets `here` (its folder), `me` (its name, for messages) and

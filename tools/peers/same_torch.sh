@@ -1,5 +1,6 @@
-# Sourced by compare_step.sh and compare_ddp.sh: whether a distlm binary and the peer's Python
-# load the same libtorch_cpu (a timing comparison means little otherwise).
+# Sourced by compare_step.sh and compare_common.sh (compare_ddp.sh, compare_fsdp.sh): whether a
+# distlm binary and the peer's Python load the same libtorch_cpu (a timing comparison means
+# little otherwise).
 #   same_torch SCRIPT BINARY PYTHON HINT   prints true or false; warns on stderr when false.
 # The libtorch_cpu a binary or the peer's torch loads, resolved (empty if ldd cannot tell).
 torch_cpu_of() { { ldd "$1" 2>/dev/null || true; } | awk '/libtorch_cpu/ { print $3; exit }' | xargs -r readlink -f; }

@@ -229,9 +229,33 @@ def check_compare_ddp(stdout, world, batch, seq):
     positive(parts, ["compute_ms", "buckets"], "task3_run1_parts_ms")
 
 
+def check_compare_fsdp(stdout, world, batch, seq):
+    """compare_fsdp.sh --blocking: both medians, the ratios, task 6's communication and both sides' model state."""
+    out = last_json_line(stdout)
+    keys(out, ["model", "world_size", "batch_size", "seq_len", "threads", "torch", "same_torch", "repeats",
+               "fsdp2_prefetch", "fsdp2_async_gather", "task6_ms", "pytorch_fsdp2_ms", "task6_over_fsdp2",
+               "task6_runs_ms", "fsdp2_runs_ms", "task6_blocking_ms", "task6_blocking_over_fsdp2",
+               "task6_blocking_runs_ms", "task6_run1_parts", "fsdp2_held_model_state_bytes"], "JSON")
+    need((out["world_size"], out["batch_size"], out["seq_len"]) == (int(world), int(batch), int(seq)),
+         f"JSON: world {out['world_size']} batch {out['batch_size']} seq_len {out['seq_len']}")
+    positive(out, ["task6_ms", "pytorch_fsdp2_ms", "task6_over_fsdp2", "task6_blocking_ms",
+                   "fsdp2_held_model_state_bytes"], "JSON")
+    need(len(out["task6_runs_ms"]) == len(out["fsdp2_runs_ms"]) == len(out["task6_blocking_runs_ms"]) == out["repeats"],
+         "JSON: a figure per run missing")
+    parts = out["task6_run1_parts"]
+    keys(parts, ["compute_ms", "comm_exposed_ms", "comm_hidden_ms", "comm_busy_ms", "comm_bytes",
+                 "held_model_state_bytes", "mem_peak_bytes"], "task6_run1_parts")
+    positive(parts, ["compute_ms", "comm_bytes", "held_model_state_bytes", "mem_peak_bytes"], "task6_run1_parts")
+    # Both keep 1/N of parameters, gradients and AdamW's moments; only their padding differs
+    # (task 6 pads each unit, FSDP2 each parameter's first dimension).
+    t6, f2 = parts["held_model_state_bytes"], out["fsdp2_held_model_state_bytes"]
+    need(abs(t6 - f2) <= 0.01 * t6, f"held model state: task 6 {t6} bytes, FSDP2 {f2}: more than 1 % apart")
+
+
 CHECKS = {"setup": check_setup, "checkpoint": check_checkpoint, "dump": check_dump, "tokenize": check_tokenize,
           "vit": check_vit, "finetune_init": check_finetune_init, "finetune": check_finetune,
-          "compare_step": check_compare_step, "step_time": check_step_time, "compare_ddp": check_compare_ddp}
+          "compare_step": check_compare_step, "step_time": check_step_time, "compare_ddp": check_compare_ddp,
+          "compare_fsdp": check_compare_fsdp}
 
 
 def main():

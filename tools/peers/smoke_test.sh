@@ -4,16 +4,18 @@
 # outputs and JSON keys README.md promises (tools/peers/smoke_check.py): setup.sh, a tiny
 # checkpoint (make_checkpoint.sh), hf_dump.sh on it, hf_tokenize.sh and hf_finetune.py on
 # common/testdata, hf_vit_dump.py, compare_step.sh (hf_step_time.py eager and SDPA; --bf16 alone), the 1.13
-# line (setup_legacy.sh, compare_step.sh --line=1.13, legacy_step_time.py) and compare_ddp.sh
-# (ddp_step_time.py, task 3 on 2 ranks). Prints OK / NOT OK / SKIPPED per program (with the last
+# line (setup_legacy.sh, compare_step.sh --line=1.13, legacy_step_time.py), compare_ddp.sh
+# (ddp_step_time.py, task 3 on 2 ranks) and compare_fsdp.sh (fsdp_step_time.py, task 6 on 2
+# ranks, --fsdp=overlap and blocking). Prints OK / NOT OK / SKIPPED per program (with the last
 # lines of its output when NOT OK) and a summary; exits 1 if any is NOT OK.
 # Where the peers' environment cannot be made because PyPI cannot be reached, prints a loud
 # SKIPPED and exits 0 (setup.sh failing while PyPI answers is NOT OK).
 #
 # `bazel test //tools/peers:smoke_test` runs it with the binaries as data dependencies:
 #   --bench=PATH   //part1_single:bench, handed to compare_step.sh --bench
-#   --bin_dir=DIR  a folder with task3/reference and tools/launch, for compare_ddp.sh --bin_dir
-# (a Bazel test cannot run `bazel build`). Called by hand without them, it builds the three with
+#   --bin_dir=DIR  a folder with task3/reference, task6/reference and tools/launch, for
+#                  compare_ddp.sh and compare_fsdp.sh --bin_dir
+# (a Bazel test cannot run `bazel build`). Called by hand without them, it builds the four with
 # `bazel build` in the checkout (the caller's DISTLM_LIBTORCH, if any) and also runs
 # compare_step.sh --line=1.13 without --bench: its own `bazel build` path, which a Bazel test
 # cannot run. --keep leaves the work folder (named at the start) in place.
@@ -146,12 +148,12 @@ if [ -z "$bench" ] || [ -z "$bin_dir" ]; then
     summary
     exit 1
   fi
-  if ! run bazel_build 3600 bash -c "cd '$repo' && bazel build //part1_single:bench //task3:reference //tools:launch"; then
-    not_ok bazel_build "bazel build //part1_single:bench //task3:reference //tools:launch: $(why_failed)"
+  if ! run bazel_build 3600 bash -c "cd '$repo' && bazel build //part1_single:bench //task3:reference //task6:reference //tools:launch"; then
+    not_ok bazel_build "bazel build //part1_single:bench //task3:reference //task6:reference //tools:launch: $(why_failed)"
     summary
     exit 1
   fi
-  record "OK      bazel build //part1_single:bench //task3:reference //tools:launch ($secs s, with Bazel's wait for the server)"
+  record "OK      bazel build //part1_single:bench //task3:reference //task6:reference //tools:launch ($secs s, with Bazel's wait for the server)"
   bench=${bench:-$repo/bazel-bin/part1_single/bench}
   bin_dir=${bin_dir:-$repo/bazel-bin}
 fi
@@ -225,6 +227,14 @@ needs_ckpt "compare_ddp.sh" &&
     "$here/compare_ddp.sh" --world_size=2 --model=tiny --batch_size=2 --seq_len=16 --steps=2 --repeats=1 --threads=1 \
     --bin_dir="$bin_dir" --model_dir="$ckpt" &&
   grep -h 'WARNING' "$work/compare_ddp.err" | sed 's/^/  note: /'
+
+# 8b. FSDP: task 6 (--fsdp=overlap, and --blocking's --fsdp=blocking) and PyTorch's FSDP2 on 2
+# ranks, 2 steps.
+needs_ckpt "compare_fsdp.sh" &&
+  step compare_fsdp "compare_fsdp.sh --world_size=2 --blocking --bin_dir --model_dir (fsdp_step_time.py)" 600 compare_fsdp "$work/compare_fsdp.out" 2 2 16 -- \
+    "$here/compare_fsdp.sh" --world_size=2 --model=tiny --batch_size=2 --seq_len=16 --steps=2 --repeats=1 --threads=1 \
+    --blocking --bin_dir="$bin_dir" --model_dir="$ckpt" &&
+  grep -h 'WARNING' "$work/compare_fsdp.err" | sed 's/^/  note: /'
 
 # 9. make_dumps.sh runs the programs above at their real sizes (../shared's data, a BERT-base
 # dump: minutes; .ci/run runs it). Here only that it starts and refuses a missing reference folder.
