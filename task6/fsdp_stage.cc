@@ -32,6 +32,13 @@ class FsdpOptimizer : public train::Optimizer {
   int64_t step_count() const override { return model_.adam().step_count(); }
   train::OptimizerState GatherState() override { return model_.GatherState(pg_); }
   int64_t StateBytes() const override { return model_.OptimizerStateBytes(); }
+  // --fp16: each rank checks its own shards of the (scaled) averaged gradient, and they vote.
+  std::vector<torch::Tensor> GradientsToUnscale() override {
+    std::vector<torch::Tensor> shards;
+    for (int u = 0; u < model_.num_units(); ++u) shards.push_back(model_.unit(u).grad_shard());
+    return shards;
+  }
+  c10d::ProcessGroup* overflow_vote_group() const override { return model_.world_size() > 1 ? &pg_ : nullptr; }
   void LoadState(const train::OptimizerState& state) override { model_.LoadState(state); }
 
  private:
@@ -74,10 +81,6 @@ train::DistInfo FsdpStage::Connect() {
 
 std::unique_ptr<train::Optimizer> FsdpStage::MakeOptimizer(const train::StageContext& ctx) {
   if (!ctx.dist().pg) throw UserError(name() + " needs a process group");
-  if (ctx.options().fp16) {
-    throw UserError("--fp16 is not supported by " + name() +
-                    " yet: its gradients live in shards the loss scaler does not see (use --bf16)");
-  }
   if (ctx.units().empty()) throw UserError(name() + ": the model has no units to shard");
   model_ = std::make_unique<FsdpModel>(ctx.units(), ctx.named_parameters(), train::AdamWOptionsFor(ctx.options()),
                                        ctx.dist().rank, ctx.dist().world_size);

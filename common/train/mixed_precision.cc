@@ -93,12 +93,21 @@ torch::Tensor LossScaler::Scale(const torch::Tensor& loss) const { return enable
 
 bool LossScaler::UnscaleAndCheck(const std::vector<torch::Tensor>& parameters, c10d::ProcessGroup* agree_over) {
   if (!enabled_) return true;
+  std::vector<torch::Tensor> gradients;
+  for (const auto& p : parameters) {
+    if (p.grad().defined()) gradients.push_back(p.grad());
+  }
+  return UnscaleAndCheckGradients(gradients, agree_over);
+}
+
+bool LossScaler::UnscaleAndCheckGradients(const std::vector<torch::Tensor>& gradients,
+                                          c10d::ProcessGroup* agree_over) {
+  if (!enabled_) return true;
   torch::NoGradGuard no_grad;
   const double inverse = 1.0 / scale_;
   torch::Tensor bad;
   std::vector<torch::Tensor> on_gpu;
-  for (const auto& p : parameters) {
-    const torch::Tensor& g = p.grad();
+  for (const auto& g : gradients) {
     if (!g.defined()) continue;
     if (g.is_cuda()) {
       on_gpu.push_back(g);

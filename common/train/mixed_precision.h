@@ -69,6 +69,8 @@ class LossScaler {
   // the ranks agree (an all-reduce of the verdict): for stages whose gradients differ between
   // ranks until the optimizer step (task 5). Always true when disabled.
   bool UnscaleAndCheck(const std::vector<torch::Tensor>& parameters, c10d::ProcessGroup* agree_over);
+  // The same on gradient tensors themselves (task 6: the shards, which are no parameter's .grad).
+  bool UnscaleAndCheckGradients(const std::vector<torch::Tensor>& gradients, c10d::ProcessGroup* agree_over);
   // After each update: back off (and count a skip) or grow.
   void Update(bool finite);
 

@@ -46,6 +46,10 @@ class Optimizer {
   // different gradients when the Trainer checks them (they are averaged inside the step);
   // null where the gradients are already the same on every rank.
   virtual c10d::ProcessGroup* overflow_vote_group() const { return nullptr; }
+  // --fp16: the gradients the loss scaler unscales and checks, where they are not the
+  // parameters' .grad (task 6: its shards; the full gradients are freed in backward). Empty:
+  // the parameters'.
+  virtual std::vector<torch::Tensor> GradientsToUnscale() { return {}; }
 
   // Bytes of optimizer state this rank holds (AdamW: both moments, of its shard where sharded);
   // -1 when the optimizer does not say.

@@ -87,18 +87,19 @@ bool Trainer::UnscaleGradients(int64_t update) {
   if (!scaler_.enabled()) return true;
   // DISTLM_FAULT_INF_GRAD=U (every rank) or R:U (rank R only): an overflow in update U's
   // gradients, for the tests of the skip and of task 5's vote.
-  if (FaultAt("DISTLM_FAULT_INF_GRAD", /*any_rank=*/true, dist_.rank, update)) {
-    torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> gradients = optimizer_->GradientsToUnscale();
+  if (gradients.empty()) {
     for (auto& p : parameters_) {
-      if (p.grad().defined()) {
-        p.grad().view(-1)[0] = std::numeric_limits<float>::infinity();
-        break;
-      }
+      if (p.grad().defined()) gradients.push_back(p.grad());
     }
   }
-  // Where the ranks' gradients still differ here (averaged inside the optimizer's step), they
-  // vote; elsewhere they are already the mean over ranks, the same everywhere.
-  if (scaler_.UnscaleAndCheck(parameters_, optimizer_->overflow_vote_group())) return true;
+  if (FaultAt("DISTLM_FAULT_INF_GRAD", /*any_rank=*/true, dist_.rank, update) && !gradients.empty()) {
+    torch::NoGradGuard no_grad;
+    gradients.front().view(-1)[0] = std::numeric_limits<float>::infinity();
+  }
+  // Where the ranks' gradients still differ here (averaged inside the optimizer's step, or
+  // each rank's own shard), they vote; elsewhere they are already the same everywhere.
+  if (scaler_.UnscaleAndCheckGradients(gradients, optimizer_->overflow_vote_group())) return true;
   DropGradients();
   return false;
 }
