@@ -26,10 +26,26 @@ std::optional<TrainingState> ShareSnapshotState(c10d::ProcessGroup* pg, bool is_
 }
 
 void CheckFingerprint(const TrainingState& state, const nlohmann::json& now, const std::string& output_dir) {
+  const nlohmann::json& then = state.fingerprint;
   for (auto& [key, value] : now.items()) {
-    if (state.fingerprint.value(key, nlohmann::json()) != value) {
+    // Another world size resumes when their product, examples_per_micro_batch, agrees.
+    if (key == "world_size" || key == "per_gpu_train_batch_size") continue;
+    if (key == "examples_per_micro_batch" && then.value(key, nlohmann::json()) != value &&
+        then.value(key, nlohmann::json()).is_number_integer()) {
+      const int64_t want = then[key].get<int64_t>(), n = now.value("world_size", int64_t{1});
+      throw UserError("the snapshot in " + output_dir + "/snapshots was taken with " + std::to_string(want) +
+                      " examples per micro-batch (" + then.value("world_size", nlohmann::json()).dump() + " rank(s) x " +
+                      then.value("per_gpu_train_batch_size", nlohmann::json()).dump() + "), this run has " +
+                      value.dump() + " (" + std::to_string(n) + " x " +
+                      now.value("per_gpu_train_batch_size", nlohmann::json()).dump() + "); " +
+                      (want % n == 0 ? "resume on " + std::to_string(n) + " rank(s) with --per_gpu_train_batch_size=" +
+                                           std::to_string(want / n)
+                                     : std::string("resume on a world size that divides ") + std::to_string(want)) +
+                      ", or --overwrite_output_dir to start afresh");
+    }
+    if (then.value(key, nlohmann::json()) != value) {
       throw UserError("the snapshot in " + output_dir + "/snapshots was taken with " + key + "=" +
-                      state.fingerprint.value(key, nlohmann::json()).dump() + ", this run has " + value.dump() +
+                      then.value(key, nlohmann::json()).dump() + ", this run has " + value.dump() +
                       "; rerun with the same flags to resume, or --overwrite_output_dir to start afresh");
     }
   }

@@ -16,9 +16,17 @@ namespace distlm::train {
 using nlohmann::json;
 
 json Trainer::Fingerprint() const {
+  // A snapshot is whole (every stage's), so it resumes on another world size when every update
+  // sees the same examples: the ranks' micro-batch s is together positions s*N*b .. s*N*b+N*b-1
+  // of one permutation (common/data/sampler.h), so what must agree is N x b and the updates an
+  // epoch has, not N and b apiece. world_size and the per-rank batch are kept for messages.
+  const int64_t n = dist_.world_size, b = options_.per_device_train_batch_size;
+  const int64_t per_rank = (task_->train_size() + n - 1) / n;
   return {{"stage", stage_.name()},
-          {"world_size", dist_.world_size},
-          {"per_gpu_train_batch_size", options_.per_device_train_batch_size},
+          {"world_size", n},
+          {"per_gpu_train_batch_size", b},
+          {"examples_per_micro_batch", n * b},
+          {"updates_per_epoch", (per_rank + b - 1) / b / options_.gradient_accumulation_steps},
           {"gradient_accumulation_steps", options_.gradient_accumulation_steps},
           {"learning_rate", options_.learning_rate},
           {"weight_decay", options_.weight_decay},
@@ -103,6 +111,14 @@ std::optional<TrainingState> Trainer::TryResume(LinearSchedule& schedule) {
     std::printf("resuming from %s: %lld updates done (epoch %lld, mini-batch %lld of it)\n", snap->path.c_str(),
                 static_cast<long long>(state->update), static_cast<long long>(state->epoch + 1),
                 static_cast<long long>(state->batch_in_epoch));
+    const int64_t taken_on = state->fingerprint.value("world_size", int64_t{0});
+    if (taken_on != dist_.world_size) {
+      // The same examples per update; the sums over ranks add in another order, so the losses
+      // from here on differ from an uninterrupted run by rounding (about 1e-7 relative).
+      std::printf("the snapshot was taken on %lld rank(s), this run has %d: each rank takes its part of the whole "
+                  "snapshot (resharded); the same examples per update\n",
+                  static_cast<long long>(taken_on), dist_.world_size);
+    }
     std::fflush(stdout);
   }
   return state;
