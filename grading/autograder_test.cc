@@ -213,24 +213,27 @@ INSTANTIATE_TEST_SUITE_P(
 // a task 3 submission (40 points): each loses exactly the tests it should, each with its message.
 struct DdpMutation {
   std::string name;
-  double score;                                // of 40
+  double score;                                // of the stage's points (task 3: 40)
   std::map<std::string, std::string> failing;  // test name -> what its output says
 };
 
 class DdpMutationTest : public ::testing::TestWithParam<DdpMutation> {};
 
-TEST_P(DdpMutationTest, LosesItsTestsWithTheirMessages) {
-  const DdpMutation& m = GetParam();
+// Grades `mutant` (a stage's own, run with `flag`) as a submission of `stage` alone: every test
+// of the stage not in `failing` passes, each in it fails saying what it maps to, and the stage
+// keeps `score` of `max` points.
+void GradeOwnMutant(const std::string& stage, const std::string& mutant, const std::string& flag,
+                    const std::map<std::string, std::string>& failing, double score, int max) {
   GradeRequest req;
-  req.submission = SubmissionFrom("reference", {"task3"});
-  req.prebuilt["task3"] = {testing::Runfile("task3/grading/mutant_ddp_stage"), {"--ddp_mutation=" + m.name}};
+  req.submission = SubmissionFrom("reference", {stage});
+  req.prebuilt[stage] = {testing::Runfile(mutant), {flag}};
   GradeReport r = Grader().Grade(req);
-  double task3 = 0;
+  double kept = 0;
   for (const auto& t : r.tests) {
-    if (t.name.rfind("task3:", 0) != 0) continue;
-    task3 += t.score;
-    auto f = m.failing.find(t.name);
-    if (f == m.failing.end()) {
+    if (t.name.rfind(stage + ":", 0) != 0) continue;
+    kept += t.score;
+    auto f = failing.find(t.name);
+    if (f == failing.end()) {
       EXPECT_TRUE(t.passed) << t.name << ":\n" << t.output;
     } else {
       EXPECT_FALSE(t.passed) << t.name;
@@ -238,9 +241,14 @@ TEST_P(DdpMutationTest, LosesItsTestsWithTheirMessages) {
                                                              << t.output;
     }
   }
-  for (const auto& [name, says] : m.failing) Find(r, name);
-  EXPECT_EQ(task3, m.score) << r.Summary();
-  std::printf("%s: task3 %g/40\n%s\n", m.name.c_str(), task3, r.Summary().c_str());
+  for (const auto& [name, says] : failing) Find(r, name);
+  EXPECT_EQ(kept, score) << r.Summary();
+  std::printf("%s: %s %g/%d\n%s\n", flag.c_str(), stage.c_str(), kept, max, r.Summary().c_str());
+}
+
+TEST_P(DdpMutationTest, LosesItsTestsWithTheirMessages) {
+  const DdpMutation& m = GetParam();
+  GradeOwnMutant("task3", "task3/grading/mutant_ddp_stage", "--ddp_mutation=" + m.name, m.failing, m.score, 40);
 }
 
 const std::string kLayout = "task3: buckets in reverse order, closed at the cap (3b)";
@@ -268,36 +276,13 @@ INSTANTIATE_TEST_SUITE_P(
 
 // Task 6's mistakes, each in the reference otherwise (task6/grading/mutant_stage), graded as a
 // task 6 submission (20 points): each loses exactly the tests it should, each with its message.
-struct FsdpMutation {
-  std::string name;
-  double score;                                // of 20
-  std::map<std::string, std::string> failing;  // test name -> what its output says
-};
+using FsdpMutation = DdpMutation;  // of 20 points
 
 class FsdpMutationTest : public ::testing::TestWithParam<FsdpMutation> {};
 
 TEST_P(FsdpMutationTest, LosesItsTestsWithTheirMessages) {
   const FsdpMutation& m = GetParam();
-  GradeRequest req;
-  req.submission = SubmissionFrom("reference", {"task6"});
-  req.prebuilt["task6"] = {testing::Runfile("task6/grading/mutant_stage"), {"--mutation=" + m.name}};
-  GradeReport r = Grader().Grade(req);
-  double task6 = 0;
-  for (const auto& t : r.tests) {
-    if (t.name.rfind("task6:", 0) != 0) continue;
-    task6 += t.score;
-    auto f = m.failing.find(t.name);
-    if (f == m.failing.end()) {
-      EXPECT_TRUE(t.passed) << t.name << ":\n" << t.output;
-    } else {
-      EXPECT_FALSE(t.passed) << t.name;
-      EXPECT_NE(t.output.find(f->second), std::string::npos) << "want '" << f->second << "' in " << t.name << ":\n"
-                                                             << t.output;
-    }
-  }
-  for (const auto& [name, says] : m.failing) Find(r, name);
-  EXPECT_EQ(task6, m.score) << r.Summary();
-  std::printf("%s: task6 %g/20\n%s\n", m.name.c_str(), task6, r.Summary().c_str());
+  GradeOwnMutant("task6", "task6/grading/mutant_stage", "--mutation=" + m.name, m.failing, m.score, 20);
 }
 
 const std::string kFsdpRuns = "task6: runs 5 updates on 4 ranks";

@@ -27,6 +27,15 @@ double NumberField(const nlohmann::json& line, const std::string& key) {
   return it != line.end() && it->is_number() ? it->get<double>() : NAN;
 }
 
+double SumOfField(const std::vector<nlohmann::json>& log, const std::string& key) {
+  double sum = 0;
+  for (const auto& line : log) {
+    const double v = NumberField(line, key);
+    if (std::isfinite(v)) sum += v;
+  }
+  return sum;
+}
+
 int64_t IntegerField(const nlohmann::json& line, const std::string& key) {
   if (!line.is_object()) return -1;
   const auto it = line.find(key);

@@ -19,6 +19,8 @@ void ParseTrainLog(const std::string& text, std::vector<nlohmann::json>* log, st
 // A number the run logged under `key`: NaN when it is missing, null (a non-finite float is
 // logged as null), or not a number.
 double NumberField(const nlohmann::json& line, const std::string& key);
+// The sum over the lines of the finite numbers logged under `key` (others count 0).
+double SumOfField(const std::vector<nlohmann::json>& log, const std::string& key);
 // An integer the run logged under `key`: -1 when it is missing, not an integer or past int64.
 int64_t IntegerField(const nlohmann::json& line, const std::string& key);
 

@@ -119,12 +119,7 @@ void Overlap(const StageRun& r, TestResult& t) {
     t.output = late + "\n";
     return;
   }
-  double busy = 0, hidden = 0;
-  for (const auto& line : r.log) {
-    const double b = NumberField(line, "comm_busy_ms"), h = NumberField(line, "comm_hidden_ms");
-    busy += std::isfinite(b) ? b : 0;
-    hidden += std::isfinite(h) ? h : 0;
-  }
+  const double busy = SumOfField(r.log, "comm_busy_ms"), hidden = SumOfField(r.log, "comm_hidden_ms");
   Pass(t, "every update launched its bucket all-reduces while backward ran (" + Fmt("%.0f", hidden) + " of " +
               Fmt("%.0f", busy) + " ms of communication overlapped with backward over the run)\n");
 }

@@ -7,7 +7,6 @@
 // nothing overlaps. One launch in flight over the run is enough to pass: a collective cannot
 // complete before the slower ranks join it, so a correct submission shows dozens (30 gathers
 // and 20 reduce-scatters launched per 5-update run of the tiny model on 4 ranks).
-#include <cmath>
 #include <string>
 #include <vector>
 
@@ -21,7 +20,6 @@ namespace {
 using grading::Fmt;
 using grading::IntegerField;
 using grading::KnownMistake;
-using grading::NumberField;
 using grading::StageCheckContext;
 using grading::StageRun;
 using grading::TestResult;
@@ -63,12 +61,7 @@ void Check(const StageRun& r, const char* running_key, const char* launched_key,
                "Return the Work without calling wait(); the schedule waits for it when the result is needed\n";
     return;
   }
-  double busy = 0, hidden = 0;
-  for (const auto& line : r.log) {
-    const double b = NumberField(line, "comm_busy_ms"), h = NumberField(line, "comm_hidden_ms");
-    busy += std::isfinite(b) ? b : 0;
-    hidden += std::isfinite(h) ? h : 0;
-  }
+  const double busy = grading::SumOfField(r.log, "comm_busy_ms"), hidden = grading::SumOfField(r.log, "comm_hidden_ms");
   t.passed = true;
   t.score = t.max_score;
   t.output = std::to_string(running) + " of the run's " + std::to_string(launched) + " " + launches +
