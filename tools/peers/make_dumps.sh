@@ -17,10 +17,12 @@ here=$(cd "$(dirname "$(readlink -f "$0")")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 home=${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}
 root=${1:-${DISTLM_PEERS_DIR:-${DISTLM_CACHE:-$home/.cache/distlm}/peers-out}}
-shared=${DISTLM_SHARED_DIR:-$repo/../shared}/reference
+looked_in=${DISTLM_SHARED_DIR:-$repo/../shared}/reference
+shared=$looked_in
 [ -d "$shared" ] || shared=${DISTLM_SHARED_DIR:-}
 if [ ! -f "$shared/README.md" ]; then
-  echo "tools/peers/make_dumps.sh: $shared: no reference data (set DISTLM_SHARED_DIR)" >&2
+  # Name where it looked: a checkout cloned away from ../shared says so, not an empty path.
+  echo "tools/peers/make_dumps.sh: no reference data in $looked_in${DISTLM_SHARED_DIR:+ or $DISTLM_SHARED_DIR} (set DISTLM_SHARED_DIR to the folder holding reference/)" >&2
   exit 2
 fi
 mkdir -p "$root/dumps" "$root/models"
