@@ -66,6 +66,10 @@ const TestResult& Find(const GradeReport& r, const std::string& name) {
 
 const std::string kParity = ": losses and gradient norms match the single-node run";
 
+// The tests of a grading of every stage: part1, task2a, task2b, task3 (3 + 6 DDP tests), task5,
+// task6 (4 + prefetch and overlap), on either model.
+constexpr size_t kTestsOfEveryStage = 3 + 4 + 4 + 9 + 4 + 6;
+
 // Every stage's reference solution, as a submission and as its prebuilt binary.
 GradeReport GradeReferences(Autograder& grader) {
   GradeRequest req;
@@ -85,8 +89,7 @@ TEST(AutograderTest, ReferenceSolutionsScoreFullMarks) {
   EXPECT_EQ(r.score(), r.max_score());
   EXPECT_EQ(r.max_score(), 115);  // 75, and 20 each for the optional tasks 5 and 6
   for (const auto& t : r.tests) EXPECT_TRUE(t.passed) << t.name << ":\n" << t.output;
-  // part1, task2a, task2b, task3 (3 + 6 DDP tests), task5, task6 (4 + prefetch and overlap)
-  EXPECT_EQ(r.tests.size(), 3u + 4u + 4u + 9u + 4u + 6u);
+  EXPECT_EQ(r.tests.size(), kTestsOfEveryStage);
 }
 
 TEST(AutograderTest, UntouchedStubsScoreZeroAndSaySo) {
@@ -382,7 +385,7 @@ TEST(AutograderVitTest, ReferenceSolutionsScoreFullMarksInTheSameTests) {
   EXPECT_EQ(r.score(), 115);
   EXPECT_EQ(r.max_score(), 115);
   for (const auto& t : r.tests) EXPECT_TRUE(t.passed) << t.name << ":\n" << t.output;
-  EXPECT_EQ(r.tests.size(), 3u + 4u + 4u + 9u + 4u + 4u);
+  EXPECT_EQ(r.tests.size(), kTestsOfEveryStage);
   // It trained the ViT: a random 10-class head starts near ln 10 = 2.303 (the tiny BERT's two
   // labels near ln 2 = 0.693).
   const double first = FirstExpectedLoss(Find(r, "task2b" + kParity));
