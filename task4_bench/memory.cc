@@ -25,7 +25,6 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -190,19 +189,6 @@ std::string Plot(const std::string& out, const std::vector<Row>& rows) {
   return train::RunGnuplot(out + "/memory.gp", out + "/gnuplot.log");
 }
 
-std::vector<int> ParseRanks(const std::string& value) {
-  std::vector<int> out;
-  for (absl::string_view part : absl::StrSplit(value, ',', absl::SkipEmpty())) {
-    int v = 0;
-    if (!absl::SimpleAtoi(part, &v) || v < 1 || v > 64) {
-      throw UserError("--ranks=" + value + ": '" + std::string(part) + "' is not a whole number in 1..64");
-    }
-    out.push_back(v);
-  }
-  if (out.empty()) throw UserError("--ranks is empty");
-  return out;
-}
-
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage("distlm memory table: bazel run //task4_bench:memory -- --out=DIR");
   auto rest = absl::ParseCommandLine(argc, argv);
@@ -212,7 +198,7 @@ int Main(int argc, char** argv) {
   c.out = absl::GetFlag(FLAGS_out);
   if (c.out.empty()) throw UserError("--out is required: the folder to write the table to");
   if (c.out[0] != '/') c.out = UserWorkingDirectory() + "/" + c.out;
-  c.ranks = ParseRanks(absl::GetFlag(FLAGS_ranks));
+  c.ranks = ParseInts("ranks", absl::GetFlag(FLAGS_ranks), 1, 64);
   c.updates = absl::GetFlag(FLAGS_updates);
   c.per_rank_batch = absl::GetFlag(FLAGS_per_rank_batch);
   c.max_seq_length = absl::GetFlag(FLAGS_max_seq_length);

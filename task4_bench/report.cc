@@ -92,20 +92,6 @@ const StageSpec& FindStage(const std::string& name) {
   throw UserError("--stages: unknown stage '" + name + "'; known: " + absl::StrJoin(names, ", "));
 }
 
-std::vector<int> ParseInts(const std::string& flag, const std::string& value, int lo, int hi) {
-  std::vector<int> out;
-  for (absl::string_view part : absl::StrSplit(value, ',', absl::SkipEmpty())) {
-    int v = 0;
-    if (!absl::SimpleAtoi(part, &v) || v < lo || v > hi) {
-      throw UserError("--" + flag + "=" + value + ": '" + std::string(part) + "' is not a whole number in " +
-                      std::to_string(lo) + ".." + std::to_string(hi));
-    }
-    out.push_back(v);
-  }
-  if (out.empty()) throw UserError("--" + flag + " is empty");
-  return out;
-}
-
 std::vector<std::string> ParseList(const std::string& value) {
   return absl::StrSplit(value, ',', absl::SkipEmpty());
 }

@@ -16,7 +16,9 @@
 
 #include <torch/torch.h>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "common/bert/bert_config.h"
 #include "common/bert/checkpoint.h"
 #include "common/runtime/atomic_file.h"
@@ -200,6 +202,20 @@ int RunLogged(const std::vector<std::string>& argv, const std::string& log_path,
 std::string RunSpec::Id() const {
   return absl::StrFormat("%s%s_n%d_%s_b%d_u%d_%s", model->name == "bert" ? "" : model->name + "_", stage->id, ranks,
                          link, batch, updates, comm_dtype);
+}
+
+std::vector<int> ParseInts(const std::string& flag, const std::string& value, int lo, int hi) {
+  std::vector<int> out;
+  for (absl::string_view part : absl::StrSplit(value, ',', absl::SkipEmpty())) {
+    int v = 0;
+    if (!absl::SimpleAtoi(part, &v) || v < lo || v > hi) {
+      throw UserError("--" + flag + "=" + value + ": '" + std::string(part) + "' is not a whole number in " +
+                      std::to_string(lo) + ".." + std::to_string(hi));
+    }
+    out.push_back(v);
+  }
+  if (out.empty()) throw UserError("--" + flag + " is empty");
+  return out;
 }
 
 RunResult Train(const Env& env, const RunSpec& spec) {

@@ -49,6 +49,10 @@ struct ReportModel {
   std::string data_dir;     // what it trains on (MakeDataDir)
 };
 
+// A comma-separated flag of whole numbers, each in lo..hi (report.cc's and memory.cc's
+// --ranks, ...); UserError naming --flag and the part that is not.
+std::vector<int> ParseInts(const std::string& flag, const std::string& value, int lo, int hi);
+
 // The names --model accepts, for its help and its error.
 std::string ReportModelNames();
 bool IsReportModel(const std::string& name);

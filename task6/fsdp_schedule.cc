@@ -128,7 +128,7 @@ void FsdpSchedule::Prefetch(int u, Pass pass) {
   if (overlap_ == Overlap::kBlocking) return;
   const int n = model_.num_units();
   const int v = UnitToPrefetch(u, pass, n);
-  if (v != RightPrefetch(u, pass, n)) throw UserError(PrefetchMistake(u, pass, v, n));
+  if (const std::string wrong = PrefetchMistake(u, pass, v, n); !wrong.empty()) throw UserError(wrong);
   if (v < 0 || gathering_[v] || model_.unit(v).gathered()) return;
   c10::intrusive_ptr<c10d::Work> work = StartGather(pg_, model_.unit(v));
   events_.push_back("prefetch " + std::to_string(v));

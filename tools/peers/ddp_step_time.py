@@ -27,7 +27,8 @@ import transformers
 from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_step_time import VOCAB, add_flags, build, check_flags, median, step_line, train_step  # noqa: E402
+from hf_step_time import VOCAB, add_flags, build, check_flags, median, train_step  # noqa: E402
+from step_common import slowest_rank_ms  # noqa: E402
 
 transformers.utils.logging.disable_progress_bar()  # one summary line per program, no bars
 
@@ -54,16 +55,7 @@ def worker(rank, a, port):
     try:
         model, params, opt, batch = build(a)
         ddp = DistributedDataParallel(model, bucket_cap_mb=BUCKET_CAP_MB)
-        ms = []
-        for i in range(a.steps + 1):
-            parts = train_step(ddp, params, opt, batch)
-            t = torch.tensor([sum(parts), *parts], dtype=torch.float64)
-            dist.all_reduce(t, op=dist.ReduceOp.MAX)
-            if rank == 0:
-                # Each figure is its own maximum over ranks, so the parts need not add up.
-                print(step_line(i, t[1:].tolist(), t[0].item(), "slowest rank; each part's max: "), flush=True)
-            if i > 0:
-                ms.append(t[0].item() * 1000)
+        ms = slowest_rank_ms(lambda: train_step(ddp, params, opt, batch), a.steps, rank)
         if rank == 0:
             print(json.dumps({
                 "impl": "pytorch_ddp", "backend": "gloo", "world_size": a.world_size,

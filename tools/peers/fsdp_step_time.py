@@ -45,7 +45,8 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_step_time import VOCAB, add_flags, build, check_flags, make_optimizer, median, step_line, train_step  # noqa: E402
+from hf_step_time import VOCAB, add_flags, build, check_flags, make_optimizer, median, train_step  # noqa: E402
+from step_common import slowest_rank_ms  # noqa: E402
 
 transformers.utils.logging.disable_progress_bar()  # one summary line per program, no bars
 
@@ -111,16 +112,7 @@ def worker(rank, a, port):
         shard(model, mesh, a)
         params = [p for p in model.parameters() if p.requires_grad]
         opt = make_optimizer(params, a.optim)
-        ms = []
-        for i in range(a.steps + 1):
-            parts = train_step(model, params, opt, batch)
-            t = torch.tensor([sum(parts), *parts], dtype=torch.float64)
-            dist.all_reduce(t, op=dist.ReduceOp.MAX)
-            if rank == 0:
-                # Each figure is its own maximum over ranks, so the parts need not add up.
-                print(step_line(i, t[1:].tolist(), t[0].item(), "slowest rank; each part's max: "), flush=True)
-            if i > 0:
-                ms.append(t[0].item() * 1000)
+        ms = slowest_rank_ms(lambda: train_step(model, params, opt, batch), a.steps, rank)
         if rank == 0:
             print(json.dumps({
                 "impl": "pytorch_fsdp2", "backend": "gloo", "world_size": a.world_size,

@@ -22,6 +22,24 @@ def step_line(i, parts, total=None, what=""):
             + (" (warm-up, excluded)" if i == 0 else ""))
 
 
+def slowest_rank_ms(run_step, steps, rank):
+    """The distributed timers' loop: run_step() (returning its forward, backward and optimizer
+    seconds) steps + 1 times; each step's time is its slowest rank's (an all-reduce MAX of the
+    total and of each part), printed by rank 0. Returns steps 1..steps in ms (step 0 warms up)."""
+    import torch.distributed as dist  # only the distributed timers need it
+    ms = []
+    for i in range(steps + 1):
+        parts = run_step()
+        t = torch.tensor([sum(parts), *parts], dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        if rank == 0:
+            # Each figure is its own maximum over ranks, so the parts need not add up.
+            print(step_line(i, t[1:].tolist(), t[0].item(), "slowest rank; each part's max: "), flush=True)
+        if i > 0:
+            ms.append(t[0].item() * 1000)
+    return ms
+
+
 def median(ms):
     return sorted(ms)[len(ms) // 2]  # bench.cc's ms[ms.size() / 2] after sorting
 
