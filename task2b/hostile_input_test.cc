@@ -204,6 +204,16 @@ TEST(HostileInputTest, DistributedStartUp) {
                distlm::testing::FreePort());
   for (int i = 0; i < 2; ++i) ExpectOneLineError(r[i], "ranks disagree on model config", "different model configs, rank " + std::to_string(i));
   ++cases;
+
+  // Ranks in different precisions (on a GPU machine, also a rank on the CPU beside one on cuda:
+  // tools/gpu/check.sh runs that one).
+  r = RunRanks({{"--world_size=2", "--local_rank=0", "--bf16"}, {"--world_size=2", "--local_rank=1"}},
+               distlm::testing::FreePort());
+  for (int i = 0; i < 2; ++i) {
+    ExpectOneLineError(r[i], "ranks disagree on device and precision: rank 0 has cpu bf16, rank 1 has cpu fp32",
+                       "different precisions, rank " + std::to_string(i));
+  }
+  ++cases;
   std::printf("%d distributed start-up cases checked\n", cases);
 }
 

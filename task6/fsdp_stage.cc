@@ -40,6 +40,10 @@ class FsdpOptimizer : public train::Optimizer {
   }
   c10d::ProcessGroup* overflow_vote_group() const override { return model_.world_size() > 1 ? &pg_ : nullptr; }
   void LoadState(const train::OptimizerState& state) override { model_.LoadState(state); }
+  // Snapshots in parts: each rank writes its shards, no rank gathers (common/train/snapshot.h).
+  nlohmann::json ShardLayout() const override { return model_.ShardLayout(); }
+  NamedTensors SaveShards() const override { return model_.SaveShards(); }
+  void LoadShards(const NamedTensors& part, int64_t step) override { model_.LoadShards(part, step); }
 
  private:
   FsdpModel& model_;

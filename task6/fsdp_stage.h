@@ -8,9 +8,11 @@
 // gradients zeroed. Gradient accumulation reduce-scatters every micro-batch into the shards
 // (FSDP's default): the full gradients never outlive their unit's backward, at the price of
 // one reduce-scatter per micro-batch (no_sync would keep whole gradients between micro-batches,
-// the memory task 6 exists to save). Evaluation, snapshots and saving see the whole model
-// through WithFullParameters. Snapshots gather the moment shards on rank 0 in the format of
-// every stage, so any stage resumes another's.
+// the memory task 6 exists to save). Evaluation and saving see the whole model through
+// WithFullParameters. Snapshots are sharded: each rank writes its blocks of the parameters and
+// moments, rank 0 an index with the layout (common/train/snapshot.h); a run of the same layout
+// reads its own part back, any other (another world size, another stage) rebuilds the whole
+// tensors from the parts and takes its own.
 //
 // Per update the log line carries, besides the standard fields:
 //   comm_time_ms, comm_calls, comm_tensors, comm_bytes, comm_dtype, comm_ops, comm_shapes

@@ -209,6 +209,80 @@ void FsdpModel::LoadState(const train::OptimizerState& whole) {
   adam_->LoadState(mine);
 }
 
+nlohmann::json FsdpModel::ShardLayout() const {
+  nlohmann::json units = nlohmann::json::array();
+  for (const FsdpUnit& unit : units_) {
+    nlohmann::json params = nlohmann::json::array();
+    for (size_t i = 0; i < unit.params().size(); ++i) {
+      params.push_back({{"name", unit.params()[i].first},
+                        {"offset", unit.layout().offset(i)},
+                        {"shape", unit.params()[i].second.sizes().vec()}});
+    }
+    units.push_back({{"name", unit.name()}, {"shard_numel", unit.shard_numel()}, {"params", params}});
+  }
+  return {{"units", units}};
+}
+
+namespace {
+
+// The moments of a unit's pieces (AdamW's, in piece order) laid into one block of the shard
+// (padding zero), or the block's values back into them.
+torch::Tensor MomentBlock(const FsdpUnit& unit, int rank, const std::vector<torch::Tensor>& pieces) {
+  torch::Tensor block = torch::zeros({unit.shard_numel()}, unit.param_shard().options());
+  const auto segments = unit.layout().Segments(rank);
+  const int64_t begin = unit.layout().shard_begin(rank);
+  for (size_t i = 0; i < segments.size(); ++i) {
+    block.narrow(0, segments[i].flat_begin - begin, segments[i].numel).copy_(pieces[i].reshape({-1}));
+  }
+  return block;
+}
+
+}  // namespace
+
+NamedTensors FsdpModel::SaveShards() const {
+  torch::NoGradGuard no_grad;
+  const train::OptimizerState& state = adam_->state();
+  NamedTensors part;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    const FsdpUnit& unit = units_[u];
+    const size_t first = first_piece_[u], count = unit.layout().Segments(rank_).size();
+    const std::vector<torch::Tensor> avg(state.exp_avg.begin() + first, state.exp_avg.begin() + first + count);
+    const std::vector<torch::Tensor> sq(state.exp_avg_sq.begin() + first, state.exp_avg_sq.begin() + first + count);
+    const std::string key = "unit" + std::to_string(u) + "/";
+    part.emplace_back(key + "param", unit.param_shard().clone());
+    part.emplace_back(key + "exp_avg", MomentBlock(unit, rank_, avg));
+    part.emplace_back(key + "exp_avg_sq", MomentBlock(unit, rank_, sq));
+  }
+  return part;
+}
+
+void FsdpModel::LoadShards(const NamedTensors& part, int64_t step) {
+  std::map<std::string, torch::Tensor> by_name(part.begin(), part.end());
+  auto block = [&](size_t u, const std::string& kind) {
+    const std::string key = "unit" + std::to_string(u) + "/" + kind;
+    auto it = by_name.find(key);
+    if (it == by_name.end() || it->second.numel() != units_[u].shard_numel()) {
+      throw UserError("task6: the snapshot's part has no " + key + " of " + std::to_string(units_[u].shard_numel()) +
+                      " elements");
+    }
+    return it->second.to(units_[u].param_shard().device(), torch::kFloat).reshape({-1});
+  };
+  torch::NoGradGuard no_grad;
+  train::OptimizerState mine;
+  mine.step = step;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    FsdpUnit& unit = units_[u];
+    unit.param_shard().copy_(block(u, "param"));
+    const torch::Tensor avg = block(u, "exp_avg"), sq = block(u, "exp_avg_sq");
+    const int64_t begin = unit.layout().shard_begin(rank_);
+    for (const zero::Segment& s : unit.layout().Segments(rank_)) {
+      mine.exp_avg.push_back(avg.narrow(0, s.flat_begin - begin, s.numel));
+      mine.exp_avg_sq.push_back(sq.narrow(0, s.flat_begin - begin, s.numel));
+    }
+  }
+  adam_->LoadState(mine);  // copies into the live moments (their shapes: the pieces', flat)
+}
+
 int64_t FsdpModel::ParamBytesHeld() const {
   int64_t sum = 0;
   for (const FsdpUnit& u : units_) {

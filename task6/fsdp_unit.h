@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/torch.h>
 
@@ -123,6 +124,12 @@ class FsdpModel {
   // (the format of every stage); a collective. LoadState takes this rank's slices.
   train::OptimizerState GatherState(c10d::ProcessGroup& pg);
   void LoadState(const train::OptimizerState& whole);
+  // Sharded snapshots (common/train/snapshot.h): where each parameter sits in its unit, this
+  // rank's blocks of the parameters and moments (per unit "unit<u>/param", "unit<u>/exp_avg",
+  // "unit<u>/exp_avg_sq"), and those blocks back (UserError naming a missing or misshapen one).
+  nlohmann::json ShardLayout() const;
+  NamedTensors SaveShards() const;
+  void LoadShards(const NamedTensors& part, int64_t step);
 
   // Bytes this rank holds now: parameters, gradients (full buffers that are allocated, and
   // shards), AdamW's moments.

@@ -6,6 +6,9 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <torch/version.h>
+#ifdef DISTLM_HAVE_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 
 namespace distlm::runtime {
 namespace {
@@ -66,5 +69,41 @@ bool MemoryMeter::installed() { return is_installed; }
 int64_t MemoryMeter::BytesInUse() { return in_use.load(std::memory_order_relaxed); }
 int64_t MemoryMeter::PeakBytes() { return peak.load(std::memory_order_relaxed); }
 void MemoryMeter::ResetPeak() { peak.store(in_use.load(std::memory_order_relaxed), std::memory_order_relaxed); }
+
+namespace {
+
+#ifdef DISTLM_HAVE_CUDA
+// Allocated bytes over both pools (small and large blocks): what the device's tensors hold.
+c10::CachingAllocator::Stat CudaAllocated(const c10::Device& device) {
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+  return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
+}
+#endif
+
+}  // namespace
+
+int64_t MemoryMeter::BytesInUse(const c10::Device& device) {
+  if (device.is_cpu()) return installed() ? BytesInUse() : -1;
+#ifdef DISTLM_HAVE_CUDA
+  if (device.is_cuda()) return CudaAllocated(device).current;
+#endif
+  return -1;
+}
+
+int64_t MemoryMeter::PeakBytes(const c10::Device& device) {
+  if (device.is_cpu()) return installed() ? PeakBytes() : -1;
+#ifdef DISTLM_HAVE_CUDA
+  if (device.is_cuda()) return CudaAllocated(device).peak;
+#endif
+  return -1;
+}
+
+void MemoryMeter::ResetPeak(const c10::Device& device) {
+  if (device.is_cpu()) ResetPeak();
+#ifdef DISTLM_HAVE_CUDA
+  // Every statistic's peak (this one's too) back to its current value.
+  if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+#endif
+}
 
 }  // namespace distlm::runtime

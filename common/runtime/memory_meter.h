@@ -2,15 +2,18 @@
 // CPU allocator wrapped in one that counts (installed with c10::SetCPUAllocator, the hook
 // LibTorch offers for this). Every CPU tensor's storage allocated after Install passes through
 // it; what was allocated before, and memory LibTorch's kernels take from malloc directly
-// (oneDNN or OpenBLAS scratch), is not counted. CUDA tensors never pass through it (the caching
-// allocator has its own statistics).
+// (oneDNN or OpenBLAS scratch), is not counted. CUDA tensors never pass through it: for a GPU
+// the same three figures come from the CUDA caching allocator's own statistics (allocated bytes,
+// both pools), on a LibTorch built with CUDA.
 //
-//   runtime::MemoryMeter::Install();      // once, before the model is built
-//   runtime::MemoryMeter::ResetPeak();    // at the start of an update
-//   ... MemoryMeter::PeakBytes() ...      // the most held at once since then
+//   runtime::MemoryMeter::Install();            // once, before the model is built
+//   runtime::MemoryMeter::ResetPeak(device);    // at the start of an update
+//   ... MemoryMeter::PeakBytes(device) ...      // the most held at once on device since then
 #pragma once
 
 #include <cstdint>
+
+#include <c10/core/Device.h>
 
 namespace distlm::runtime {
 
@@ -25,6 +28,13 @@ class MemoryMeter {
   static int64_t PeakBytes();
   // Sets the peak to what is in use now.
   static void ResetPeak();
+
+  // The same for the tensors on `device`: the CPU's are the three above; a GPU's are the caching
+  // allocator's (what tensors hold, not what the allocator reserved). -1 where nothing counts
+  // them: the meter not installed (CPU), a LibTorch without CUDA (GPU).
+  static int64_t BytesInUse(const c10::Device& device);
+  static int64_t PeakBytes(const c10::Device& device);
+  static void ResetPeak(const c10::Device& device);
 };
 
 }  // namespace distlm::runtime

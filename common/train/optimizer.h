@@ -6,8 +6,12 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 namespace c10d {
@@ -41,6 +45,18 @@ class Optimizer {
   // calls LoadState, which also sets the step count.
   virtual OptimizerState GatherState() = 0;
   virtual void LoadState(const OptimizerState& state) = 0;
+
+  // Sharded snapshots (snapshot.h), for optimizers whose ranks keep disjoint parts of the
+  // parameters and state between updates (task 6). ShardLayout: the snapshot's "layout" for this
+  // run, null (the default) where snapshots are whole. SaveShards: this rank's part, as the
+  // layout names it (no communication). LoadShards: that part back, from a snapshot of the
+  // same layout, and the number of updates done.
+  virtual nlohmann::json ShardLayout() const { return nullptr; }
+  virtual std::vector<std::pair<std::string, torch::Tensor>> SaveShards() const { return {}; }
+  virtual void LoadShards(const std::vector<std::pair<std::string, torch::Tensor>>& part, int64_t step) {
+    (void)part, (void)step;
+    throw std::logic_error("LoadShards: this optimizer's snapshots are whole");
+  }
 
   // --fp16: the group whose ranks vote on an overflow, for optimizers whose ranks still hold
   // different gradients when the Trainer checks them (they are averaged inside the step);

@@ -1,5 +1,6 @@
 #include "common/train/resume.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -10,17 +11,39 @@
 
 namespace distlm::train {
 
+std::string BroadcastString(c10d::ProcessGroup* pg, bool is_main, const std::string& text) {
+  if (pg == nullptr || pg->getSize() == 1) return text;
+  std::vector<at::Tensor> len = {torch::tensor({static_cast<int64_t>(is_main ? text.size() : 0)}, torch::kLong)};
+  pg->broadcast(len)->wait();
+  const int64_t n = len[0].item<int64_t>();
+  std::vector<at::Tensor> bytes = {torch::zeros({std::max<int64_t>(n, 1)}, torch::kByte)};
+  if (is_main) std::memcpy(bytes[0].data_ptr(), text.data(), n);
+  pg->broadcast(bytes)->wait();
+  return std::string(static_cast<const char*>(bytes[0].data_ptr()), n);
+}
+
+std::vector<std::string> GatherStrings(c10d::ProcessGroup* pg, const std::string& text) {
+  if (pg == nullptr || pg->getSize() == 1) return {text};
+  const int64_t n = static_cast<int64_t>(text.size());
+  std::vector<at::Tensor> mine = {torch::zeros({std::max<int64_t>(n, 1)}, torch::kByte)};
+  std::memcpy(mine[0].data_ptr(), text.data(), n);
+  std::vector<std::vector<at::Tensor>> all(1);
+  for (int r = 0; r < pg->getSize(); ++r) all[0].push_back(torch::zeros_like(mine[0]));
+  pg->allgather(all, mine)->wait();
+  std::vector<std::string> out;
+  for (const at::Tensor& t : all[0]) out.emplace_back(static_cast<const char*>(t.data_ptr()), n);
+  return out;
+}
+
+bool AllRanksOk(c10d::ProcessGroup* pg, bool ok) {
+  if (pg == nullptr || pg->getSize() == 1) return ok;
+  std::vector<at::Tensor> failed = {torch::tensor({ok ? 0L : 1L}, torch::kLong)};
+  pg->allreduce(failed)->wait();  // a sum: every backend has it
+  return failed[0].item<int64_t>() == 0;
+}
+
 std::optional<TrainingState> ShareSnapshotState(c10d::ProcessGroup* pg, bool is_main, const LoadedSnapshot* snap) {
-  std::string state_json = snap != nullptr ? snap->state.ToJson().dump() : "";
-  if (pg != nullptr && pg->getSize() > 1) {
-    std::vector<at::Tensor> len = {torch::tensor({static_cast<int64_t>(state_json.size())}, torch::kLong)};
-    pg->broadcast(len)->wait();
-    const int64_t n = len[0].item<int64_t>();
-    std::vector<at::Tensor> bytes = {torch::zeros({std::max<int64_t>(n, 1)}, torch::kByte)};
-    if (is_main) std::memcpy(bytes[0].data_ptr(), state_json.data(), n);
-    pg->broadcast(bytes)->wait();
-    state_json.assign(static_cast<const char*>(bytes[0].data_ptr()), n);
-  }
+  const std::string state_json = BroadcastString(pg, is_main, snap != nullptr ? snap->state.ToJson().dump() : "");
   if (state_json.empty()) return std::nullopt;
   return TrainingState::FromJson(nlohmann::json::parse(state_json));
 }

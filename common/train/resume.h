@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -17,6 +18,15 @@ namespace distlm::train {
 // The state of rank 0's snapshot (`snap`, null when it has none) on every rank; nullopt on
 // every rank when rank 0 has none. `pg` null: one process.
 std::optional<TrainingState> ShareSnapshotState(c10d::ProcessGroup* pg, bool is_main, const LoadedSnapshot* snap);
+
+// Rank 0's `text` on every rank (`pg` null or one rank: `text` itself).
+std::string BroadcastString(c10d::ProcessGroup* pg, bool is_main, const std::string& text);
+
+// Every rank's `text` in rank order, on every rank; each the same length (checksums).
+std::vector<std::string> GatherStrings(c10d::ProcessGroup* pg, const std::string& text);
+
+// Whether `ok` holds on every rank (a collective; `pg` null: `ok`).
+bool AllRanksOk(c10d::ProcessGroup* pg, bool ok);
 
 // A UserError naming the first option of `now` (the run's fingerprint) that the snapshot was
 // taken with a different value of.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <map>
 
 #include "common/runtime/atomic_file.h"
 #include "common/runtime/errors.h"
@@ -15,24 +16,43 @@ namespace {
 
 constexpr char kPrefix[] = "snapshot-";
 constexpr char kSuffix[] = ".safetensors";
+constexpr char kIndexSuffix[] = ".index.json";
 
-// Snapshot files in dir/snapshots, newest (highest update) first.
+// The update of `name` when it is kPrefix <digits> `suffix`.
+std::optional<int64_t> UpdateOf(const std::string& name, const std::string& suffix) {
+  const size_t p = std::strlen(kPrefix), s = suffix.size();
+  if (name.size() <= p + s || name.rfind(kPrefix, 0) != 0 || name.compare(name.size() - s, s, suffix) != 0) {
+    return std::nullopt;
+  }
+  std::string digits = name.substr(p, name.size() - p - s);
+  if (digits.empty() || digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return std::nullopt;
+  return std::stoll(digits);
+}
+
+std::vector<std::string> Names(const std::string& sdir) {
+  std::vector<std::string> names;
+  DIR* d = opendir(sdir.c_str());
+  if (d == nullptr) return names;
+  while (auto* e = readdir(d)) names.push_back(e->d_name);
+  closedir(d);
+  return names;
+}
+
+// Snapshots in dir/snapshots (whole files and sharded snapshots' indexes), newest first.
 std::vector<std::pair<int64_t, std::string>> ListSnapshots(const std::string& dir) {
   std::vector<std::pair<int64_t, std::string>> found;
-  std::string sdir = dir + "/snapshots";
-  DIR* d = opendir(sdir.c_str());
-  if (d == nullptr) return found;
-  while (auto* e = readdir(d)) {
-    std::string name = e->d_name;
-    const size_t p = std::strlen(kPrefix), s = std::strlen(kSuffix);
-    if (name.size() <= p + s || name.rfind(kPrefix, 0) != 0 || name.compare(name.size() - s, s, kSuffix) != 0) continue;
-    std::string digits = name.substr(p, name.size() - p - s);
-    if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) continue;
-    found.emplace_back(std::stoll(digits), sdir + "/" + name);
+  const std::string sdir = dir + "/snapshots";
+  for (const std::string& name : Names(sdir)) {
+    std::optional<int64_t> u = UpdateOf(name, kSuffix);
+    if (!u) u = UpdateOf(name, kIndexSuffix);
+    if (u) found.emplace_back(*u, sdir + "/" + name);
   }
-  closedir(d);
   std::sort(found.rbegin(), found.rend());
   return found;
+}
+
+std::string PartSuffix(int rank, int world_size) {
+  return ".rank-" + std::to_string(rank) + "-of-" + std::to_string(world_size) + kSuffix;
 }
 
 // 64-bit multiply-xor hash over 8-byte words; detects corruption, not tampering.
@@ -55,9 +75,11 @@ struct Hasher {
 }  // namespace
 
 nlohmann::json TrainingState::ToJson() const {
-  return {{"update", update},   {"epoch", epoch},         {"batch_in_epoch", batch_in_epoch},
+  nlohmann::json j = {{"update", update},   {"epoch", epoch},         {"batch_in_epoch", batch_in_epoch},
           {"minibatches", minibatches}, {"losses", losses}, {"eval_results", eval_results},
           {"fingerprint", fingerprint}, {"loss_scaler", loss_scaler}};
+  if (!shards.is_null()) j["shards"] = shards;  // a whole snapshot's JSON is as it always was
+  return j;
 }
 
 TrainingState TrainingState::FromJson(const nlohmann::json& j) {
@@ -70,6 +92,7 @@ TrainingState TrainingState::FromJson(const nlohmann::json& j) {
   s.eval_results = j.at("eval_results");
   s.fingerprint = j.at("fingerprint");
   if (j.contains("loss_scaler")) s.loss_scaler = j.at("loss_scaler");
+  if (j.contains("shards")) s.shards = j.at("shards");
   return s;
 }
 
@@ -101,17 +124,29 @@ std::string WriteSnapshot(const std::string& dir, const TrainingState& state, co
   return path;
 }
 
-std::optional<LoadedSnapshot> LoadLatestSnapshot(const std::string& dir) {
+std::optional<LoadedSnapshot> LoadLatestSnapshot(const std::string& dir, int64_t below) {
   for (const auto& [update, path] : ListSnapshots(dir)) {
+    if (update >= below) continue;
     try {
+      LoadedSnapshot s;
+      s.path = path;
+      if (UpdateOf(path.substr(path.rfind('/') + 1), kIndexSuffix)) {
+        // A sharded snapshot: the index here, the parts read by their ranks (or WholeFromParts).
+        s.state = TrainingState::FromJson(nlohmann::json::parse(ReadFile(path)));
+        const nlohmann::json& sh = s.state.shards;
+        if (!sh.is_object() || !sh.contains("layout") || !sh.contains("checksums") ||
+            sh.value("world_size", 0) < 1 || sh["checksums"].size() != sh["world_size"].get<size_t>()) {
+          throw UserError(path + ": not an index of a sharded snapshot (shards: world_size, layout, checksums)");
+        }
+        if (s.state.update != update) throw UserError(path + ": its state is of update " + std::to_string(s.state.update));
+        return s;
+      }
       auto header = safetensors::ReadHeader(path);
       auto state_it = header.metadata.find("state");
       auto sum_it = header.metadata.find("checksum");
       if (state_it == header.metadata.end() || sum_it == header.metadata.end()) {
         throw UserError(path + ": no state or checksum in its metadata");
       }
-      LoadedSnapshot s;
-      s.path = path;
       s.tensors = safetensors::LoadFile(path, /*to_float32=*/false);
       if (SnapshotChecksum(s.tensors, state_it->second) != sum_it->second) {
         throw UserError(path + ": checksum mismatch");
@@ -124,6 +159,93 @@ std::optional<LoadedSnapshot> LoadLatestSnapshot(const std::string& dir) {
     }
   }
   return std::nullopt;
+}
+
+std::string SnapshotPartPath(const std::string& dir, int64_t update, int rank, int world_size) {
+  return dir + "/snapshots/" + kPrefix + std::to_string(update) + PartSuffix(rank, world_size);
+}
+
+std::string WriteSnapshotPart(const std::string& dir, int64_t update, int rank, int world_size,
+                              const NamedTensors& tensors, int keep) {
+  MakeDirs(dir + "/snapshots");
+  const std::string checksum = SnapshotChecksum(tensors, "");
+  safetensors::SaveFile(SnapshotPartPath(dir, update, rank, world_size), tensors, {{"checksum", checksum}});
+  // This rank's parts, newest first; the newest keep + 1 stay.
+  std::vector<std::pair<int64_t, std::string>> mine;
+  for (const std::string& name : Names(dir + "/snapshots")) {
+    if (auto u = UpdateOf(name, PartSuffix(rank, world_size))) mine.emplace_back(*u, dir + "/snapshots/" + name);
+  }
+  std::sort(mine.rbegin(), mine.rend());
+  for (size_t i = static_cast<size_t>(std::max(keep, 1)) + 1; i < mine.size(); ++i) std::remove(mine[i].second.c_str());
+  return checksum;
+}
+
+std::string WriteSnapshotIndex(const std::string& dir, const TrainingState& state, int keep) {
+  if (!state.shards.is_object()) throw std::logic_error("WriteSnapshotIndex: the state has no shards");
+  const std::string path = dir + "/snapshots/" + kPrefix + std::to_string(state.update) + kIndexSuffix;
+  WriteFileAtomically(path, state.ToJson().dump() + "\n");
+  auto all = ListSnapshots(dir);
+  for (size_t i = static_cast<size_t>(std::max(keep, 1)); i < all.size(); ++i) std::remove(all[i].second.c_str());
+  return path;
+}
+
+NamedTensors LoadSnapshotPart(const std::string& dir, const TrainingState& state, int rank) {
+  const int n = state.shards.at("world_size").get<int>();
+  const std::string path = SnapshotPartPath(dir, state.update, rank, n);
+  if (!PathExists(path)) {
+    throw UserError(path + " is not there (the part of rank " + std::to_string(rank) + " of " + std::to_string(n) +
+                    " of this snapshot)");
+  }
+  NamedTensors tensors = safetensors::LoadFile(path, /*to_float32=*/false);
+  const std::string want = state.shards.at("checksums").at(rank).get<std::string>();
+  if (SnapshotChecksum(tensors, "") != want) throw UserError(path + ": checksum mismatch with its index");
+  return tensors;
+}
+
+NamedTensors WholeFromParts(const std::string& dir, const TrainingState& state) {
+  const int n = state.shards.at("world_size").get<int>();
+  std::vector<std::map<std::string, torch::Tensor>> parts(n);
+  for (int r = 0; r < n; ++r) {
+    for (auto& [name, t] : LoadSnapshotPart(dir, state, r)) parts[r][name] = t;
+  }
+  NamedTensors whole;
+  const nlohmann::json& units = state.shards.at("layout").at("units");
+  for (size_t u = 0; u < units.size(); ++u) {
+    const int64_t shard = units[u].at("shard_numel").get<int64_t>();
+    for (const char* kind : {"param", "exp_avg", "exp_avg_sq"}) {
+      const std::string key = "unit" + std::to_string(u) + "/" + kind;
+      std::vector<torch::Tensor> blocks;
+      for (int r = 0; r < n; ++r) {
+        auto it = parts[r].find(key);
+        const std::string file = SnapshotPartPath(dir, state.update, r, n);
+        if (it == parts[r].end()) throw UserError(file + ": no tensor " + key + ", which its index's layout has");
+        if (it->second.dim() != 1 || it->second.numel() != shard || it->second.scalar_type() != torch::kFloat) {
+          throw UserError(file + ": " + key + " has " + std::to_string(it->second.numel()) +
+                          " elements, its index's layout says " + std::to_string(shard) + " float32");
+        }
+        blocks.push_back(it->second);
+      }
+      const torch::Tensor flat = torch::cat(blocks);
+      const std::string prefix = std::string(kind) + "/";
+      for (const nlohmann::json& p : units[u].at("params")) {
+        const std::vector<int64_t> shape = p.at("shape").get<std::vector<int64_t>>();
+        const int64_t offset = p.at("offset").get<int64_t>();
+        int64_t numel = 1;
+        for (int64_t d : shape) numel *= d;
+        if (offset < 0 || offset + numel > flat.numel()) {
+          throw UserError(dir + "/snapshots: the index of update " + std::to_string(state.update) + " puts " +
+                          p.at("name").get<std::string>() + " at elements " + std::to_string(offset) + ".." +
+                          std::to_string(offset + numel) + " of unit " + std::to_string(u) + ", which has " +
+                          std::to_string(flat.numel()));
+        }
+        whole.emplace_back(prefix + p.at("name").get<std::string>(), flat.narrow(0, offset, numel).view(shape).clone());
+      }
+    }
+  }
+  auto rng = parts[0].find("rng/cpu");
+  if (rng == parts[0].end()) throw UserError(SnapshotPartPath(dir, state.update, 0, n) + ": no tensor rng/cpu");
+  whole.emplace_back("rng/cpu", rng->second);
+  return whole;
 }
 
 }  // namespace distlm::train

@@ -148,6 +148,11 @@ void Trainer::Setup() {
     // Every rank must build the same model and see the same data, or averaging is meaningless.
     dist_.check_agreement("model config", task_->Fingerprint());
     if (options_.do_train) dist_.check_agreement("number of training examples", std::to_string(task_->train_size()));
+    // A rank on the CPU beside ranks on GPUs, or in another precision, would still average: the
+    // updates would differ from one process's in ways no test bounds (and one fp16 rank would
+    // wait alone in the overflow vote). The GPU's index may differ (one GPU per rank).
+    dist_.check_agreement("device and precision",
+                          std::string(device_.is_cpu() ? "cpu" : "cuda") + " " + PrecisionName(precision_));
   }
   PrepareOutputDir();
   StageContext::Parts parts;
@@ -246,7 +251,10 @@ void Trainer::PrintMeanIterationTime() const {
     std::printf("memory of rank 0 after the last update: parameters %.2f MB, gradients %.2f MB, optimizer state %.2f "
                 "MB (model state %.2f MB)",
                 mb("held_param_bytes"), mb("held_grad_bytes"), mb("held_opt_bytes"), mb("held_model_state_bytes"));
-    if (m.contains("mem_peak_bytes")) std::printf("; host tensors at the update's peak %.2f MB", mb("mem_peak_bytes"));
+    if (m.contains("mem_peak_bytes")) {
+      std::printf("; %s tensors at the update's peak %.2f MB", device_.is_cpu() ? "host" : device_.str().c_str(),
+                  mb("mem_peak_bytes"));
+    }
     std::printf("\n");
   }
 }
@@ -271,9 +279,10 @@ Trainer::Stepped Trainer::FinishUpdate(UpdateContext& u, int64_t update, int64_t
   step_ms_.push_back(s.step_ms);
   memory_["held_param_bytes"] = StorageBytes(parameters_);
   if (const int64_t opt_bytes = optimizer_->StateBytes(); opt_bytes >= 0) memory_["held_opt_bytes"] = opt_bytes;
-  if (runtime::MemoryMeter::installed() && device_.is_cpu()) {
-    memory_["mem_in_use_bytes"] = runtime::MemoryMeter::BytesInUse();
-    memory_["mem_peak_bytes"] = runtime::MemoryMeter::PeakBytes();
+  // The device's tensors: the counting allocator's on the host, the caching allocator's on a GPU.
+  if (const int64_t peak = runtime::MemoryMeter::PeakBytes(device_); peak >= 0) {
+    memory_["mem_in_use_bytes"] = runtime::MemoryMeter::BytesInUse(device_);
+    memory_["mem_peak_bytes"] = peak;
   }
   s.loss_mean = AverageOverRanks(loss_sum / static_cast<double>(accum));
   losses_.push_back(s.loss_mean);
@@ -340,7 +349,7 @@ void Trainer::Train() {
       if (batch_index++ < skip) continue;  // consumed before the snapshot we resumed from
       if (micro == 0) {
         update_start = Clock::now();
-        runtime::MemoryMeter::ResetPeak();
+        runtime::MemoryMeter::ResetPeak(device_);
         loss_sum = 0;
         samples = 0;
       }

@@ -87,9 +87,16 @@ class Trainer {
   nlohmann::json Fingerprint() const;
   // The tensors of a snapshot: parameters, `state`'s moments (shared, not copied), the RNG.
   NamedTensors SnapshotTensors(const OptimizerState& state) const;
-  // Both through the stage's WithFullParameters (task 6 keeps only shards between updates).
+  // A whole snapshot through the stage's WithFullParameters; a sharded one (the optimizer has
+  // a ShardLayout: task 6) in parts, each rank its own.
   void Snapshot(const TrainingState& state);
+  TrainingState StateToSave(const TrainingState& state) const;
   void SnapshotWhole(const TrainingState& state);
+  void SnapshotParts(const TrainingState& state, const nlohmann::json& layout);
+  // Parameters, moments and generator from the snapshot `state` describes (`snap`: rank 0's,
+  // null elsewhere), `step` updates done; false, on every rank, when a rank's part of a sharded
+  // snapshot is unusable (the caller tries the one before).
+  bool RestoreSnapshot(const TrainingState& state, LoadedSnapshot* snap, int64_t step);
   std::optional<TrainingState> TryResume(LinearSchedule& schedule);
 
   nlohmann::json memory_;            // this update's held_* and mem_* fields (FinishUpdate)

@@ -1,5 +1,6 @@
 // The Trainer's snapshots (snapshot.h): what a resume must agree on, the tensors a snapshot holds,
 // writing one, and resuming from the newest valid one. Apart from trainer.cc, which runs the loop.
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 
@@ -56,14 +57,12 @@ NamedTensors Trainer::SnapshotTensors(const OptimizerState& state) const {
 }
 
 void Trainer::Snapshot(const TrainingState& state) {
+  const json layout = optimizer_->ShardLayout();
+  if (!layout.is_null()) return SnapshotParts(state, layout);
   stage_.WithFullParameters(*ctx_, [&] { SnapshotWhole(state); });
 }
 
-void Trainer::SnapshotWhole(const TrainingState& state) {
-  // Every rank: a collective where the optimizer state is sharded (task 5), handles otherwise.
-  const OptimizerState optimizer_state = optimizer_->GatherState();
-  if (!is_main_rank()) return;
-  const NamedTensors tensors = SnapshotTensors(optimizer_state);
+TrainingState Trainer::StateToSave(const TrainingState& state) const {
   TrainingState s = state;
   s.losses = losses_;
   s.eval_results = json::array();
@@ -72,31 +71,117 @@ void Trainer::SnapshotWhole(const TrainingState& state) {
   if (scaler_.enabled()) {
     s.loss_scaler = {{"scale", scaler_.scale()}, {"clean_updates", scaler_.clean_updates()}, {"skipped", scaler_.skipped()}};
   }
-  WriteSnapshot(options_.output_dir, s, tensors);
+  return s;
+}
+
+void Trainer::SnapshotWhole(const TrainingState& state) {
+  // Every rank: a collective where the optimizer state is sharded (task 5), handles otherwise.
+  const OptimizerState optimizer_state = optimizer_->GatherState();
+  if (!is_main_rank()) return;
+  WriteSnapshot(options_.output_dir, StateToSave(state), SnapshotTensors(optimizer_state));
+}
+
+void Trainer::SnapshotParts(const TrainingState& state, const json& layout) {
+  NamedTensors part = optimizer_->SaveShards();
+  part.emplace_back("rng/cpu", at::detail::getDefaultCPUGenerator().get_state());
+  const std::string checksum =
+      WriteSnapshotPart(options_.output_dir, state.update, dist_.rank, dist_.world_size, part);
+  // Every part's checksum on rank 0; the gather is also the barrier that puts the index after
+  // every part.
+  const std::vector<std::string> checksums = GatherStrings(dist_.pg.get(), checksum);
+  if (!is_main_rank()) return;
+  TrainingState s = StateToSave(state);
+  s.shards = {{"world_size", dist_.world_size}, {"layout", layout}, {"checksums", checksums}};
+  WriteSnapshotIndex(options_.output_dir, s);
+}
+
+bool Trainer::RestoreSnapshot(const TrainingState& state, LoadedSnapshot* snap, int64_t step) {
+  c10d::ProcessGroup* pg = dist_.pg.get();
+  const std::string& dir = options_.output_dir;
+  const json layout = optimizer_->ShardLayout();
+  const std::string which = "the snapshot of update " + std::to_string(state.update);
+  if (state.shards.is_object() && !layout.is_null() && state.shards.value("world_size", 0) == dist_.world_size &&
+      state.shards.at("layout") == layout) {
+    // Sharded, and this run's layout: each rank reads its own part.
+    NamedTensors part;
+    std::string error;
+    try {
+      part = LoadSnapshotPart(dir, state, dist_.rank);
+    } catch (const std::exception& e) {
+      error = OneLine(e);
+    }
+    if (!AllRanksOk(pg, error.empty())) {
+      if (!error.empty()) {
+        std::fprintf(stderr, "%s is unusable: rank %d's part: %s; trying the previous one\n", which.c_str(),
+                     dist_.rank, error.c_str());
+      }
+      return false;
+    }
+    auto rng = std::find_if(part.begin(), part.end(), [](const auto& t) { return t.first == "rng/cpu"; });
+    if (rng == part.end()) throw UserError(SnapshotPartPath(dir, state.update, dist_.rank, dist_.world_size) + ": no rng/cpu");
+    at::Generator gen = at::detail::getDefaultCPUGenerator();  // a handle to the global one
+    gen.set_state(rng->second);
+    optimizer_->LoadShards(part, step);
+    return true;
+  }
+  if (state.shards.is_object()) {
+    // Sharded in another layout (world size, stage): rank 0 rebuilds the whole tensors from
+    // every part, and the run goes on as from a whole snapshot.
+    std::string missing, error;
+    if (is_main_rank()) {
+      const int n = state.shards.value("world_size", 0);
+      for (int r = 0; r < n && missing.empty(); ++r) {
+        if (!PathExists(SnapshotPartPath(dir, state.update, r, n))) missing = SnapshotPartPath(dir, state.update, r, n);
+      }
+      if (missing.empty()) {
+        try {
+          snap->tensors = WholeFromParts(dir, state);
+        } catch (const std::exception& e) {
+          error = OneLine(e);
+        }
+      }
+    }
+    missing = BroadcastString(pg, is_main_rank(), missing);
+    if (!missing.empty()) {
+      throw UserError(which + " was written in parts by " + state.shards.value("world_size", json()).dump() +
+                      " rank(s), and this run (" + std::to_string(dist_.world_size) +
+                      " rank(s)) must rebuild it whole on rank 0, which lacks " + missing +
+                      ": copy every rank's snapshots/ folder there, or resume on the world size it was taken on");
+    }
+    if (!AllRanksOk(pg, error.empty())) {
+      if (is_main_rank()) std::fprintf(stderr, "%s is unusable: %s; trying the previous one\n", which.c_str(), error.c_str());
+      return false;
+    }
+  }
+  // Whole: rank 0 reads, every rank receives. The parameters and the optimizer's moments (its
+  // live state, or the whole-state tensors a sharded optimizer gathered) share storage with
+  // the tensors restored.
+  OptimizerState optimizer_state = optimizer_->GatherState();
+  stage_.WithFullParameters(*ctx_, [&] { RestoreTensors(pg, is_main_rank(), snap, SnapshotTensors(optimizer_state)); });
+  optimizer_state.step = step;
+  optimizer_->LoadState(optimizer_state);
+  return true;
 }
 
 std::optional<TrainingState> Trainer::TryResume(LinearSchedule& schedule) {
-  std::optional<LoadedSnapshot> snap;
-  if (is_main_rank() && !options_.overwrite_output_dir) snap = LoadLatestSnapshot(options_.output_dir);
   c10d::ProcessGroup* pg = dist_.pg.get();
-  std::optional<TrainingState> state = ShareSnapshotState(pg, is_main_rank(), snap ? &*snap : nullptr);
-  if (!state) return std::nullopt;
-  CheckFingerprint(*state, Fingerprint(), options_.output_dir);
-  // This rank's tensors, in a fixed order: the parameters and the optimizer's moments (its
-  // live state, or the whole-state tensors a sharded optimizer gathered) share storage with them.
-  OptimizerState optimizer_state = optimizer_->GatherState();
-  stage_.WithFullParameters(*ctx_, [&] {
-    RestoreTensors(pg, is_main_rank(), snap ? &*snap : nullptr, SnapshotTensors(optimizer_state));
-  });
-  // Updates an overflow skipped (--fp16) stepped neither the optimizer nor the schedule.
+  std::optional<LoadedSnapshot> snap;
+  std::optional<TrainingState> state;
   int64_t skipped = 0;
+  for (int64_t below = INT64_MAX;; below = state->update) {  // a rank's part unusable: the one before
+    snap.reset();
+    if (is_main_rank() && !options_.overwrite_output_dir) snap = LoadLatestSnapshot(options_.output_dir, below);
+    state = ShareSnapshotState(pg, is_main_rank(), snap ? &*snap : nullptr);
+    if (!state) return std::nullopt;
+    CheckFingerprint(*state, Fingerprint(), options_.output_dir);
+    // Updates an overflow skipped (--fp16) stepped neither the optimizer nor the schedule.
+    skipped = scaler_.enabled() && state->loss_scaler.is_object() ? state->loss_scaler.at("skipped").get<int64_t>() : 0;
+    if (RestoreSnapshot(*state, snap ? &*snap : nullptr, state->update - skipped)) break;
+  }
   if (scaler_.enabled() && state->loss_scaler.is_object()) {
-    skipped = state->loss_scaler.at("skipped").get<int64_t>();
     scaler_.Restore(state->loss_scaler.at("scale").get<double>(), state->loss_scaler.at("clean_updates").get<int64_t>(),
                     skipped);
   }
-  optimizer_state.step = state->update - skipped;
-  optimizer_->LoadState(optimizer_state);
   schedule.set_updates_done(state->update - skipped);
   optimizer_->set_lr(schedule.current_lr());
   losses_ = state->losses;

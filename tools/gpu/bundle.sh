@@ -14,9 +14,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 dir=${1:-.gpu}
-targets=(part1_single/reference part1_single/bench task2b/reference task5/reference tools/launch
-         common/runtime/device_test common/train/mixed_precision_test
-         common/dist/host_staging_group_test common/dist/gloo_process_group_test)
+targets=(part1_single/reference task2b/reference task3/reference task5/reference task6/reference tools/launch)
+# The unit tests and the bench, unless NO_TESTS=1 (a cold build of them is half an hour here;
+# check.sh then needs SKIP="units bench").
+if [ "${NO_TESTS:-0}" != 1 ]; then
+  targets+=(part1_single/bench common/runtime/device_test common/train/mixed_precision_test
+            common/dist/host_staging_group_test common/dist/gloo_process_group_test)
+fi
 
 DISTLM_LIBTORCH=$(tools/torch_wheel.sh 2.11.0 | tail -1)
 export DISTLM_LIBTORCH
@@ -40,6 +44,8 @@ for t in "${targets[@]}"; do ldd "$bin/$t"; done |
   grep -vE "$DISTLM_LIBTORCH|/nvidia/|/torch/lib/" |
   while read -r lib; do cp -L "$lib" "$dir/lib/"; done
 cp tools/gpu/check.sh "$dir/check.sh"
+mkdir -p "$dir/peers"  # BERT-base's random checkpoint is written there, with its transformers
+cp tools/peers/make_checkpoint.py tools/peers/step_common.py "$dir/peers/"
 ref=../shared/reference
 if [ -f "$ref/bert_tiny_reference/model.safetensors" ] && [ -f "$ref/data/RTE/train.tsv" ]; then
   mkdir -p "$dir/ref/RTE"
