@@ -1,7 +1,12 @@
 #include "common/runtime/memory_meter.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <functional>
 #include <mutex>
+#include <unordered_map>
+#include <vector>
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
@@ -23,9 +28,36 @@ std::atomic<bool> is_installed{false};
 constexpr size_t kHeader = 64;
 c10::Allocator* inner_allocator = nullptr;
 
+// DISTLM_MEMORY_PEAK_BLOCKS: the live blocks and the largest of them at the peak.
+struct PeakBlocksTracker {
+  size_t k = 0;
+  std::mutex mu;
+  std::unordered_map<void*, int64_t> live;
+  std::vector<int64_t> at_peak;
+  int64_t seen_peak = 0;
+
+  // Called under mu with the bytes in use now.
+  void MaybeRecord(int64_t now, bool force) {
+    if (!force && now < seen_peak + (int64_t{1} << 20)) return;
+    seen_peak = now;
+    std::vector<int64_t> sizes;
+    sizes.reserve(live.size());
+    for (const auto& [ptr, n] : live) sizes.push_back(n);
+    const size_t top = std::min(k, sizes.size());
+    std::partial_sort(sizes.begin(), sizes.begin() + top, sizes.end(), std::greater<int64_t>());
+    sizes.resize(top);
+    at_peak = std::move(sizes);
+  }
+};
+PeakBlocksTracker* tracker = nullptr;  // set once by Install when asked for
+
 void FreeCounted(void* data) {
   char* base = static_cast<char*>(data) - kHeader;
   in_use.fetch_sub(*reinterpret_cast<int64_t*>(base), std::memory_order_relaxed);
+  if (tracker != nullptr) {
+    std::lock_guard<std::mutex> lock(tracker->mu);
+    tracker->live.erase(data);
+  }
   inner_allocator->raw_deallocate(base);
 }
 
@@ -48,6 +80,11 @@ class CountingAllocator final : public c10::Allocator {
     while (now > seen && !peak.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
     }
     void* data = base + kHeader;
+    if (tracker != nullptr) {
+      std::lock_guard<std::mutex> lock(tracker->mu);
+      tracker->live[data] = static_cast<int64_t>(n);
+      tracker->MaybeRecord(now, /*force=*/false);
+    }
     return c10::DataPtr(data, data, &FreeCounted, c10::Device(c10::DeviceType::CPU));
   }
 };
@@ -59,6 +96,10 @@ void MemoryMeter::Install() {
   std::call_once(once, [] {
     // Never freed: tensors may outlive everything else in the process.
     inner_allocator = c10::GetCPUAllocator();
+    if (const char* k = std::getenv("DISTLM_MEMORY_PEAK_BLOCKS"); k != nullptr && std::atoi(k) > 0) {
+      tracker = new PeakBlocksTracker();  // never freed, as the allocator
+      tracker->k = static_cast<size_t>(std::atoi(k));
+    }
     static CountingAllocator* counting = new CountingAllocator();
     c10::SetCPUAllocator(counting, /*priority=*/1);
     is_installed = true;
@@ -68,7 +109,19 @@ void MemoryMeter::Install() {
 bool MemoryMeter::installed() { return is_installed; }
 int64_t MemoryMeter::BytesInUse() { return in_use.load(std::memory_order_relaxed); }
 int64_t MemoryMeter::PeakBytes() { return peak.load(std::memory_order_relaxed); }
-void MemoryMeter::ResetPeak() { peak.store(in_use.load(std::memory_order_relaxed), std::memory_order_relaxed); }
+void MemoryMeter::ResetPeak() {
+  peak.store(in_use.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  if (tracker != nullptr) {
+    std::lock_guard<std::mutex> lock(tracker->mu);
+    tracker->MaybeRecord(in_use.load(std::memory_order_relaxed), /*force=*/true);
+  }
+}
+
+std::vector<int64_t> MemoryMeter::PeakBlocks() {
+  if (tracker == nullptr) return {};
+  std::lock_guard<std::mutex> lock(tracker->mu);
+  return tracker->at_peak;
+}
 
 namespace {
 

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include <c10/core/Device.h>
 
@@ -28,6 +29,12 @@ class MemoryMeter {
   static int64_t PeakBytes();
   // Sets the peak to what is in use now.
   static void ResetPeak();
+
+  // Where the peak is, by size: with DISTLM_MEMORY_PEAK_BLOCKS=K (K > 0) in the environment at
+  // Install, the meter also keeps every live block's size, and, each time the peak grows by
+  // 1 MB or more, the sizes of the K largest blocks then live (largest first). A lock per
+  // allocation: for finding where the bytes are, not for timing. Empty when not asked for.
+  static std::vector<int64_t> PeakBlocks();
 
   // The same for the tensors on `device`: the CPU's are the three above; a GPU's are the caching
   // allocator's (what tensors hold, not what the allocator reserved). -1 where nothing counts

@@ -284,6 +284,12 @@ Trainer::Stepped Trainer::FinishUpdate(UpdateContext& u, int64_t update, int64_t
     memory_["mem_in_use_bytes"] = runtime::MemoryMeter::BytesInUse(device_);
     memory_["mem_peak_bytes"] = peak;
   }
+  // DISTLM_MEMORY_PEAK_BLOCKS=K: the sizes of the K largest host blocks live at the peak.
+  if (device_.is_cpu()) {
+    if (std::vector<int64_t> blocks = runtime::MemoryMeter::PeakBlocks(); !blocks.empty()) {
+      memory_["mem_peak_blocks"] = blocks;
+    }
+  }
   s.loss_mean = AverageOverRanks(loss_sum / static_cast<double>(accum));
   losses_.push_back(s.loss_mean);
   MaybeInjectFault(update);
