@@ -7,6 +7,7 @@
 #include "common/runtime/errors.h"
 #include "common/safetensors/safetensors.h"
 #include "common/testing/subprocess.h"
+#include "common/testing/user_error.h"
 
 namespace distlm::bert {
 namespace {
@@ -41,15 +42,6 @@ Named StateOf(BertForSequenceClassification& m) {
   return out;
 }
 
-std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 TEST(CheckpointTest, RoundTripAndPretrainingNames) {
   torch::manual_seed(7);
   BertForSequenceClassification m(Small());
@@ -80,10 +72,10 @@ TEST(CheckpointTest, BadInputIsOneLineNamingWhat) {
   Named good = StateOf(m);
 
   std::string missing = distlm::testing::MakeTempDir("empty");
-  EXPECT_EQ(ErrorOf([&] { LoadPretrained(missing, -1, false); }),
+  EXPECT_EQ(::distlm::testing::UserErrorOf([&] { LoadPretrained(missing, -1, false); }),
             missing + "/config.json: file not found (a model directory holds config.json, "
                       "model.safetensors and vocab.txt)");
-  EXPECT_EQ(ErrorOf([&] { LoadPretrained("/no/such/dir", -1, false); }),
+  EXPECT_EQ(::distlm::testing::UserErrorOf([&] { LoadPretrained("/no/such/dir", -1, false); }),
             "/no/such/dir: model directory not found");
 
   Named wrong_shape = good;
@@ -91,7 +83,7 @@ TEST(CheckpointTest, BadInputIsOneLineNamingWhat) {
     if (n == "bert.pooler.dense.weight") t = torch::zeros({8, 4});
   }
   std::string dir = WriteModelDir(Small(), wrong_shape);
-  EXPECT_EQ(ErrorOf([&] { LoadPretrained(dir, -1, false); }),
+  EXPECT_EQ(::distlm::testing::UserErrorOf([&] { LoadPretrained(dir, -1, false); }),
             dir + "/model.safetensors: tensor 'bert.pooler.dense.weight' has shape [8, 4], the model "
                   "expects [8, 8] (from config.json)");
 
@@ -100,16 +92,16 @@ TEST(CheckpointTest, BadInputIsOneLineNamingWhat) {
     if (n == "bert.embeddings.word_embeddings.weight") t = torch::zeros({40, 8});
   }
   dir = WriteModelDir(Small(), wrong_vocab);
-  EXPECT_EQ(ErrorOf([&] { LoadPretrained(dir, -1, false); }),
+  EXPECT_EQ(::distlm::testing::UserErrorOf([&] { LoadPretrained(dir, -1, false); }),
             dir + "/model.safetensors: tensor 'bert.embeddings.word_embeddings.weight' has 40 rows "
                   "but config.json says vocab_size 30");
 
   dir = WriteModelDir(Small(), good, /*vocab_lines=*/31);
-  EXPECT_EQ(ErrorOf([&] { LoadPretrained(dir, -1, false); }),
+  EXPECT_EQ(::distlm::testing::UserErrorOf([&] { LoadPretrained(dir, -1, false); }),
             dir + "/vocab.txt: has 31 tokens but config.json says vocab_size 30");
 
   dir = WriteModelDir(Small(), {{"something.else", torch::zeros({2})}});
-  EXPECT_NE(ErrorOf([&] { LoadPretrained(dir, -1, false); }).find("none of its 1 tensors is a BERT parameter"),
+  EXPECT_NE(::distlm::testing::UserErrorOf([&] { LoadPretrained(dir, -1, false); }).find("none of its 1 tensors is a BERT parameter"),
             std::string::npos);
 }
 

@@ -10,6 +10,7 @@
 #include "common/runtime/atomic_file.h"
 #include "common/runtime/errors.h"
 #include "common/testing/subprocess.h"
+#include "common/testing/user_error.h"
 #include "common/tokenizer/bert_tokenizer.h"
 
 namespace distlm::glue {
@@ -27,15 +28,6 @@ std::string WriteTsv(const std::string& name, const std::string& text) {
   static const std::string dir = distlm::testing::MakeTempDir("glue");
   WriteFileAtomically(dir + "/" + name, text);
   return dir + "/" + name;
-}
-
-std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(RteProcessorTest, ReadsTheProjectData) {
@@ -79,7 +71,7 @@ TEST(RteProcessorTest, ProjectDataNeedsNoUnknownToken) {
 TEST(ProcessorTest, TaskNamesAreCaseInsensitiveAndUnknownOnesListed) {
   EXPECT_EQ(MakeProcessor("RTE")->task_name(), "rte");
   EXPECT_EQ(MakeProcessor("SST-2")->task_name(), "sst-2");
-  EXPECT_THAT(ErrorOf([] { MakeProcessor("cola"); }),
+  EXPECT_THAT(::distlm::testing::UserErrorOf([] { MakeProcessor("cola"); }),
               AllOf(HasSubstr("unknown task 'cola'"), HasSubstr("rte, mrpc, sst-2")));
 }
 
@@ -87,25 +79,25 @@ TEST(ProcessorTest, SplitNames) {
   EXPECT_EQ(ParseSplit("train"), Split::kTrain);
   EXPECT_EQ(ParseSplit("dev"), Split::kDev);
   EXPECT_EQ(ParseSplit("test"), Split::kTest);
-  EXPECT_THAT(ErrorOf([] { ParseSplit("valid"); }), HasSubstr("unknown split 'valid' (expected train, dev or test)"));
+  EXPECT_THAT(::distlm::testing::UserErrorOf([] { ParseSplit("valid"); }), HasSubstr("unknown split 'valid' (expected train, dev or test)"));
 }
 
 TEST(RteProcessorTest, MalformedRowsNameFileAndLine) {
   auto rte = MakeProcessor("rte");
   const std::string header = "index\tsentence1\tsentence2\tlabel\n";
   std::string p = WriteTsv("short.tsv", header + "0\ta\tb\tentailment\n1\ta\tb\n");
-  EXPECT_THAT(ErrorOf([&] { rte->GetExamples(p, Split::kTrain); }),
+  EXPECT_THAT(::distlm::testing::UserErrorOf([&] { rte->GetExamples(p, Split::kTrain); }),
               AllOf(HasSubstr(p + ":3: expected 4 tab-separated fields (index, sentence1, sentence2, label), found 3")));
   p = WriteTsv("tab.tsv", header + "0\ta\tb\tc\tentailment\n");
-  EXPECT_THAT(ErrorOf([&] { rte->GetExamples(p, Split::kDev); }), HasSubstr(p + ":2: expected 4"));
+  EXPECT_THAT(::distlm::testing::UserErrorOf([&] { rte->GetExamples(p, Split::kDev); }), HasSubstr(p + ":2: expected 4"));
   p = WriteTsv("label.tsv", header + "0\ta\tb\tentailment\n1\ta\tb\tEntailment\n");
-  EXPECT_THAT(ErrorOf([&] { rte->GetExamples(p, Split::kTrain); }),
+  EXPECT_THAT(::distlm::testing::UserErrorOf([&] { rte->GetExamples(p, Split::kTrain); }),
               HasSubstr(p + ":3: label 'Entailment' is not one of rte's labels (entailment, not_entailment)"));
   p = WriteTsv("guid.tsv", header + "\ta\tb\tentailment\n");
-  EXPECT_THAT(ErrorOf([&] { rte->GetExamples(p, Split::kTrain); }), HasSubstr(p + ":2: empty index field"));
+  EXPECT_THAT(::distlm::testing::UserErrorOf([&] { rte->GetExamples(p, Split::kTrain); }), HasSubstr(p + ":2: empty index field"));
   // The test file read as dev: its header is one column short.
   p = WriteTsv("test_as_dev.tsv", "index\tsentence1\tsentence2\n0\ta\tb\n");
-  EXPECT_THAT(ErrorOf([&] { rte->GetExamples(p, Split::kDev); }),
+  EXPECT_THAT(::distlm::testing::UserErrorOf([&] { rte->GetExamples(p, Split::kDev); }),
               HasSubstr(p + ":1: the header has 3 fields; the dev split of rte has 4"));
   EXPECT_EQ(rte->GetExamples(p, Split::kTest).size(), 1u);
 }

@@ -15,6 +15,7 @@
 #include "common/runtime/errors.h"
 #include "common/safetensors/sample_files.h"
 #include "common/testing/subprocess.h"
+#include "common/testing/user_error.h"
 
 namespace distlm::safetensors {
 namespace {
@@ -36,15 +37,6 @@ void ExpectSameTensor(const torch::Tensor& got, const torch::Tensor& want, const
   ASSERT_TRUE(got.is_contiguous());
   ASSERT_EQ(got.nbytes(), w.nbytes());
   if (w.nbytes() > 0) EXPECT_EQ(std::memcmp(got.data_ptr(), w.data_ptr(), w.nbytes()), 0);
-}
-
-std::string ErrorOf(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 NamedTensors EveryDtype() {
@@ -298,7 +290,7 @@ TEST_F(SafetensorsTest, CorruptFilesGiveOneLineErrorsNamingTheFile) {
     SCOPED_TRACE(c.name);
     const std::string path = Path(c.name + ".safetensors");
     WriteFileAtomically(path, c.bytes);
-    const std::string error = ErrorOf([&] { LoadFile(path); });
+    const std::string error = ::distlm::testing::UserErrorOf([&] { LoadFile(path); });
     EXPECT_EQ(error.rfind(path + ": ", 0), 0u) << error;
     EXPECT_NE(error.find(c.expected), std::string::npos) << error;
     EXPECT_EQ(error.find('\n'), std::string::npos) << error;
@@ -307,17 +299,17 @@ TEST_F(SafetensorsTest, CorruptFilesGiveOneLineErrorsNamingTheFile) {
 
 TEST_F(SafetensorsTest, MissingFileAndDirectory) {
   const std::string missing = Path("nope.safetensors");
-  EXPECT_EQ(ErrorOf([&] { LoadFile(missing); }),
+  EXPECT_EQ(::distlm::testing::UserErrorOf([&] { LoadFile(missing); }),
             missing + ": cannot open: No such file or directory");
-  EXPECT_EQ(ErrorOf([&] { LoadFile(dir_); }), dir_ + ": is a directory, not a safetensors file");
-  EXPECT_EQ(ErrorOf([&] { ReadHeader(missing); }),
+  EXPECT_EQ(::distlm::testing::UserErrorOf([&] { LoadFile(dir_); }), dir_ + ": is a directory, not a safetensors file");
+  EXPECT_EQ(::distlm::testing::UserErrorOf([&] { ReadHeader(missing); }),
             missing + ": cannot open: No such file or directory");
 }
 
 TEST_F(SafetensorsTest, SaveRefusesWhatTheFormatCannotHold) {
   const std::string path = Path("bad.safetensors");
   auto save_error = [&](const NamedTensors& tensors) {
-    return ErrorOf([&] { SaveFile(path, tensors); });
+    return ::distlm::testing::UserErrorOf([&] { SaveFile(path, tensors); });
   };
   EXPECT_EQ(save_error({{"u", torch::Tensor()}}), path + ": tensor 'u' is undefined");
   EXPECT_NE(save_error({{"c", torch::zeros({2}, torch::kComplexFloat)}}).find("tensor 'c' has dtype"),

@@ -12,6 +12,7 @@
 #include "common/runtime/atomic_file.h"
 #include "common/runtime/errors.h"
 #include "common/testing/subprocess.h"
+#include "common/testing/user_error.h"
 #include "common/train/snapshot.h"
 
 namespace distlm::train {
@@ -68,15 +69,6 @@ TrainingState WriteAll(const std::string& dir, const Model& m, int64_t update) {
   return s;
 }
 
-std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 TEST(SnapshotPartsTest, PartsRebuildTheWholeTensors) {
   const std::string dir = testing::MakeTempDir("snapshot_parts");
   const Model m;
@@ -115,31 +107,31 @@ TEST(SnapshotPartsTest, EachWrongPartOrIndexIsNamed) {
   // The index puts a parameter past its unit's end.
   TrainingState far = s;
   far.shards["layout"]["units"][1]["params"][0]["offset"] = 1;
-  EXPECT_NE(ErrorOf([&] { WholeFromParts(dir, far); }).find("puts c at elements 1..5 of unit 1, which has 4"),
+  EXPECT_NE(::distlm::testing::UserErrorOf([&] { WholeFromParts(dir, far); }).find("puts c at elements 1..5 of unit 1, which has 4"),
             std::string::npos)
-      << ErrorOf([&] { WholeFromParts(dir, far); });
+      << ::distlm::testing::UserErrorOf([&] { WholeFromParts(dir, far); });
 
   // The index's shard size is not the parts'.
   TrainingState wide = s;
   wide.shards["layout"]["units"][1]["shard_numel"] = 3;
-  EXPECT_NE(ErrorOf([&] { WholeFromParts(dir, wide); })
+  EXPECT_NE(::distlm::testing::UserErrorOf([&] { WholeFromParts(dir, wide); })
                 .find("snapshot-4.rank-0-of-2.safetensors: unit1/param has 2 elements, its index's layout says 3"),
             std::string::npos)
-      << ErrorOf([&] { WholeFromParts(dir, wide); });
+      << ::distlm::testing::UserErrorOf([&] { WholeFromParts(dir, wide); });
 
   // A part whose bytes changed after it was written.
   std::string bytes = ReadFile(part1);
   bytes[bytes.size() - 3] ^= 0x40;
   WriteFileAtomically(part1, bytes);
-  EXPECT_NE(ErrorOf([&] { LoadSnapshotPart(dir, s, 1); }).find(part1 + ": checksum mismatch with its index"),
+  EXPECT_NE(::distlm::testing::UserErrorOf([&] { LoadSnapshotPart(dir, s, 1); }).find(part1 + ": checksum mismatch with its index"),
             std::string::npos);
-  EXPECT_NE(ErrorOf([&] { WholeFromParts(dir, s); }).find("checksum mismatch"), std::string::npos);
+  EXPECT_NE(::distlm::testing::UserErrorOf([&] { WholeFromParts(dir, s); }).find("checksum mismatch"), std::string::npos);
 
   // A part that is not there.
   std::remove(part1.c_str());
-  EXPECT_NE(ErrorOf([&] { WholeFromParts(dir, s); }).find(part1 + " is not there (the part of rank 1 of 2"),
+  EXPECT_NE(::distlm::testing::UserErrorOf([&] { WholeFromParts(dir, s); }).find(part1 + " is not there (the part of rank 1 of 2"),
             std::string::npos)
-      << ErrorOf([&] { WholeFromParts(dir, s); });
+      << ::distlm::testing::UserErrorOf([&] { WholeFromParts(dir, s); });
 
   // An index that is not one: skipped for the snapshot before it.
   WriteAll(dir, m, 6);

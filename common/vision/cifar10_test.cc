@@ -8,6 +8,7 @@
 
 #include "common/runtime/errors.h"
 #include "common/testing/subprocess.h"
+#include "common/testing/user_error.h"
 
 namespace distlm::vision {
 namespace {
@@ -24,15 +25,6 @@ std::string Records(int first, int count) {
   return bytes;
 }
 
-std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST(Cifar10Test, ReadsRecordsPlaneByPlaneAndNamesBadFiles) {
   const std::string dir = distlm::testing::MakeTempDir("cifar");
   for (int b = 1; b <= 5; ++b) distlm::testing::WriteFileMakingDirs(dir + "/data_batch_" + std::to_string(b) + ".bin", Records((b - 1) * 3, 3));
@@ -44,15 +36,15 @@ TEST(Cifar10Test, ReadsRecordsPlaneByPlaneAndNamesBadFiles) {
   EXPECT_EQ(LoadCifar10(dir, "test").labels[1].item<int64_t>(), 1);
 
   distlm::testing::WriteFileMakingDirs(dir + "/short.bin", Records(0, 1).substr(0, 3000));
-  EXPECT_EQ(ErrorOf([&] { ReadCifarFile(dir + "/short.bin"); }),
+  EXPECT_EQ(::distlm::testing::UserErrorOf([&] { ReadCifarFile(dir + "/short.bin"); }),
             dir + "/short.bin: 3000 bytes is not a whole number of 3073-byte CIFAR-10 records");
   std::string bad = Records(0, 2);
   bad[3073] = 12;
   distlm::testing::WriteFileMakingDirs(dir + "/bad.bin", bad);
-  EXPECT_EQ(ErrorOf([&] { ReadCifarFile(dir + "/bad.bin"); }), dir + "/bad.bin: record 1 has label 12 (CIFAR-10's labels are 0-9)");
-  EXPECT_EQ(ErrorOf([&] { LoadCifar10(dir + "/none", "test"); }),
+  EXPECT_EQ(::distlm::testing::UserErrorOf([&] { ReadCifarFile(dir + "/bad.bin"); }), dir + "/bad.bin: record 1 has label 12 (CIFAR-10's labels are 0-9)");
+  EXPECT_EQ(::distlm::testing::UserErrorOf([&] { LoadCifar10(dir + "/none", "test"); }),
             dir + "/none/test_batch.bin: file not found (CIFAR-10's binary release, cifar-10-batches-bin)");
-  EXPECT_EQ(ErrorOf([&] { LoadCifar10(dir, "dev"); }), "CIFAR-10 split 'dev': use train or test");
+  EXPECT_EQ(::distlm::testing::UserErrorOf([&] { LoadCifar10(dir, "dev"); }), "CIFAR-10 split 'dev': use train or test");
 }
 
 TEST(Cifar10Test, PreprocessingAndSeededAugmentation) {
