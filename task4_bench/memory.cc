@@ -36,7 +36,7 @@
 #include "task4_bench/report_runs.h"
 
 ABSL_FLAG(std::string, out, "", "folder to write the table to (created; relative to the folder you ran from)");
-ABSL_FLAG(std::string, model, "bert_base,vit_b16", "models, comma-separated (the report's: bert, vit, bert_base, vit_b16, vit_b32)");
+ABSL_FLAG(std::string, model, "bert_base,vit_b16", "models, comma-separated (the report's: bert, vit, bert_mid, bert_base, vit_b16, vit_b32)");
 ABSL_FLAG(std::string, ranks, "1,2,4", "world sizes of the distributed stages (part 1 runs on one process)");
 ABSL_FLAG(std::string, stages, "part1,task2b,task3,task5,task6", "stages, comma-separated");
 ABSL_FLAG(int, updates, 2, "updates per run (the last one's line is read)");

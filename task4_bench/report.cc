@@ -64,7 +64,8 @@ ABSL_FLAG(std::string, traffic_comm_dtypes, "fp32,fp16",
 ABSL_FLAG(int, max_seq_length, 128, "sequence length of every run (BERT)");
 ABSL_FLAG(std::string, model, "bert",
           "the models, comma-separated, each with its own rows: bert, the built-in tiny BERT on the built-in RTE "
-          "sample; vit, the tiny ViT (32x32 images, hidden 64) on a generated CIFAR-10-format set; bert_base, "
+          "sample; vit, the tiny ViT (32x32 images, hidden 64) on a generated CIFAR-10-format set; bert_mid (hidden "
+          "384, 6 layers), bert_base, "
           "vit_b16, vit_b32: those architectures drawn at random into OUT/model_<name> (the same data; ViT images "
           "resized to 224)");
 ABSL_FLAG(int, threads_per_rank, 1,

@@ -80,10 +80,11 @@ void SaveOnce(const std::string& dir, Save save) {
 
 }  // namespace
 
-std::string ReportModelNames() { return "bert, vit, bert_base, vit_b16, vit_b32"; }
+std::string ReportModelNames() { return "bert, vit, bert_mid, bert_base, vit_b16, vit_b32"; }
 
 bool IsReportModel(const std::string& name) {
-  return name == "bert" || name == "vit" || name == "bert_base" || name == "vit_b16" || name == "vit_b32";
+  return name == "bert" || name == "vit" || name == "bert_mid" || name == "bert_base" || name == "vit_b16" ||
+         name == "vit_b32";
 }
 
 ReportModel MakeReportModel(const Config& c, const std::string& name) {
@@ -91,7 +92,7 @@ ReportModel MakeReportModel(const Config& c, const std::string& name) {
   ReportModel m;
   m.name = name;
   const std::string data = " with the stages' reference solutions.";
-  if (name == "bert" || name == "bert_base") {
+  if (name == "bert" || name == "bert_mid" || name == "bert_base") {
     const std::string vocab_path = FindRunfile("common/testdata/vocab.txt");
     m.tokens_per_example = c.max_seq_length;
     m.dataset = "RTE";
@@ -107,9 +108,16 @@ ReportModel MakeReportModel(const Config& c, const std::string& name) {
           "float32)%s%s", m.tensors.size(), TotalNumel(m.tensors), 4e-6 * TotalNumel(m.tensors), sample, data);
       return m;
     }
-    m.label = "BERT-base";
+    const bool mid = name == "bert_mid";
+    m.label = mid ? "BERT-mid" : "BERT-base";
     m.dir = c.out + "/model_" + name;
     bert::BertConfig config = bert::BertBaseCasedConfig();
+    if (mid) {  // tools/peers' mid preset: between the tiny model and BERT-base
+      config.hidden_size = 384;
+      config.num_hidden_layers = 6;
+      config.num_attention_heads = 6;
+      config.intermediate_size = 1536;
+    }
     bert::BertForSequenceClassification model(config);
     SaveOnce(m.dir, [&] {
       model->InitWeights();
@@ -117,10 +125,10 @@ ReportModel MakeReportModel(const Config& c, const std::string& name) {
     });
     m.tensors = GradientTensors(*model);
     m.description = absl::StrFormat(
-        "A randomly initialised BERT-base (bert-base-cased's shape: hidden 768, 12 layers, "
-        "vocabulary 28,996; %d gradient tensors, %d parameters = %.1f MB in float32; drawn with seed 42 into "
-        "`model_bert_base/` and loaded by every rank with --model_name_or_path)%s%s",
-        m.tensors.size(), TotalNumel(m.tensors), 4e-6 * TotalNumel(m.tensors), sample, data);
+        "A randomly initialised %s (%s, vocabulary 28,996; %d gradient tensors, %d parameters = %.1f MB in "
+        "float32; drawn with seed 42 into `model_%s/` and loaded by every rank with --model_name_or_path)%s%s",
+        m.label, mid ? "hidden 384, 6 layers, 6 heads, intermediate 1536" : "bert-base-cased's shape: hidden 768, 12 layers",
+        m.tensors.size(), TotalNumel(m.tensors), 4e-6 * TotalNumel(m.tensors), name, sample, data);
     return m;
   }
   m.vit = true;

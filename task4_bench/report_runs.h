@@ -37,7 +37,7 @@ struct Config {
 // --model_name_or_path, so their step times and bytes are those of the real architectures
 // (what they learn does not matter for a timing).
 struct ReportModel {
-  std::string name;         // bert, vit, bert_base, vit_b16, vit_b32
+  std::string name;         // bert, vit, bert_mid, bert_base, vit_b16, vit_b32
   bool vit = false;
   std::string label;        // "tiny BERT", "ViT-B/16", ...: the plots' titles
   std::string description;  // what report.md says the runs train

@@ -195,7 +195,7 @@ TEST(ReportTest, BadFlagsAreOneLine) {
       {{"--out=/tmp/x", "--stages=task9"}, "error: --stages: unknown stage 'task9'; known: task2a, task2b, task3, task5, task6"},
       {{"--out=/tmp/x", "--traffic_ranks=1"}, "error: --traffic_ranks must be at least 2"},
       {{"--out=/tmp/x", "--model=bert,resnet"},
-       "error: --model: 'resnet' is not one of bert, vit, bert_base, vit_b16, vit_b32"},
+       "error: --model: 'resnet' is not one of bert, vit, bert_mid, bert_base, vit_b16, vit_b32"},
   };
   for (const auto& k : cases) {
     distlm::testing::Command c;
