@@ -19,7 +19,8 @@
 // Every rank runs the same model, so every rank calls the collectives in the same order. After
 // each function the schedule checks what it can see (bytes held), so that a mistake is named
 // where it is made, not found later as a crash or a wrong loss. Outside training (evaluation,
-// snapshots, saving) WithFullParameters gathers every unit for the duration.
+// saving, a resume from a whole snapshot) WithFullParameters gathers every unit for the
+// duration; snapshots are written in parts, each rank its shards, and gather nothing.
 #pragma once
 
 #include <functional>

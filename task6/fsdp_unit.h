@@ -120,8 +120,9 @@ class FsdpModel {
   const train::BertAdamW& adam() const { return *adam_; }
   double last_step_ms() const { return last_step_ms_; }
 
-  // Snapshots: the moments whole on rank 0, per parameter in the model's registration order
-  // (the format of every stage); a collective. LoadState takes this rank's slices.
+  // Whole snapshots (a resume from another stage's, or from parts of another layout, rebuilt
+  // whole): the moments whole on rank 0, per parameter in the model's registration order; a
+  // collective. LoadState takes this rank's slices.
   train::OptimizerState GatherState(c10d::ProcessGroup& pg);
   void LoadState(const train::OptimizerState& whole);
   // Sharded snapshots (common/train/snapshot.h): where each parameter sits in its unit, this
