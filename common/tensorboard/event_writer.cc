@@ -1,0 +1,107 @@
+#include "common/tensorboard/event_writer.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "common/runtime/atomic_file.h"
+#include "common/runtime/errors.h"
+#include "common/tensorboard/crc32c.h"
+
+namespace distlm::tensorboard {
+namespace {
+
+void Varint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7F) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+
+template <typename T>
+void LittleEndian(std::string& out, T v) {  // x86-64 and every platform LibTorch supports here
+  char bytes[sizeof(T)];
+  std::memcpy(bytes, &v, sizeof(T));
+  out.append(bytes, sizeof(T));
+}
+
+// A length-delimited field (wire type 2).
+void Bytes(std::string& out, int field, const std::string& body) {
+  Varint(out, static_cast<uint64_t>(field) << 3 | 2);
+  Varint(out, body.size());
+  out += body;
+}
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+std::string FramedRecord(const std::string& payload) {
+  std::string out;
+  LittleEndian<uint64_t>(out, payload.size());
+  LittleEndian<uint32_t>(out, MaskedCrc32c(out.data(), 8));
+  out += payload;
+  LittleEndian<uint32_t>(out, MaskedCrc32c(payload.data(), payload.size()));
+  return out;
+}
+
+std::string FileVersionEvent(double wall_time) {
+  std::string e;
+  e.push_back(0x09);  // Event.wall_time: field 1, fixed64
+  LittleEndian<double>(e, wall_time);
+  Bytes(e, 3, "brain.Event:2");  // Event.file_version
+  return e;
+}
+
+std::string ScalarsEvent(double wall_time, int64_t step, const Scalars& scalars) {
+  std::string summary;
+  for (const auto& [tag, value] : scalars) {
+    std::string v;
+    Bytes(v, 1, tag);   // Summary.Value.tag
+    v.push_back(0x15);  // Summary.Value.simple_value: field 2, fixed32
+    LittleEndian<float>(v, value);
+    Bytes(summary, 1, v);  // Summary.value (repeated)
+  }
+  std::string e;
+  e.push_back(0x09);
+  LittleEndian<double>(e, wall_time);
+  if (step != 0) {  // proto3: a zero step is the default, left out
+    e.push_back(0x10);  // Event.step: field 2, varint (two's complement)
+    Varint(e, static_cast<uint64_t>(step));
+  }
+  Bytes(e, 5, summary);  // Event.summary
+  return e;
+}
+
+EventWriter::EventWriter(const std::string& dir) {
+  MakeDirs(dir);
+  char host[256] = "localhost";
+  gethostname(host, sizeof(host) - 1);
+  const double now = Now();
+  char name[512];
+  std::snprintf(name, sizeof(name), "/events.out.tfevents.%010lld.%s.%d", static_cast<long long>(now), host,
+                static_cast<int>(getpid()));
+  path_ = dir + name;
+  file_ = std::fopen(path_.c_str(), "wb");
+  if (file_ == nullptr) throw UserError(path_ + ": cannot create the TensorBoard event file (" + std::strerror(errno) + ")");
+  Write(FramedRecord(FileVersionEvent(now)));
+}
+
+EventWriter::~EventWriter() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+void EventWriter::Add(int64_t step, const Scalars& scalars) { Write(FramedRecord(ScalarsEvent(Now(), step, scalars))); }
+
+void EventWriter::Write(const std::string& record) {
+  if (std::fwrite(record.data(), 1, record.size(), file_) != record.size() || std::fflush(file_) != 0) {
+    throw UserError(path_ + ": cannot write the TensorBoard event file (" + std::strerror(errno) + ")");
+  }
+}
+
+}  // namespace distlm::tensorboard

@@ -1,0 +1,45 @@
+// TensorBoard scalars without TensorFlow or protobuf: an events.out.tfevents.* file that
+// `tensorboard --logdir` reads while the run writes it. A file is TFRecord records (length,
+// masked CRC-32C of the length, payload, masked CRC-32C of the payload; little-endian), each
+// payload one Event message: the first {wall_time, file_version "brain.Event:2"}, then
+// {wall_time, step, summary {value {tag, simple_value}...}} per call. The few protobuf fields
+// involved are encoded by hand (field numbers from tensorboard/compat/proto/event.proto and
+// summary.proto). docs/design/trace_and_tensorboard.md has the sources and the plan around it.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace distlm::tensorboard {
+
+using Scalars = std::vector<std::pair<std::string, float>>;
+
+// One TFRecord record around `payload`.
+std::string FramedRecord(const std::string& payload);
+// The Event payloads.
+std::string FileVersionEvent(double wall_time);
+std::string ScalarsEvent(double wall_time, int64_t step, const Scalars& scalars);
+
+class EventWriter {
+ public:
+  // Creates dir (and its parents) and dir/events.out.tfevents.<seconds>.<host>.<pid>, and writes
+  // the file-version record. UserError naming the path when it cannot.
+  explicit EventWriter(const std::string& dir);
+  ~EventWriter();
+  EventWriter(const EventWriter&) = delete;
+  EventWriter& operator=(const EventWriter&) = delete;
+
+  // One Event at `step` with every scalar, flushed (a running TensorBoard sees it at once).
+  void Add(int64_t step, const Scalars& scalars);
+  const std::string& path() const { return path_; }
+
+ private:
+  void Write(const std::string& record);
+  std::string path_;
+  std::FILE* file_ = nullptr;
+};
+
+}  // namespace distlm::tensorboard
