@@ -4,9 +4,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
+#include "common/tensorboard/event_writer.h"
 #include "common/testing/subprocess.h"
 
 namespace distlm {
@@ -70,6 +72,36 @@ TEST(ConsoleAndPlotsTest, NoPlotsWhenAskedNot) {
   auto p = testing::Run(c, 300);
   ASSERT_EQ(p.exit_code, 0) << p.output;
   EXPECT_FALSE(fs::exists(out + "/plots"));
+}
+
+// --tensorboard: one event file in OUTPUT_DIR/tensorboard, its records intact, the file version
+// first, then one event per update carrying the log line's numbers (train/loss, train/lr, ...)
+// and one per evaluation (eval/accuracy, ...).
+TEST(ConsoleAndPlotsTest, TensorBoardScalarsPerUpdateAndEvaluation) {
+  const std::string out = testing::MakeTempDir("tb") + "/run";
+  testing::Command c;
+  c.argv = {testing::Runfile("part1_single/reference"), "--max_steps=5", "--per_gpu_train_batch_size=8",
+            "--max_seq_length=64", "--num_threads=1", "--plots=false", "--tensorboard", "--output_dir=" + out};
+  auto p = testing::Run(c, 300);
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(out + "/tensorboard")) files.push_back(e.path().string());
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_NE(files[0].find("/events.out.tfevents."), std::string::npos) << files[0];
+  const std::vector<std::string> records = tensorboard::ReadRecords(files[0]);
+  ASSERT_GE(records.size(), 7u) << "the file version, 5 updates, at least one evaluation";
+  EXPECT_NE(records[0].find("brain.Event:2"), std::string::npos);
+  int updates = 0, evals = 0;
+  for (size_t i = 1; i < records.size(); ++i) {
+    if (records[i].find("train/loss") != std::string::npos) {
+      ++updates;
+      EXPECT_NE(records[i].find("train/lr"), std::string::npos) << "update record " << i;
+      EXPECT_NE(records[i].find("train/step_time_ms"), std::string::npos) << "update record " << i;
+    }
+    if (records[i].find("eval/accuracy") != std::string::npos) ++evals;
+  }
+  EXPECT_EQ(updates, 5);
+  EXPECT_GE(evals, 1);
 }
 
 }  // namespace

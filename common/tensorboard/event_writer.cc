@@ -78,6 +78,27 @@ std::string ScalarsEvent(double wall_time, int64_t step, const Scalars& scalars)
   return e;
 }
 
+std::vector<std::string> ReadRecords(const std::string& path) {
+  const std::string bytes = ReadFile(path);
+  std::vector<std::string> records;
+  size_t pos = 0;
+  while (pos < bytes.size()) {
+    const std::string where = path + ": record " + std::to_string(records.size()) + " at byte " + std::to_string(pos);
+    if (pos + 12 > bytes.size()) throw UserError(where + ": the file ends inside its header");
+    uint64_t n;
+    uint32_t crc;
+    std::memcpy(&n, bytes.data() + pos, 8);
+    std::memcpy(&crc, bytes.data() + pos + 8, 4);
+    if (crc != MaskedCrc32c(bytes.data() + pos, 8)) throw UserError(where + ": its length's CRC does not match");
+    if (n > bytes.size() - pos - 12 || bytes.size() - pos - 12 - n < 4) throw UserError(where + ": the file ends inside it");
+    std::memcpy(&crc, bytes.data() + pos + 12 + n, 4);
+    if (crc != MaskedCrc32c(bytes.data() + pos + 12, n)) throw UserError(where + ": its payload's CRC does not match");
+    records.push_back(bytes.substr(pos + 12, n));
+    pos += 12 + n + 4;
+  }
+  return records;
+}
+
 EventWriter::EventWriter(const std::string& dir) {
   MakeDirs(dir);
   char host[256] = "localhost";

@@ -23,6 +23,10 @@ std::string FramedRecord(const std::string& payload);
 std::string FileVersionEvent(double wall_time);
 std::string ScalarsEvent(double wall_time, int64_t step, const Scalars& scalars);
 
+// The payloads of a file of TFRecord records, both CRCs checked: a UserError naming the file,
+// the record and its offset when one fails or the file ends inside a record.
+std::vector<std::string> ReadRecords(const std::string& path);
+
 class EventWriter {
  public:
   // Creates dir (and its parents) and dir/events.out.tfevents.<seconds>.<host>.<pid>, and writes

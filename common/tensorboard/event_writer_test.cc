@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/runtime/atomic_file.h"
+#include "common/runtime/errors.h"
 #include "common/tensorboard/crc32c.h"
 #include "common/tensorboard/event_writer.h"
 
@@ -63,29 +64,30 @@ TEST(EventWriterTest, WrittenFileReadsBackRecordByRecord) {
     w.Add(1, {{"train/loss", 0.69f}, {"train/lr", 2e-5f}});
     w.Add(2, {{"train/loss", 0.5f}});
   }
-  const std::string bytes = ReadFile(path);
-  size_t pos = 0;
-  int records = 0;
-  while (pos < bytes.size()) {
-    ASSERT_LE(pos + 12, bytes.size()) << "a truncated record header at " << pos;
-    uint64_t n;
-    std::memcpy(&n, bytes.data() + pos, 8);
-    uint32_t len_crc, data_crc;
-    std::memcpy(&len_crc, bytes.data() + pos + 8, 4);
-    EXPECT_EQ(len_crc, MaskedCrc32c(bytes.data() + pos, 8)) << "record " << records;
-    ASSERT_LE(pos + 12 + n + 4, bytes.size()) << "record " << records << " runs past the end";
-    std::memcpy(&data_crc, bytes.data() + pos + 12 + n, 4);
-    EXPECT_EQ(data_crc, MaskedCrc32c(bytes.data() + pos + 12, n)) << "record " << records;
-    const std::string payload = bytes.substr(pos + 12, n);
-    if (records == 0) {
-      EXPECT_NE(payload.find("brain.Event:2"), std::string::npos);
-    } else if (records == 1) {
-      EXPECT_NE(payload.find("train/lr"), std::string::npos);
-    }
-    pos += 12 + n + 4;
-    ++records;
+  const std::vector<std::string> records = ReadRecords(path);
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_NE(records[0].find("brain.Event:2"), std::string::npos);
+  EXPECT_NE(records[1].find("train/lr"), std::string::npos);
+  // All but the wall time (bytes 1..8) as encoded by hand above.
+  EXPECT_EQ(records[2].substr(9), ScalarsEvent(0.0, 2, {{"train/loss", 0.5f}}).substr(9));
+  // A flipped payload byte, and a file cut inside a record, are named.
+  std::string bytes = ReadFile(path);
+  bytes[bytes.size() - 6] ^= 1;
+  WriteFileAtomically(path, bytes);
+  try {
+    ReadRecords(path);
+    ADD_FAILURE() << "a flipped byte was not noticed";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find(": record 2 at byte "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("payload's CRC does not match"), std::string::npos) << e.what();
   }
-  EXPECT_EQ(records, 3);
+  WriteFileAtomically(path, bytes.substr(0, bytes.size() - 2));
+  try {
+    ReadRecords(path);
+    ADD_FAILURE() << "a cut file was not noticed";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("the file ends inside it"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -41,6 +41,9 @@ ABSL_FLAG(std::string, device, "cpu",
 ABSL_FLAG(uint64_t, seed, 42, "random seed (model init, shuffling, dropout)");
 ABSL_FLAG(int64_t, logging_steps, 50, "print a progress line every this many updates");
 ABSL_FLAG(bool, plots, true, "write PNG plots of the run into OUTPUT_DIR/plots when it ends (needs gnuplot)");
+ABSL_FLAG(bool, tensorboard, false,
+          "write every logged number of each update and evaluation as TensorBoard scalars into "
+          "OUTPUT_DIR/tensorboard while the run goes (tensorboard --logdir OUTPUT_DIR/tensorboard)");
 ABSL_FLAG(bool, bf16, false,
           "mixed precision in bfloat16: forward passes under autocast, weights, gradients and optimizer in float32");
 ABSL_FLAG(bool, fp16, false,
@@ -168,6 +171,7 @@ TrainOptions TrainOptionsFromFlags() {
   o.seed = absl::GetFlag(FLAGS_seed);
   o.logging_steps = absl::GetFlag(FLAGS_logging_steps);
   o.plots = absl::GetFlag(FLAGS_plots);
+  o.tensorboard = absl::GetFlag(FLAGS_tensorboard);
   o.save_every_rank = absl::GetFlag(FLAGS_save_every_rank);
   o.bf16 = absl::GetFlag(FLAGS_bf16);
   o.fp16 = absl::GetFlag(FLAGS_fp16);

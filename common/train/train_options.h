@@ -45,6 +45,7 @@ struct TrainOptions {
   uint64_t seed = 42;
   int64_t logging_steps = 50;
   bool plots = true;
+  bool tensorboard = false;  // OUTPUT_DIR/tensorboard/events.out.tfevents.* as the run goes
   // Every rank writes its final model too (OUTPUT_DIR/rank_R/; rank 0's is OUTPUT_DIR's own):
   // after a correct synchronisation they are the same, bit for bit (the autograder checks).
   bool save_every_rank = false;

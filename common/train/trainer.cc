@@ -155,6 +155,9 @@ void Trainer::Setup() {
                           std::string(device_.is_cpu() ? "cpu" : "cuda") + " " + PrecisionName(precision_));
   }
   PrepareOutputDir();
+  if (options_.tensorboard && is_main_rank()) {
+    tensorboard_ = std::make_unique<tensorboard::EventWriter>(options_.output_dir + "/tensorboard");
+  }
   StageContext::Parts parts;
   parts.stage = stage_.name();
   parts.options = &options_;
@@ -209,6 +212,16 @@ void Trainer::LogUpdate(int64_t step, int64_t epoch, double loss, double lr, dou
     line["skipped"] = skipped;  // an overflow: no optimizer step, grad_norm null
   }
   if (is_main_rank()) AppendLineDurably(options_.output_dir + "/train_log.jsonl", line.dump());
+  AddScalars("train/", step, line);
+}
+
+void Trainer::AddScalars(const std::string& prefix, int64_t step, const json& fields) {
+  if (!tensorboard_) return;
+  tensorboard::Scalars scalars;
+  for (const auto& [k, v] : fields.items()) {
+    if (k != "step" && v.is_number()) scalars.emplace_back(prefix + k, v.get<float>());
+  }
+  tensorboard_->Add(step, scalars);
 }
 
 void Trainer::PrintRunBanner(int64_t total, int64_t updates_per_epoch, int64_t epochs) const {
@@ -477,6 +490,7 @@ EvalResult Trainer::EvaluateWhole(int64_t epoch) {
     json all = json::array();
     for (const auto& e : eval_results_) all.push_back(e.ToJson());
     WriteFileAtomically(options_.output_dir + "/eval_results.json", all.dump(2) + "\n");
+    AddScalars("eval/", static_cast<int64_t>(losses_.size()), r.ToJson());
     char binary[96] = "";
     if (r.binary_metrics) {
       std::snprintf(binary, sizeof(binary), ", f1 %.4f, precision %.4f, recall %.4f, mcc %.4f", r.f1, r.precision,

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "common/tensorboard/event_writer.h"
 #include "common/train/dist_info.h"
 #include "common/train/eval_result.h"
 #include "common/train/mixed_precision.h"
@@ -98,6 +99,8 @@ class Trainer {
   // snapshot is unusable (the caller tries the one before).
   bool RestoreSnapshot(const TrainingState& state, LoadedSnapshot* snap, int64_t step);
   std::optional<TrainingState> TryResume(LinearSchedule& schedule);
+  // --tensorboard: every number of `fields` (but "step") as a scalar named prefix + key.
+  void AddScalars(const std::string& prefix, int64_t step, const nlohmann::json& fields);
 
   nlohmann::json memory_;            // this update's held_* and mem_* fields (FinishUpdate)
   nlohmann::json last_memory_;       // the last log line's held_* and mem_peak_bytes, for the end
@@ -110,6 +113,7 @@ class Trainer {
   NamedParameters named_parameters_;
   std::unique_ptr<StageContext> ctx_;     // what the stage's hooks see (made by Setup)
   std::unique_ptr<Optimizer> optimizer_;  // the stage's (made by Train)
+  std::unique_ptr<tensorboard::EventWriter> tensorboard_;  // --tensorboard, main rank
   std::vector<double> losses_;
   std::vector<double> step_ms_;
   std::vector<EvalResult> eval_results_;
