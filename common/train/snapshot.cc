@@ -51,6 +51,12 @@ std::vector<std::pair<int64_t, std::string>> ListSnapshots(const std::string& di
   return found;
 }
 
+// Removes the snapshots (whole files and indexes) beyond the newest `keep` (at least one stays).
+void RemoveAllButNewest(const std::string& dir, int keep) {
+  auto all = ListSnapshots(dir);
+  for (size_t i = static_cast<size_t>(std::max(keep, 1)); i < all.size(); ++i) std::remove(all[i].second.c_str());
+}
+
 std::string PartSuffix(int rank, int world_size) {
   return ".rank-" + std::to_string(rank) + "-of-" + std::to_string(world_size) + kSuffix;
 }
@@ -119,8 +125,7 @@ std::string WriteSnapshot(const std::string& dir, const TrainingState& state, co
   std::string state_json = state.ToJson().dump();
   std::string path = dir + "/snapshots/" + kPrefix + std::to_string(state.update) + kSuffix;
   safetensors::SaveFile(path, tensors, {{"state", state_json}, {"checksum", SnapshotChecksum(tensors, state_json)}});
-  auto all = ListSnapshots(dir);
-  for (size_t i = static_cast<size_t>(std::max(keep, 1)); i < all.size(); ++i) std::remove(all[i].second.c_str());
+  RemoveAllButNewest(dir, keep);
   return path;
 }
 
@@ -184,8 +189,7 @@ std::string WriteSnapshotIndex(const std::string& dir, const TrainingState& stat
   if (!state.shards.is_object()) throw std::logic_error("WriteSnapshotIndex: the state has no shards");
   const std::string path = dir + "/snapshots/" + kPrefix + std::to_string(state.update) + kIndexSuffix;
   WriteFileAtomically(path, state.ToJson().dump() + "\n");
-  auto all = ListSnapshots(dir);
-  for (size_t i = static_cast<size_t>(std::max(keep, 1)); i < all.size(); ++i) std::remove(all[i].second.c_str());
+  RemoveAllButNewest(dir, keep);
   return path;
 }
 
