@@ -2,10 +2,8 @@
 // model.safetensors, vocab.txt = the built-in vocabulary), for timing the stages on models
 // bigger than the built-in tiny one:
 //
-//   bazel-bin/task3/make_bench_model --output_dir=/tmp/bert_mid --hidden_size=256 \
-//       --num_hidden_layers=4 --num_attention_heads=4 --intermediate_size=1024
-//   bazel-bin/tools/launch --nproc_per_node=4 -- bazel-bin/task3/reference \
-//       --model_name_or_path=/tmp/bert_mid ...
+//   bazel-bin/task3/make_bench_model --output_dir=/tmp/bert_mid --hidden_size=256 --num_hidden_layers=4 --num_attention_heads=4 --intermediate_size=1024
+//   bazel-bin/tools/launch --nproc_per_node=4 -- bazel-bin/task3/reference --model_name_or_path=/tmp/bert_mid ...
 //
 // The weights are meaningless (N(0, 0.02) as BERT initialises); only the sizes matter here.
 #include <cstdio>

@@ -8,19 +8,12 @@
 // outside Bazel; common/safetensors/fuzz.sh [SECONDS] does all of this. By hand, from the
 // workspace root:
 //
-//   clang++-14 -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined \
-//       -fno-sanitize-recover=undefined -I. \
-//       common/safetensors/safetensors_fuzzer.cc common/safetensors/header.cc \
-//       common/safetensors/header_reader.cc \
-//       -o /tmp/safetensors_fuzzer
+//   clang++-14 -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I. common/safetensors/safetensors_fuzzer.cc common/safetensors/header.cc common/safetensors/header_reader.cc -o /tmp/safetensors_fuzzer
 //   bazel build //common/safetensors:safetensors_fuzzer_seed_test
 //   mkdir -p /tmp/safetensors_corpus
-//   DISTLM_FUZZ_SEED_DIR=/tmp/safetensors_corpus \
-//       bazel-bin/common/safetensors/safetensors_fuzzer_seed_test   # writes the seed files
-//   /tmp/safetensors_fuzzer -max_total_time=180 -rss_limit_mb=2048 -max_len=4096 \
-//       -dict=common/safetensors/safetensors_fuzzer.dict /tmp/safetensors_corpus
-//   /tmp/safetensors_fuzzer -max_total_time=120 -rss_limit_mb=2048 -max_len=65536 \
-//       -dict=common/safetensors/safetensors_fuzzer.dict /tmp/safetensors_corpus
+//   DISTLM_FUZZ_SEED_DIR=/tmp/safetensors_corpus bazel-bin/common/safetensors/safetensors_fuzzer_seed_test   # writes the seed files
+//   /tmp/safetensors_fuzzer -max_total_time=180 -rss_limit_mb=2048 -max_len=4096 -dict=common/safetensors/safetensors_fuzzer.dict /tmp/safetensors_corpus
+//   /tmp/safetensors_fuzzer -max_total_time=120 -rss_limit_mb=2048 -max_len=65536 -dict=common/safetensors/safetensors_fuzzer.dict /tmp/safetensors_corpus
 //
 // (UserError is defined inline in common/runtime/errors.h, so errors.cc and its c10 include are
 // not needed; nlohmann-json is header-only in /usr/include.)

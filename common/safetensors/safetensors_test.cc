@@ -36,7 +36,9 @@ void ExpectSameTensor(const torch::Tensor& got, const torch::Tensor& want, const
   torch::Tensor w = want.contiguous();
   ASSERT_TRUE(got.is_contiguous());
   ASSERT_EQ(got.nbytes(), w.nbytes());
-  if (w.nbytes() > 0) EXPECT_EQ(std::memcmp(got.data_ptr(), w.data_ptr(), w.nbytes()), 0);
+  if (w.nbytes() > 0) {
+    EXPECT_EQ(std::memcmp(got.data_ptr(), w.data_ptr(), w.nbytes()), 0);
+  }
 }
 
 NamedTensors EveryDtype() {
