@@ -3,6 +3,7 @@
 #pragma once
 
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -54,6 +55,10 @@ inline Graded GradeWithCommand(const std::string& submission, const std::vector<
   const std::string sandbox = SandboxFlag();
   // Without namespaces the student's user must reach its folder by itself: not under root's home.
   const std::string work = sandbox == "--sandbox=user" ? "/tmp" : testing::MakeTempDir("work");
+  // mkdtemp's 0700 would stop the student's user on its way to the kit wherever no cover of the
+  // jail hides this folder's parents (a HOME that is not root's passwd home: every build then
+  // failed with "cannot enter .../student/kit: Permission denied").
+  if (work != "/tmp") chmod(work.c_str(), 0711);
   c.argv = {testing::Runfile("grading/autograde"), "--submission=" + submission,
             "--results=" + results_dir + "/results.json", "--source=" + Checkout(), "--kit_revision=",
             "--work_dir=" + work, "--disk_cache=" + UsersDiskCache(), sandbox};

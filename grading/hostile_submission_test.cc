@@ -117,7 +117,9 @@ void ExpectValidResults(const Graded& g) {
   }
   JailUser user;
   std::string error;
-  if (FindJailUser(&user, &error)) EXPECT_EQ(LiveProcessesOf(user.uid), 0) << "student processes outlived the grading";
+  if (FindJailUser(&user, &error)) {
+    EXPECT_EQ(LiveProcessesOf(user.uid), 0) << "student processes outlived the grading";
+  }
 }
 
 class HostileSubmissionTest : public ::testing::Test {

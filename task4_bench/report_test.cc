@@ -166,7 +166,9 @@ TEST(ReportTest, BertAndViTRowsInOneReport) {
   ASSERT_EQ(scaling.size(), 8u);  // 2 models x 2 stages x 2 world sizes
   for (const auto& row : scaling) {
     EXPECT_EQ(row.at("ok"), "1") << row.at("model") << " " << row.at("stage");
-    if (row.at("ranks") == "1") EXPECT_EQ(row.at("scaling_efficiency"), "1.0000") << row.at("model");
+    if (row.at("ranks") == "1") {
+      EXPECT_EQ(row.at("scaling_efficiency"), "1.0000") << row.at("model");
+    }
   }
   Table traffic = ReadCsv(out + "/traffic.csv", &header);
   ASSERT_EQ(traffic.size(), 4u);
