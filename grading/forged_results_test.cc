@@ -83,7 +83,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"huge", {"the loss of update 1 is 1e+308"}},
                       Case{"deep", {"your loss is not a number"}},
                       Case{"not_objects", {"has lines that are not JSON objects", "    | [0.69, 1.5]"}},
-                      Case{"invalid_utf8", {"has lines that are not JSON objects", "    | {\"loss\":0.69,\"note\":\"???(\"}"}},
+                      Case{"invalid_utf8", {"has lines that are not JSON objects", "    | {\"loss\":0.69,\"note\":\"??\?(\"}"}},
                       Case{"duplicate", {"the loss of update 1 is 0.69,", "9.0000000"}},  // the last of each key
                       Case{"fifo", {"is not a regular file"}},
                       Case{"link_out", {"out is a symbolic link (the grader follows none)"}},

@@ -18,8 +18,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <thread>
 
 namespace distlm::grading {
@@ -214,6 +216,40 @@ int PreparedJail::DropToStudent(const char** what) const {
   // No set-uid program (sudo, su, ...) gives the privileges back.
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return fail("setting no_new_privs");
   return 0;
+}
+
+std::string PreparedJail::BlockingAncestor(const std::string& path, std::string* why) const {
+  if (spec_.level == Isolation::kNone) return "";
+  std::vector<std::string> remade;  // in a full jail: each folder the way below is remade in
+  if (spec_.level == Isolation::kFull) {
+    for (const auto& c : covers_) {
+      if (c.is_dir) remade.push_back(c.path);
+    }
+    for (const auto& t : spec_.private_tmp) remade.push_back(fs::weakly_canonical(t).string());
+  }
+  const fs::path target = fs::weakly_canonical(path);
+  fs::path way;
+  for (auto part = target.begin(); part != target.end(); ++part) {
+    way /= *part;
+    if (std::next(part) == target.end()) break;  // the folder itself is the student's
+    for (const auto& r : remade) {
+      if (way == fs::path(r)) return "";
+    }
+    struct stat st;
+    if (stat(way.c_str(), &st) != 0) {
+      *why = std::string("cannot stat it: ") + strerror(errno);
+      return way.string();
+    }
+    const mode_t bit = st.st_uid == spec_.user.uid ? S_IXUSR : st.st_gid == spec_.user.gid ? S_IXGRP : S_IXOTH;
+    if ((st.st_mode & bit) == 0) {
+      char mode[8];
+      snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+      const passwd* owner = getpwuid(st.st_uid);
+      *why = std::string("mode ") + mode + ", owner " + (owner != nullptr ? owner->pw_name : std::to_string(st.st_uid));
+      return way.string();
+    }
+  }
+  return "";
 }
 
 bool FindJailUser(JailUser* user, std::string* error) {

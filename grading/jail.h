@@ -88,6 +88,12 @@ class PreparedJail {
   int MountProc(const char** what) const;
   int DropToStudent(const char** what) const;
 
+  // The first folder on the way down to `path` (absolute; `path` itself excluded) that the
+  // student's user cannot pass through in this jail, "" when there is none; *why then says
+  // its mode and owner. In a full jail the way below a covered path or a private /tmp is
+  // remade 0755 by EnterNamespaces, so only the folders above those are the machine's own.
+  std::string BlockingAncestor(const std::string& path, std::string* why) const;
+
  private:
   struct Cover {
     std::string path;

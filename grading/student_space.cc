@@ -152,6 +152,16 @@ void StudentSpace::Confine() {
   run.max_processes = config_.run_max_processes;
   run.cpu_seconds = std::max(60.0, 4 * config_.run_timeout_s);
   run_jail_ = std::make_unique<PreparedJail>(run);
+  // Said now, in one line, rather than as every build and run failing with "Permission denied".
+  for (const std::string& d : {student_dir_, shared_dir_}) {
+    std::string why;
+    const std::string blocked = run_jail_->BlockingAncestor(d, &why);
+    if (!blocked.empty()) {
+      throw GraderError("student code (as " + user_.name + ") could not reach " + d + ": it cannot pass through " +
+                        blocked + " (" + why + "); let others pass (chmod o+x " + blocked +
+                        ") or grade in another --work_dir");
+    }
+  }
 }
 
 std::string StudentSpace::StudentFolder(const std::string& name) const {

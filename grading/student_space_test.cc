@@ -153,5 +153,44 @@ TEST(StudentSpaceTest, WhatARunPlantsInTheStudentFolderIsNeverFollowed) {
   RemoveTree(victim);
 }
 
+// A --work_dir inside a folder the student's user cannot pass (a 0700 home, a 0700 temporary
+// folder): every build and run would end in "Permission denied". The grader says so once,
+// before any student code runs, naming that folder; let through, the same folder is accepted.
+TEST(StudentSpaceTest, AFolderTheStudentCannotPassIsNamedBeforeAnyBuild) {
+  const IsolationProbe probe = ProbeIsolation();
+  if (probe.best == Isolation::kNone) GTEST_SKIP() << "SKIPPED (the jail needs root): " << probe.why_not_user;
+  for (Isolation level : {Isolation::kUser, Isolation::kFull}) {
+    if (level == Isolation::kFull && probe.best != Isolation::kFull) {
+      std::printf("SKIPPED at level full (no namespaces here): %s\n", probe.why_not_full.c_str());
+      continue;
+    }
+    // A full jail remakes the way down below /tmp (private) and the grader's home (covered):
+    // there the blocking folder must be one the jail shows as it is, so /var/lib.
+    const std::string parent = MakeTempDir("distlm_closed", level == Isolation::kFull ? "/var/lib" : "/tmp");
+    ::chmod(parent.c_str(), 0700);
+    const std::string work = parent + "/work";
+    const std::string name = IsolationName(level);
+    GraderConfig config;
+    config.isolation = level;
+    try {
+      StudentSpace space(config, work);
+      space.Confine();
+      ADD_FAILURE() << name << ": Confine accepted a work folder under " << parent << " (0700)";
+    } catch (const GraderError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("cannot pass through " + parent + " (mode 0700, owner root)"), std::string::npos) << what;
+      EXPECT_NE(what.find("--work_dir"), std::string::npos) << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos) << "one line: " << what;
+      std::printf("level %s, closed: %s\n", name.c_str(), what.c_str());
+    }
+    ::chmod(parent.c_str(), 0711);
+    {
+      StudentSpace space(config, work);
+      EXPECT_NO_THROW(space.Confine()) << name << ": " << parent << " is 0711 now";
+    }
+    RemoveTree(parent);
+  }
+}
+
 }  // namespace
 }  // namespace distlm::grading

@@ -14,6 +14,10 @@
 
 #include <nlohmann/json.hpp>
 #include <torch/csrc/autograd/profiler_legacy.h>
+#include <torch/utils.h>
+#include <torch/nn/module.h>
+#include <torch/csrc/autograd/profiler.h>
+#include <torch/cuda.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"

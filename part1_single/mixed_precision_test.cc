@@ -12,7 +12,7 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <torch/torch.h>
+#include <torch/types.h>
 #include <torch/version.h>
 
 #include "common/safetensors/safetensors.h"

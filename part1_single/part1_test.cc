@@ -6,7 +6,8 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "common/bert/checkpoint.h"
 #include "common/runtime/atomic_file.h"

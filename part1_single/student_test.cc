@@ -6,7 +6,7 @@
 // linear schedule's rate after one of four updates is 3/4 of the base rate. Each failure says
 // which of the four steps is missing or out of order.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cmath>
 #include <cstdio>

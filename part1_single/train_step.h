@@ -5,7 +5,7 @@
 // this header; one main.cc links either.
 #pragma once
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "common/train/stage.h"
 

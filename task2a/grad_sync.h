@@ -4,7 +4,7 @@
 #include <vector>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace distlm::task2a {
 

@@ -24,12 +24,12 @@
 // in the handout's "c10d in C++" section.
 #pragma once
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <vector>
 
 namespace distlm::task3 {

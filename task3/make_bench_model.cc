@@ -6,6 +6,8 @@
 //   bazel-bin/tools/launch --nproc_per_node=4 -- bazel-bin/task3/reference --model_name_or_path=/tmp/bert_mid ...
 //
 // The weights are meaningless (N(0, 0.02) as BERT initialises); only the sizes matter here.
+#include <torch/utils.h>
+
 #include <cstdio>
 
 #include "absl/flags/flag.h"

@@ -5,7 +5,7 @@
 // the data of rank r is a function of r, so each rank can redo every other rank's backward on
 // rank 0's weights and average. A failure says which rank, which parameter and what the numbers
 // look like (the sum instead of the mean, the rank's own gradient, ...).
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <chrono>

@@ -3,7 +3,8 @@
 #include <sstream>
 
 #include <nlohmann/json.hpp>
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/nn/module.h>
 
 #include "common/bert/bert_model.h"
 #include "common/runtime/errors.h"

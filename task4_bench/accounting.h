@@ -7,7 +7,8 @@
 #include <string>
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/nn/module.h>
 
 #include "common/bert/bert_config.h"
 #include "common/stages/stages.h"

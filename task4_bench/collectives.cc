@@ -39,7 +39,7 @@
 #include <vector>
 
 #include <benchmark/benchmark.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"

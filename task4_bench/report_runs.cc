@@ -14,7 +14,8 @@
 #include <sstream>
 #include <thread>
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"

@@ -7,7 +7,8 @@
 // mistake gives, computed here too (the sum, this rank's own gradient, another block, ...), to
 // name the mistake. Clipping and AdamW hide a scale factor in the gradient (the sum's update
 // equals the mean's), so some mistakes show only in the returned norm.
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <cmath>

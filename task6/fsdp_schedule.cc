@@ -4,6 +4,8 @@
 #include <cstdio>
 
 #include <torch/csrc/autograd/engine.h>
+#include <torch/utils.h>
+#include <torch/autograd.h>
 
 #include "common/runtime/errors.h"
 #include "task6/fsdp.h"

@@ -6,6 +6,7 @@
 #include <set>
 
 #include <c10/core/StorageImpl.h>
+#include <torch/utils.h>
 
 #include "common/runtime/errors.h"
 #include "common/zero/shard_ops.h"

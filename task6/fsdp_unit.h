@@ -25,7 +25,7 @@
 
 #include <nlohmann/json.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "common/model/unit_hooks.h"
 #include "common/train/bert_adamw.h"

@@ -4,7 +4,11 @@
 #include "task6/fsdp_unit.h"
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/container/sequential.h>
 
 #include "common/runtime/errors.h"
 

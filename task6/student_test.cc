@@ -8,7 +8,12 @@
 // return before their collective completes (the other ranks join it 300 ms late), and the
 // training runs again with prefetch, then with the overlapped reduce-scatter, its events'
 // order checked.
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/nn/functional.h>
 
 #include <chrono>
 #include <cmath>

@@ -1,6 +1,7 @@
 #include "common/autograd/grad_ready_hook.h"
 
 #include <torch/csrc/autograd/function_hook.h>
+#include <torch/autograd.h>
 
 #include <string>
 #include <utility>

@@ -15,7 +15,8 @@
 // only a weak pointer to it, and a node recreated later would carry no hook.
 #pragma once
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/autograd.h>
 
 #include <functional>
 #include <memory>

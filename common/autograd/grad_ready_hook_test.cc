@@ -3,7 +3,7 @@
 #include "common/autograd/grad_ready_hook.h"
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <vector>
 

@@ -6,6 +6,13 @@
 #include <cmath>
 
 #include <torch/version.h>
+#include <torch/utils.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/functional.h>
 
 namespace distlm::bert {
 namespace {

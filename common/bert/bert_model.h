@@ -8,7 +8,12 @@
 
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/container/modulelist.h>
 
 #include "common/bert/bert_config.h"
 #include "common/model/unit_hooks.h"

@@ -4,6 +4,7 @@
 #include <set>
 
 #include <gtest/gtest.h>
+#include <torch/utils.h>
 
 #include "common/runtime/errors.h"
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <torch/utils.h>
 
 #include "common/bert/checkpoint.h"
 #include "common/runtime/atomic_file.h"

@@ -1,5 +1,7 @@
 #include "common/bert/checkpoint.h"
 
+#include <torch/utils.h>
+
 #include <cstdio>
 #include <fstream>
 #include <map>

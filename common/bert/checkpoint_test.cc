@@ -2,6 +2,7 @@
 #include "common/bert/checkpoint.h"
 
 #include <gtest/gtest.h>
+#include <torch/utils.h>
 
 #include "common/runtime/atomic_file.h"
 #include "common/runtime/errors.h"

@@ -18,7 +18,7 @@
 
 #include <cstdint>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace distlm::bert {
 

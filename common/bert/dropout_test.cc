@@ -1,6 +1,7 @@
 #include "common/bert/dropout.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/utils.h>
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -4,7 +4,8 @@
 
 #include <string>
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/nn/modules/linear.h>
 
 namespace distlm::bert {
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace distlm::glue {
 struct InputFeatures;

@@ -1,7 +1,7 @@
 #include "common/data/sampler.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "common/runtime/errors.h"
 

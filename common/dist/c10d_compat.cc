@@ -1,6 +1,7 @@
 #include "common/dist/c10d_compat.h"
 
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/version.h>
 
 namespace distlm::dist {
 

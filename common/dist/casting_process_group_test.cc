@@ -3,7 +3,7 @@
 // communication.
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cmath>
 #include <functional>

@@ -4,7 +4,7 @@
 // completes) against closed forms; the device-to-host copies themselves run on a GPU only.
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <functional>
 #include <string>

@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <thread>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"

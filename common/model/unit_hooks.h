@@ -12,7 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/nn/module.h>
 
 namespace distlm::model {
 

@@ -9,7 +9,8 @@
 #include <map>
 
 #include <nlohmann/json.hpp>
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "common/bert/checkpoint.h"
 #include "common/data/batch.h"

@@ -1,6 +1,8 @@
 #include "common/runtime/device.h"
 
 #include <libtorch_info.h>
+#include <torch/cuda.h>
+#include <torch/version.h>
 
 #include "common/runtime/errors.h"
 

@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace distlm::runtime {
 

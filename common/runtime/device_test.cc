@@ -3,6 +3,7 @@
 #include "common/runtime/device.h"
 
 #include <gtest/gtest.h>
+#include <torch/version.h>
 
 #include "common/runtime/errors.h"
 

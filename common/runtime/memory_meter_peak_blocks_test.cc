@@ -3,7 +3,7 @@
 #include <cstdlib>
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "common/runtime/memory_meter.h"
 

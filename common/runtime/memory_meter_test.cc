@@ -2,7 +2,7 @@
 #include "common/runtime/memory_meter.h"
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace distlm::runtime {
 namespace {

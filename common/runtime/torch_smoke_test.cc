@@ -1,5 +1,7 @@
 // LibTorch links, computes, and runs backward: checked against closed forms.
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
+#include <torch/version.h>
 
 #include <gtest/gtest.h>
 #include <libtorch_info.h>

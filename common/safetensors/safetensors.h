@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "common/safetensors/header.h"
 

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <torch/utils.h>
 
 #include "common/runtime/atomic_file.h"
 #include "common/runtime/errors.h"

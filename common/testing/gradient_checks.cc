@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <utility>
+#include <torch/nn/modules/linear.h>
+#include <torch/utils.h>
 
 namespace distlm::testing {
 namespace {

@@ -3,7 +3,9 @@
 // gradient is and their average, and a comparison that says what a wrong .grad looks like.
 #pragma once
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
 
 #include <functional>
 #include <map>

@@ -20,7 +20,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"

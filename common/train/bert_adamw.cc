@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 #include <torch/version.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <cmath>

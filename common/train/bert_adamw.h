@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "common/train/optimizer.h"
 

@@ -1,5 +1,7 @@
 // BERT on a GLUE task (--model_type=bert): the model from --model_name_or_path (or the built-in
 // tiny random one), the task's examples tokenized with the model's vocabulary.
+#include <torch/nn/module.h>
+
 #include <memory>
 
 #include "common/bert/checkpoint.h"

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "common/dist/counting_process_group.h"
 #include "common/train/dist_info.h"

@@ -3,6 +3,7 @@
 #include <ATen/autocast_mode.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/version.h>
+#include <torch/utils.h>
 
 #include "common/runtime/errors.h"
 

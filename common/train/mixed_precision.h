@@ -17,7 +17,7 @@
 #include <vector>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace distlm::train {
 

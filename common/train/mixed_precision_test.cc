@@ -7,7 +7,8 @@
 #include <limits>
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/nn/functional.h>
 #include <torch/version.h>
 
 #include "common/runtime/errors.h"

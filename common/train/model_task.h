@@ -11,7 +11,9 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
+#include <torch/nn/module.h>
 
 #include "common/model/unit_hooks.h"
 #include "common/train/train_options.h"

@@ -4,7 +4,10 @@
 #include <cstring>
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
+#include <torch/nn/utils.h>
+#include <torch/optim/adamw.h>
 
 #include "common/runtime/errors.h"
 #include "common/train/bert_adamw.h"

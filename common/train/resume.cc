@@ -5,6 +5,7 @@
 #include <map>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/utils.h>
 
 #include "common/runtime/atomic_file.h"
 #include "common/runtime/errors.h"

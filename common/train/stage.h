@@ -29,7 +29,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "common/dist/counting_process_group.h"
 #include "common/model/unit_hooks.h"

@@ -21,6 +21,7 @@
 #include <set>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/utils.h>
 
 #include "common/data/sampler.h"
 #include "common/runtime/atomic_file.h"

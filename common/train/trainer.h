@@ -17,7 +17,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "common/tensorboard/event_writer.h"
 #include "common/train/dist_info.h"

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include <nlohmann/json.hpp>
+#include <torch/nn/module.h>
 
 #include "common/runtime/atomic_file.h"
 #include "common/runtime/config_json.h"

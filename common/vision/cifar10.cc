@@ -1,5 +1,7 @@
 #include "common/vision/cifar10.h"
 
+#include <torch/nn/functional.h>
+
 #include <cmath>
 #include <fstream>
 #include <limits>

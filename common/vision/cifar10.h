@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace distlm::vision {
 

@@ -1,5 +1,7 @@
 #include "common/vit/vit_checkpoint.h"
 
+#include <torch/utils.h>
+
 #include <cstdio>
 #include <map>
 #include <set>

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "common/vit/vit_config.h"
 #include "common/vit/vit_model.h"

@@ -1,6 +1,12 @@
 #include "common/vit/vit_model.h"
 
 #include <cmath>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/functional.h>
+#include <torch/utils.h>
 
 #include "common/bert/dropout.h"
 #include "common/bert/layer_ops.h"

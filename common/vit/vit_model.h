@@ -10,7 +10,12 @@
 // after each), a final LayerNorm, and a linear head on the [CLS] token. No pooler.
 #pragma once
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/conv.h>
 
 #include "common/model/unit_hooks.h"
 #include "common/vit/vit_config.h"

@@ -1,6 +1,7 @@
 // The ViT model without transformers: config parsing and its one-line errors, shapes, the
 // checkpoint round trip, and a head of another size replaced on load.
 #include <gtest/gtest.h>
+#include <torch/utils.h>
 
 #include "common/runtime/errors.h"
 #include "common/safetensors/safetensors.h"

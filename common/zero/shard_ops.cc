@@ -1,6 +1,7 @@
 #include "common/zero/shard_ops.h"
 
 #include <ATen/Parallel.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 

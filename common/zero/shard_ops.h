@@ -11,7 +11,7 @@
 #include <vector>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "common/zero/flat_layout.h"
 

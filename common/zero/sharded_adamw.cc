@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include <torch/version.h>
+#include <torch/utils.h>
 
 #include "common/runtime/errors.h"
 #include "common/zero/shard_ops.h"

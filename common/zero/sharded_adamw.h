@@ -28,7 +28,7 @@
 #include <vector>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "common/train/bert_adamw.h"
 #include "common/zero/flat_layout.h"

@@ -5,6 +5,8 @@
 // started while backward runs. The price: every gradient is copied into its bucket and the
 // average copied back (two passes over the gradients' memory), and the last bucket can only
 // start when backward ends, so its all-reduce is never hidden.
+#include <torch/utils.h>
+
 #include <utility>
 
 #include "common/autograd/grad_ready_hook.h"

@@ -3,6 +3,8 @@
 // Each all-reduce starts the moment its gradient exists, so communication runs while backward
 // computes the rest; the price is one collective per parameter (41 for the tiny BERT, 201 for
 // BERT-base), each paying the backend's latency. 3b fixes that with buckets.
+#include <torch/utils.h>
+
 #include <utility>
 
 #include "common/autograd/grad_ready_hook.h"

@@ -5,7 +5,7 @@
 #pragma once
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace distlm::zero {
 

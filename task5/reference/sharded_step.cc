@@ -8,6 +8,8 @@
 // the middle. (Over Gloo in LibTorch 1.13 the reduce-scatter is an all-reduce plus a slice.)
 #include "task5/sharded_step.h"
 
+#include <torch/utils.h>
+
 #include <string>
 #include <vector>
 

@@ -5,6 +5,8 @@
 // checks what it loses, and with which message.
 //
 // Grader-private, as all of grading/: --mutation=fsdp_none is the reference.
+#include <torch/utils.h>
+
 #include <string>
 
 #include "absl/flags/flag.h"

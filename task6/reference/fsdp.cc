@@ -8,6 +8,8 @@
 // 6a's blocking functions are 6b's and 6c's launches waited at once.
 #include "task6/fsdp.h"
 
+#include <torch/utils.h>
+
 #include <cmath>
 #include <vector>
 

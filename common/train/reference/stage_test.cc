@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "common/train/bert_adamw.h"
 #include "common/train/stage.h"

@@ -2,7 +2,8 @@
 // collectives done by hand in the test) against train::BertAdamW and train::ClipGradNorm on
 // the averaged gradient: the same parameters after several clipped, weight-decayed updates.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <random>
 
