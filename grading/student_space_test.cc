@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "common/testing/subprocess.h"
@@ -17,14 +19,17 @@ namespace {
 using ::distlm::testing::ReadFileOrEmpty;
 using ::distlm::testing::WriteFileMakingDirs;
 
+// Both levels where this machine gives them; full's absence said.
+std::vector<Isolation> LevelsHere(const IsolationProbe& probe) {
+  if (probe.best == Isolation::kFull) return {Isolation::kUser, Isolation::kFull};
+  std::printf("SKIPPED at level full (no namespaces here): %s\n", probe.why_not_full.c_str());
+  return {Isolation::kUser};
+}
+
 TEST(StudentSpaceTest, SharedDataIsReadableAndReadOnlyForStudentCode) {
   const IsolationProbe probe = ProbeIsolation();
   if (probe.best == Isolation::kNone) GTEST_SKIP() << "SKIPPED (the jail needs root): " << probe.why_not_user;
-  for (Isolation level : {Isolation::kUser, Isolation::kFull}) {
-    if (level == Isolation::kFull && probe.best != Isolation::kFull) {
-      std::printf("SKIPPED at level full (no namespaces here): %s\n", probe.why_not_full.c_str());
-      continue;
-    }
+  for (Isolation level : LevelsHere(probe)) {
     // In /tmp, not the test's folder under root's home: the student's user must reach it.
     const std::string work = MakeTempDir("distlm_space_test", "/tmp");
     {
@@ -159,11 +164,7 @@ TEST(StudentSpaceTest, WhatARunPlantsInTheStudentFolderIsNeverFollowed) {
 TEST(StudentSpaceTest, AFolderTheStudentCannotPassIsNamedBeforeAnyBuild) {
   const IsolationProbe probe = ProbeIsolation();
   if (probe.best == Isolation::kNone) GTEST_SKIP() << "SKIPPED (the jail needs root): " << probe.why_not_user;
-  for (Isolation level : {Isolation::kUser, Isolation::kFull}) {
-    if (level == Isolation::kFull && probe.best != Isolation::kFull) {
-      std::printf("SKIPPED at level full (no namespaces here): %s\n", probe.why_not_full.c_str());
-      continue;
-    }
+  for (Isolation level : LevelsHere(probe)) {
     // A full jail remakes the way down below /tmp (private) and the grader's home (covered):
     // there the blocking folder must be one the jail shows as it is, so /var/lib.
     const std::string parent = MakeTempDir("distlm_closed", level == Isolation::kFull ? "/var/lib" : "/tmp");
