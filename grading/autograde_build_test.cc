@@ -40,7 +40,7 @@ TEST(AutogradeBuildTest, TheReferenceZipBuiltOnACleanKitScoresFullMarks) {
   ASSERT_FALSE(Checkout().empty());
   const std::string dir = testing::MakeTempDir("refsub");
   for (const auto& st : stages::All()) {
-    for (const auto& f : st.files) WriteFileMakingDirs(dir + "/tree/" + st.id + "/" + f, ReadFileOrEmpty(Checkout() + "/" + st.package + "/reference/" + f));
+    for (const auto& f : st.files) WriteFileMakingDirs(dir + "/tree/" + st.id + "/" + f, ReadFileOrEmpty(Checkout() + "/" + st.id + "/reference/" + f));
   }
   testing::Command zip;
   zip.argv = {"/bin/sh", "-c", "cd '" + dir + "/tree' && /usr/bin/zip -qr ../submission.zip ."};

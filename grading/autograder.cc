@@ -128,7 +128,7 @@ const Trace& Autograder::Impl::Expected() {
   if (have_expected) return expected;
   Progress("running the grader's own single-node trace (part 1 reference, batch 8)");
   const std::string binary =
-      RequiredGraderBinary(config.expected_binary, "part1_single/reference", "reference binary");
+      RequiredGraderBinary(config.expected_binary, "part1/reference", "reference binary");
   StageRunOptions o = RunOptions("expected", nullptr);
   o.limits.isolate_network = false;
   o.limits.address_space_bytes = 0;

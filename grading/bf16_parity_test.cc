@@ -35,7 +35,7 @@ const std::vector<double>& Part1Losses(bool bf16) {
   static std::vector<double> cached[2];
   auto& losses = cached[bf16 ? 1 : 0];
   if (losses.empty()) {
-    StageRun r = RunStage(Bin("part1_single/reference"), 1, Launcher::kSingle, bf16 ? Bf16Flags(8) : Flags(8), 120);
+    StageRun r = RunStage(Bin("part1/reference"), 1, Launcher::kSingle, bf16 ? Bf16Flags(8) : Flags(8), 120);
     EXPECT_EQ(r.exit_code, 0) << r.output;
     if (bf16) {
       EXPECT_NE(r.output.find("mixed precision bf16"), std::string::npos) << "part 1 did not say it ran in bf16:\n"

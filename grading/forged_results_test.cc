@@ -109,7 +109,7 @@ TEST(ForgedOutputTest, ImitationsOfTheGraderAreQuoted) {
 // An honest NaN from a real stage binary (part 1's reference with a learning rate that blows
 // the weights up): logged as null, judged as "not a number", never a crash.
 TEST(ForgedOutputTest, AnHonestNanIsAMessage) {
-  const Graded g = GradeForged("part1", Runfile("part1_single/reference"), "--learning_rate=1e38");
+  const Graded g = GradeForged("part1", Runfile("part1/reference"), "--learning_rate=1e38");
   ExpectGraded(g);
   const std::string out = TaskOutput(g, "part1");
   EXPECT_EQ(TaskScore(g, "part1"), 0) << out;
@@ -125,7 +125,7 @@ TEST(ForgedOutputTest, APerfectTraceWithoutTrafficIsNotCredited) {
   }
   const std::string out_dir = testing::MakeTempDir("replayed");
   testing::Command c;
-  c.argv = {Runfile("part1_single/reference")};
+  c.argv = {Runfile("part1/reference")};
   for (const auto& f : Autograder::RunFlags(1, "bert", "", kSeed)) c.argv.push_back(f);
   c.argv.push_back("--output_dir=" + out_dir);
   auto p = testing::Run(c, 120);

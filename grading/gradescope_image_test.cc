@@ -43,7 +43,7 @@ TEST(GradescopeImageTest, BuildsFromDebian12AndGradesTheReferences) {
   for (const auto& st : stages::All()) {
     for (const auto& f : st.files) {
       testing::WriteFileMakingDirs(sub + "/" + st.id + "/" + f,
-                                   testing::ReadFileOrEmpty(Checkout() + "/" + st.package + "/reference/" + f));
+                                   testing::ReadFileOrEmpty(Checkout() + "/" + st.id + "/reference/" + f));
     }
   }
   fs::create_directories(results);

@@ -110,7 +110,7 @@ int Main(int argc, char** argv) {
   // Links are followed: files only.
   const fs::path to = root / "grader" / "autograde.runfiles" / "distlm";
   CopyExecutable(distlm::FindRunfile("grading/autograde"), root / "grader" / "autograde");
-  std::vector<std::string> binaries = {"part1_single/reference", "grading/mutant_stage", "tools/launch",
+  std::vector<std::string> binaries = {"part1/reference", "grading/mutant_stage", "tools/launch",
                                        "common/vision/make_sample_cifar10"};
   for (const auto& st : distlm::stages::All()) {  // the stages' own mutants (grading/stage_grading.h)
     const std::string own = distlm::grading::GradingOf(st.id).MutantBinary();

@@ -48,7 +48,7 @@ TEST(GradescopePackageTest, HoldsTheKitAndTheCompiledGraderAndGradesFromTheZip) 
   for (std::string e; std::getline(lines, e);) entries.insert(e);
   for (const char* want : {"setup.sh", "run_autograder", "Dockerfile", "grader/autograde", "kit/WORKSPACE",
                            "kit/task3/student/bucketed_ddp.cc", "kit/task3/ddp.h",
-                           "grader/autograde.runfiles/distlm/part1_single/reference",
+                           "grader/autograde.runfiles/distlm/part1/reference",
                            "grader/autograde.runfiles/distlm/grading/mutant_stage",
                            "grader/autograde.runfiles/distlm/task5/grading/mutant_stage",
                            "grader/autograde.runfiles/distlm/task6/grading/mutant_stage",

@@ -145,14 +145,14 @@ TEST_F(HostileSubmissionTest, ReadingSecretsForgingResultsFillingTheDiskAndASegf
   WriteFileMakingDirs(results_dir + "/secret.txt", "TOP SECRET GRADER FILE\n");
   const std::string grader = testing::Runfile("grading/autograde");
   // Part 1 is a correct solution: the jail must not cost it anything.
-  WriteFileMakingDirs(dir + "/part1/train_step.cc", ReadFileOrEmpty(Checkout() + "/part1_single/reference/train_step.cc"));
+  WriteFileMakingDirs(dir + "/part1/train_step.cc", ReadFileOrEmpty(Checkout() + "/part1/reference/train_step.cc"));
   // task2a dies of a segfault at rank 2.
   Put(dir, "task2a", WithStartup("task2a", "  if (hostile::Rank() == 2) raise(SIGSEGV);"));
   // task2b reads what the grader has: reference sources, the grader, its results, its own runs.
   Put(dir, "task2b", WithStartup("task2b", R"(
   if (hostile::Rank() == 0) {
     hostile::TryRead(")" + Checkout() + R"(/task2b/reference/grad_sync.cc");
-    hostile::TryRead(")" + Checkout() + R"(/part1_single/reference/train_step.cc");
+    hostile::TryRead(")" + Checkout() + R"(/part1/reference/train_step.cc");
     hostile::TryRead(")" + grader + R"(");
     hostile::TryRead(")" + results_dir + R"(/secret.txt");
     hostile::TryRead(hostile::WorkDir() + "/grader/expected/out/train_log.jsonl");
@@ -294,7 +294,7 @@ TEST_F(HostileSubmissionTest, ForgeriesReplaysAndPlantedLinksGetNothing) {
   const std::string victim = testing::MakeTempDir("victim");  // root's, as /etc or the grader's files are
   ::chmod(victim.c_str(), 0755);
   WriteFileMakingDirs(victim + "/passwd", "root's file\n");
-  std::string part1 = ReadFileOrEmpty(Checkout() + "/part1_single/reference/train_step.cc");
+  std::string part1 = ReadFileOrEmpty(Checkout() + "/part1/reference/train_step.cc");
   const std::string backward = "void Backward(const torch::Tensor& loss) { loss.backward(); }";
   ASSERT_NE(part1.find(backward), std::string::npos) << "part 1's reference changed; update this case";
   part1.replace(part1.find(backward), backward.size(),

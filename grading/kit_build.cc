@@ -42,7 +42,7 @@ std::string CompileErrors(const std::string& output, const std::string& kit, con
   // compiler's or linker's own lines. Keep the blocks of this task's package.
   std::string out;
   size_t taken = 0;
-  const std::string build_file = st.package + "/BUILD:", student_dir = st.package + "/student/";
+  const std::string build_file = st.id + "/BUILD:", student_dir = st.id + "/student/";
   bool in_block = false;
   for (auto line : Lines(output)) {
     for (size_t p; (p = line.find(kit + "/")) != std::string::npos;) line.erase(p, kit.size() + 1);
@@ -121,9 +121,9 @@ std::map<std::string, BuildOutcome> BuildSubmission(const GraderConfig& config,
   const auto part1 = sub.stages.find("part1");
   const bool part1_submitted = part1 != sub.stages.end() && part1->second.missing.empty() && !part1->second.files.empty();
   if (!part1_submitted && !config.source_root.empty()) {
-    const std::string ref = config.source_root + "/part1_single/reference/train_step.cc";
+    const std::string ref = config.source_root + "/part1/reference/train_step.cc";
     std::error_code ec;
-    fs::copy_file(ref, kit + "/part1_single/student/train_step.cc", fs::copy_options::overwrite_existing, ec);
+    fs::copy_file(ref, kit + "/part1/student/train_step.cc", fs::copy_options::overwrite_existing, ec);
     if (!ec) notes->push_back("part1/ was not submitted: tasks 2a-5 were built with the grader's part 1");
   }
   const bool lent_part1 = !part1_submitted && !config.source_root.empty();
@@ -210,7 +210,7 @@ std::map<std::string, BuildOutcome> BuildSubmission(const GraderConfig& config,
   // The grader's part 1 is compiled in; its source does not stay where the runs can read it.
   if (lent_part1) {
     std::error_code ec;
-    fs::remove(kit + "/part1_single/student/train_step.cc", ec);
+    fs::remove(kit + "/part1/student/train_step.cc", ec);
   }
   if (r.disk_limit_hit) notes->push_back("the build was stopped: " + DiskLimitMessage(r.inode_limit_hit, config));
   for (const stages::Stage* st : to_build) {

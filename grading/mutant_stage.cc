@@ -21,7 +21,7 @@
 #include "common/train/distributed.h"
 #include "common/train/run_stage.h"
 #include "grading/mutation_flag.h"
-#include "part1_single/train_step.h"
+#include "part1/train_step.h"
 #include "task2a/gradient_sync_stage.h"
 
 ABSL_FLAG(std::string, mutation, "none",

@@ -30,7 +30,7 @@ std::string Bin(const std::string& target) { return testing::Runfile(target); }
 
 const std::vector<double>& SingleNodeLosses() {
   static const std::vector<double> losses = [] {
-    StageRun r = RunStage(Bin("part1_single/reference"), 1, Launcher::kSingle, Flags(8), 120);
+    StageRun r = RunStage(Bin("part1/reference"), 1, Launcher::kSingle, Flags(8), 120);
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return r.losses();
   }();

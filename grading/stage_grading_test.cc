@@ -16,7 +16,7 @@ TEST(StageGradingTest, EveryRowWithAGradingHasOneAndNoOther) {
   for (const std::string& id : RegisteredStageGradings()) registered.insert(id);
   for (const auto& st : stages::All()) {
     EXPECT_EQ(registered.count(st.id), st.grading.has_grading ? 1u : 0u)
-        << st.id << (st.grading.has_grading ? ": its row says grading = True, but " + st.package +
+        << st.id << (st.grading.has_grading ? ": its row says grading = True, but " + st.id +
                                                   "/grading registered nothing (alwayslink = 1? DISTLM_STAGE_GRADING?)"
                                             : ": a grading is registered, but its row does not say grading = True");
     registered.erase(st.id);

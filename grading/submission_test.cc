@@ -112,12 +112,12 @@ std::string Joined(const std::vector<std::string>& lines) {
   return s;
 }
 
-// The reference folders, copied into the handout's layout (part1/ for part1_single/).
+// The reference folders, copied into the handout's layout (part1/ for part1/).
 std::string ReferenceSubmission() {
   std::string dir = testing::MakeTempDir("ref_submission");
   for (const auto& st : stages::All()) {
     for (const auto& f : st.files) {
-      WriteFileMakingDirs(dir + "/" + st.id + "/" + f, ReadFileOrEmpty(testing::Runfile(st.package + "/reference/" + f)));
+      WriteFileMakingDirs(dir + "/" + st.id + "/" + f, ReadFileOrEmpty(testing::Runfile(st.id + "/reference/" + f)));
     }
   }
   return dir;
@@ -247,25 +247,25 @@ TEST(StageTableTest, MatchesTheStudentAndReferenceFoldersOfTheTree) {
   for (const auto& st : stages::All()) {
     for (const std::string side : {"student", "reference"}) {
       std::vector<std::string> names;
-      for (const auto& e : fs::directory_iterator(root + "/" + st.package + "/" + side)) {
+      for (const auto& e : fs::directory_iterator(root + "/" + st.id + "/" + side)) {
         names.push_back(e.path().filename().string());
       }
       std::sort(names.begin(), names.end());
       std::vector<std::string> want = st.files;
       std::sort(want.begin(), want.end());
-      EXPECT_EQ(names, want) << st.package << "/" << side << "/ and common/stages/stages.h disagree";
+      EXPECT_EQ(names, want) << st.id << "/" << side << "/ and common/stages/stages.h disagree";
     }
     bool student_rule = false;
-    for (const auto& s : tools::SplitBuildFile(ReadFileOrEmpty(root + "/" + st.package + "/BUILD"))) {
-      student_rule = student_rule || s.name == "student";
+    for (const auto& s : tools::SplitBuildFile(ReadFileOrEmpty(root + "/" + st.id + "/BUILD"))) {
+      for (const auto& n : tools::DefinedNames(s, /*with_reference=*/true)) student_rule = student_rule || n == "student";
     }
-    EXPECT_TRUE(student_rule) << st.package << "/BUILD has no :student binary for the grader to build";
+    EXPECT_TRUE(student_rule) << st.id << "/BUILD has no :student binary for the grader to build";
   }
   // Every folder with student/ and reference/ side by side is a stage the grader knows.
   for (const auto& e : fs::directory_iterator(root)) {
     if (!fs::is_directory(e.path() / "student") || !fs::is_directory(e.path() / "reference")) continue;
     bool known = false;
-    for (const auto& st : stages::All()) known = known || st.package == e.path().filename().string();
+    for (const auto& st : stages::All()) known = known || st.id == e.path().filename().string();
     EXPECT_TRUE(known) << e.path().filename() << " has student/ and reference/ but no row in common/stages/stages.h";
   }
 }

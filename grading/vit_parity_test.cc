@@ -43,7 +43,7 @@ std::vector<std::string> VitFlags(int per_rank_batch) {
 const std::vector<double>& Part1Losses() {
   static std::vector<double> losses;
   if (losses.empty()) {
-    StageRun r = RunStage(Bin("part1_single/reference"), 1, Launcher::kSingle, VitFlags(8), 120);
+    StageRun r = RunStage(Bin("part1/reference"), 1, Launcher::kSingle, VitFlags(8), 120);
     EXPECT_EQ(r.exit_code, 0) << r.output;
     losses = r.losses();
   }

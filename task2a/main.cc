@@ -2,7 +2,7 @@
 // training step. Built twice: reference/ with part 1's reference, student/ with the student's
 // part 1 (see BUILD).
 #include "common/train/run_stage.h"
-#include "part1_single/train_step.h"
+#include "part1/train_step.h"
 #include "task2a/gradient_sync_stage.h"
 #include "task2a/grad_sync.h"
 

@@ -20,7 +20,7 @@ namespace {
 using distlm::testing::Command;
 using distlm::testing::ProcessResult;
 
-std::string Part1() { return distlm::testing::Runfile("part1_single/reference"); }
+std::string Part1() { return distlm::testing::Runfile("part1/reference"); }
 std::string Task2b() { return distlm::testing::Runfile("task2b/reference"); }
 
 const std::vector<std::string> kQuick = {"--max_steps=1", "--num_threads=1", "--max_seq_length=32",
@@ -143,7 +143,7 @@ TEST(HostileInputTest, FlagsAndFiles) {
        "model.safetensors"},
       {"bad backend", [] { return std::vector<std::string>{"--backend=carrier_pigeon"}; }, "--backend=carrier_pigeon"},
       {"part1 with world size 4", [] { return std::vector<std::string>{"--world_size=4", "--rank=1", "--master_port=29999"}; },
-       "part1_single trains on one process"},
+       "part1 trains on one process"},
   };
   for (const auto& c : cases) {
     ExpectOneLineError(RunPart1(c.flags()), c.expect, c.name);

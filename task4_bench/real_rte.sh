@@ -76,7 +76,7 @@ if [ "$device" = cuda ]; then
   if [ "${gpus:-0}" -ge 4 ]; then x4_device=(--device=cuda --backend=nccl); else x4_device=(--device=cuda:0 --backend=gloo); fi
 fi
 
-bazel build //part1_single:reference //task2b:reference //task3:reference //tools:launch >&2
+bazel build //part1:reference //task2b:reference //task3:reference //tools:launch >&2
 # Every part-1 and rank run's flags but the learning rate and the number of epochs; the flags
 # after -- come last, so they override these (the last value of a flag wins).
 base=(--model_name_or_path="$init" --do_lower_case=true --data_dir="$data_dir" --max_seq_length=128
@@ -87,7 +87,7 @@ if [ "$sweep" -eq 1 ]; then
   for e in 3 5; do
     for r in 2e-5 5e-5 1e-4; do
       dir="$out/sweep/lr${r}_ep$e" start=$(date +%s)
-      bazel-bin/part1_single/reference "${base[@]}" --learning_rate="$r" --num_train_epochs="$e" \
+      bazel-bin/part1/reference "${base[@]}" --learning_rate="$r" --num_train_epochs="$e" \
         --device="$device" --per_gpu_train_batch_size=8 --output_dir="$dir" "${extra[@]}" >"$dir.log" 2>&1 ||
         { tail -20 "$dir.log"; echo "real_rte: the sweep's run lr $r, $e epochs failed" >&2; exit 1; }
       echo "real_rte: sweep lr $r, $e epochs took $(($(date +%s) - start)) s ($dir.log)" >&2
@@ -107,7 +107,7 @@ run_stage() {  # stage, folder suffix, more flags...
   shift 2
   start=$(date +%s)
   case "$stage" in
-    part1) bazel-bin/part1_single/reference "${flags[@]}" --device="$device" --per_gpu_train_batch_size=8 \
+    part1) bazel-bin/part1/reference "${flags[@]}" --device="$device" --per_gpu_train_batch_size=8 \
              --output_dir="$dir" "$@" ;;
     transformers)
       local hf=(--epochs="$epochs" --lr="$lr" --max_steps="$max_steps")

@@ -1,7 +1,7 @@
 // Task 5: sharded data parallelism (ZeRO-2) with the student's sharded update, on part 1's
 // backward and evaluation. Built twice: with reference/ and with student/ (see BUILD).
 #include "common/train/run_stage.h"
-#include "part1_single/train_step.h"
+#include "part1/train_step.h"
 #include "task5/sharded_step.h"
 #include "task5/zero_stage.h"
 

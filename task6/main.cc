@@ -2,7 +2,7 @@
 // reduce-scatter and sharded step, on part 1's backward and evaluation. Built twice: with
 // reference/ and with student/ (see BUILD).
 #include "common/train/run_stage.h"
-#include "part1_single/train_step.h"
+#include "part1/train_step.h"
 #include "task6/fsdp_stage.h"
 
 int main(int argc, char** argv) {

@@ -22,7 +22,7 @@ namespace distlm::grading {
 namespace {
 
 const StageRun& Part1() {
-  static const StageRun run = RunStage(Bin("part1_single/reference"), 1, Launcher::kSingle, Flags(8), 120);
+  static const StageRun run = RunStage(Bin("part1/reference"), 1, Launcher::kSingle, Flags(8), 120);
   return run;
 }
 
@@ -150,7 +150,7 @@ TEST(FsdpParityEdgeTest, EvaluationAndSavedModelAreWhole) {
   for (std::string& f : flags) {
     if (f == "--do_eval=false") f = "--do_eval=true";
   }
-  StageRun want = RunStage(Bin("part1_single/reference"), 1, Launcher::kSingle, Flags(8), 120);
+  StageRun want = RunStage(Bin("part1/reference"), 1, Launcher::kSingle, Flags(8), 120);
   StageRun r = RunStage(Bin("task6/reference"), 2, Launcher::kLaunch, flags, 180);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const size_t at = r.output.find("eval after epoch 1:");

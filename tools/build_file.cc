@@ -56,6 +56,17 @@ bool CallsFunction(const std::string& text, const std::string& name) {
   return false;
 }
 
+std::vector<std::string> DefinedNames(const BuildStatement& st, bool with_reference) {
+  std::vector<std::string> names;
+  if (!st.name.empty()) names.push_back(st.name);
+  if (st.is_comment_or_blank || !CallsFunction(st.text, kStageMacro)) return names;
+  for (const char* n : kStageMacroStudentTargets) names.push_back(n);
+  if (with_reference) {
+    for (const char* n : kStageMacroReferenceTargets) names.push_back(n);
+  }
+  return names;
+}
+
 std::vector<BuildStatement> SplitBuildFile(const std::string& text) {
   std::vector<BuildStatement> out;
   size_t pos = 0;

@@ -34,6 +34,18 @@ bool ParseLabel(const std::string& s, const std::string& package, Label* out);
 // True when `text` calls `name`: the name as a whole word, then optional spaces, then '('.
 bool CallsFunction(const std::string& text, const std::string& name);
 
+// The rule distlm_stage() of //common/stages:stages.bzl makes a stage's targets out of sight of
+// a reader of the BUILD file. Its names, kept in step with the macro: those made from student/
+// (which the kit keeps) and those made from reference/ (which the kit has no source for, so
+// the macro makes none there).
+inline constexpr const char* kStageMacro = "distlm_stage";
+inline constexpr const char* kStageMacroStudentTargets[] = {"student_impl", "student", "student_test"};
+inline constexpr const char* kStageMacroReferenceTargets[] = {"reference_impl", "reference", "reference_student_test"};
+
+// The rule names a statement defines: its name = "..." argument, or, for a distlm_stage() call,
+// the names the macro makes from student/ (and, with `with_reference`, from reference/).
+std::vector<std::string> DefinedNames(const BuildStatement& st, bool with_reference);
+
 // The non-empty parts of a '/'-separated path.
 std::vector<std::string> SplitPath(const std::string& path);
 

@@ -23,7 +23,7 @@ class StageStubTest : public ::testing::TestWithParam<std::string> {};
 // Every stage's folder (common/stages/stages.h; the BUILD takes the binaries from stages.bzl).
 std::vector<std::string> StageFolders() {
   std::vector<std::string> folders;
-  for (const auto& s : stages::All()) folders.push_back(s.package);
+  for (const auto& s : stages::All()) folders.push_back(s.id);
   return folders;
 }
 

@@ -283,8 +283,15 @@ KitReport MakeStudentKit(const KitOptions& options) {
     return false;
   };
 
-  // Remove rules that name what is gone, until nothing changes.
+  // Remove rules that name what is gone, until nothing changes. What distlm_stage() makes from
+  // reference/ is gone from the start: the kit has no reference/ folder, so the macro makes none.
   std::set<std::string> removed_keys;
+  for (const auto& [pkg, p] : packages) {
+    for (const auto& st : p.statements) {
+      if (st.is_comment_or_blank || !CallsFunction(st.text, kStageMacro)) continue;
+      for (const char* n : kStageMacroReferenceTargets) removed_keys.insert(Key(pkg, n));
+    }
+  }
   for (bool changed = true; changed;) {
     changed = false;
     for (auto& [pkg, p] : packages) {
@@ -384,7 +391,7 @@ KitReport MakeStudentKit(const KitOptions& options) {
   for (const auto& [pkg, p] : packages) {
     for (size_t i = 0; i < p.statements.size(); ++i) {
       if (p.removed[i]) continue;
-      if (!p.statements[i].name.empty()) defined.insert(Key(pkg, p.statements[i].name));
+      for (const auto& n : DefinedNames(p.statements[i], /*with_reference=*/false)) defined.insert(Key(pkg, n));
       // A rule's outputs (genrule outs, ...) are strings of its package too.
       for (const auto& s : p.statements[i].strings) defined.insert(Key(pkg, s));
     }

@@ -5,7 +5,7 @@
 // BUILD files are edited in the copy, not in the repository: a rule that names a left-out
 // file or depends on a removed rule is removed too (with the comment lines right above it),
 // until nothing refers to what is gone; then a source file (code, not documents) that only
-// removed rules used is left out as well (part1_single's tests of the reference binary). The result is
+// removed rules used is left out as well (part1's tests of the reference binary). The result is
 // checked before it is reported: no `reference` folder, no file equal to a left-out one, and
 // every workspace label in the remaining BUILD files names a rule or file that exists.
 #pragma once

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "common/runtime/errors.h"
+#include "common/stages/stages.h"
 #include "common/testing/subprocess.h"
 
 namespace distlm::tools {
@@ -201,6 +202,39 @@ TEST(MakeStudentKitTest, RemovesStatementsThatCallAReferenceHelper) {
   EXPECT_TRUE(reported) << "removed rules: " << r.removed_rules.size();
 }
 
+// A stage whose targets come from distlm_stage(): the BUILD file names none of them, so the kit
+// knows them from the macro's lists (tools/build_file.h): the student's resolve, a rule naming a
+// reference one goes, and a document naming one is warned about.
+TEST(MakeStudentKitTest, KnowsTheTargetsOfTheStageMacro) {
+  std::string src = MakeTree();
+  WriteFileMakingDirs(src + "/lists/lists.bzl", "def distlm_stage(api, stage):\n    pass\n");
+  WriteFileMakingDirs(src + "/lists/BUILD", "");
+  WriteFileMakingDirs(src + "/macro_stage/reference/impl.cc", "void G() { /* the other solution */ }\n");
+  WriteFileMakingDirs(src + "/macro_stage/student/impl.cc", "void G() { /* TODO(student) again */ }\n");
+  WriteFileMakingDirs(src + "/macro_stage/guide.md", "bazel run //macro_stage:reference_impl\n");
+  WriteFileMakingDirs(src + "/macro_stage/BUILD",
+        "load(\"//lists:lists.bzl\", \"distlm_stage\")\n\n"
+        "distlm_stage(\n    api = \"//stage:api\",\n    stage = \"//stage:api\",\n)\n\n"
+        "sh_test(\n    name = \"compares\",\n    data = [\":student\", \":reference_student_test\"],\n)\n\n"
+        "sh_test(\n    name = \"runs_student\",\n    data = [\":student\", \":student_test\", \":student_impl\"],\n)\n");
+  std::string out = testing::MakeTempDir("kit_out") + "/kit";
+  KitReport r = MakeStudentKit({src, out});
+  const std::string build = ReadFileOrEmpty(out + "/macro_stage/BUILD");
+  EXPECT_NE(build.find("distlm_stage("), std::string::npos) << build;
+  EXPECT_NE(build.find("runs_student"), std::string::npos) << "the macro's student targets resolve:\n" << build;
+  EXPECT_EQ(build.find("compares"), std::string::npos) << "it names a target made from reference/:\n" << build;
+  EXPECT_FALSE(fs::exists(out + "/macro_stage/reference"));
+  bool removed = false, warned = false;
+  for (const auto& rule : r.removed_rules) {
+    removed = removed || rule == "//macro_stage:compares (depends on :reference_student_test, removed)";
+  }
+  for (const auto& w : r.warnings) {
+    warned = warned || w == "macro_stage/guide.md mentions //macro_stage:reference_impl, which the kit does not have";
+  }
+  EXPECT_TRUE(removed) << "removed rules: " << r.removed_rules.size();
+  EXPECT_TRUE(warned) << "warnings: " << r.warnings.size();
+}
+
 TEST(MakeStudentKitTest, RefusesASolutionCopiedUnderAnotherName) {
   std::string src = MakeTree();
   WriteFileMakingDirs(src + "/stage/notes.txt", "void F() { /* the solution */ }\n");
@@ -277,7 +311,7 @@ TEST_P(RealKitTest, NoReferenceSourceAndEveryStubIsThere) {
 
   // Read independently of the tool: every file below a folder named reference, by walking.
   std::set<std::string> reference_contents;
-  size_t reference_files = 0, stages = 0;
+  size_t reference_files = 0, stage_folders = 0;
   for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator(); ++it) {
     const std::string name = it->path().filename().string();
     if (it->is_directory() && (name == ".git" || name.rfind("bazel-", 0) == 0)) {
@@ -285,7 +319,7 @@ TEST_P(RealKitTest, NoReferenceSourceAndEveryStubIsThere) {
       continue;
     }
     if (it->is_directory() && name == "reference" && fs::exists(it->path().parent_path() / "student")) {
-      ++stages;
+      ++stage_folders;
       for (const auto& f : fs::directory_iterator(it->path())) {
         reference_contents.insert(ReadFileOrEmpty(f.path().string()));
         ++reference_files;
@@ -296,7 +330,7 @@ TEST_P(RealKitTest, NoReferenceSourceAndEveryStubIsThere) {
       }
     }
   }
-  EXPECT_GE(stages, 5u) << "part1_single, task2a, task2b, task3, task5 at least";
+  EXPECT_GE(stage_folders, 5u) << "part1, task2a, task2b, task3, task5 at least";
   // The instructor guide lists the grader's mutants and how it names each mistake.
   EXPECT_EQ(kit.count("docs/instructor.md"), 0u) << "the instructor guide is in the kit";
   EXPECT_EQ(kit.count("docs/handout/part1.md"), 1u);
@@ -305,11 +339,12 @@ TEST_P(RealKitTest, NoReferenceSourceAndEveryStubIsThere) {
     EXPECT_EQ(f.find("grading/"), std::string::npos) << f << ": the grader's, or a stage's own grading";
     EXPECT_EQ(reference_contents.count(ReadFileOrEmpty(out + "/" + f)), 0u) << f << " equals a reference file";
   }
-  for (const std::string stage : {"part1_single", "task2a", "task2b", "task3", "task5"}) {
+  for (const auto& row : stages::All()) {
+    const std::string& stage = row.id;
     const std::string build = ReadFileOrEmpty(out + "/" + stage + "/BUILD");
     bool student = false;
     for (const auto& st : SplitBuildFile(build)) {
-      student = student || st.name == "student";
+      for (const auto& n : DefinedNames(st, /*with_reference=*/false)) student = student || n == "student";
       for (const auto& s : st.strings) {
         EXPECT_EQ(s.find("reference"), std::string::npos) << stage << "/BUILD still names " << s;
       }

@@ -2,16 +2,15 @@
 so does the C++ table (common/stages/stages.h includes the rows generated from STAGES), so a
 stage added is a folder and a row here (docs/architecture.md, "Adding a stage").
 
-Each row: the stage's id (what logs, messages, submissions and the grader call it), its folder
-(the Bazel package), the files the student writes (in student/ and reference/), what they
+Each row: the stage's id (its folder, the Bazel package, and what logs, messages, submissions
+and the grader call it), the files the student writes (in student/ and reference/), what they
 write (for messages), how the grader runs and scores it, and how task 4's report counts its
-traffic. Every folder has the same targets: :reference and :student (the stage's binary on the
-reference solution or the student's files), :student_test (the student's local test, tagged
-manual: it fails on the stubs) and :reference_student_test.
+traffic. Every folder's BUILD calls distlm_stage() below, which makes the same targets in each.
 
 The student kit reads BUILD files without Bazel (tools/student_kit.cc): a statement that calls
 one of the helpers below whose name starts with stage_reference is removed from the kit, as a
-statement naming a reference target is; the others name only targets the kit keeps.
+statement naming a reference target is; the others name only targets the kit keeps. It knows
+distlm_stage's targets by name (tools/build_file.h, kStageMacro): keep the two lists alike.
 """
 
 _PATTERNS = {
@@ -25,7 +24,6 @@ _PATTERNS = {
 
 def _row(
         id,
-        package,
         files,
         what,
         parity_points,
@@ -40,12 +38,11 @@ def _row(
     """One stage; stages.h says what each field means."""
     if pattern not in _PATTERNS:
         fail("stage %s: pattern '%s' is not one of %s" % (id, pattern, ", ".join(_PATTERNS.keys())))
-    for text in [id, package, what] + files + required_ops + forbidden_ops:
+    for text in [id, what] + files + required_ops + forbidden_ops:
         if "\"" in text or "'" in text or "$" in text or "\\" in text:
             fail("stage %s: '%s' holds a quote, a backslash or a $ (the C++ table is generated from it)" % (id, text))
     return struct(
         id = id,
-        package = package,
         files = files,
         what = what,
         distributed = ranks > 1,
@@ -65,24 +62,24 @@ def _row(
 # docs/instructor.md has the table, with 25 more for the written report.
 STAGES = [
     # Every task trains with part 1's step; without part1/ the grader builds them with its own.
-    _row("part1", "part1_single", ["train_step.cc"], "Backward / OptimizerStep / EndOfEpoch",
+    _row("part1", ["train_step.cc"], "Backward / OptimizerStep / EndOfEpoch",
          ranks = 1, parity_points = 10),
-    _row("task2a", "task2a", ["grad_sync.cc"], "SyncGradients (gather + scatter)",
+    _row("task2a", ["grad_sync.cc"], "SyncGradients (gather + scatter)",
          parity_points = 12, comm_points = 3, required_ops = ["gather", "scatter"],
          forbidden_ops = ["allreduce", "reduce", "allgather", "reduce_scatter"], grading = True,
          pattern = "gather_scatter"),
-    _row("task2b", "task2b", ["grad_sync.cc"], "SyncGradients (all_reduce)",
+    _row("task2b", ["grad_sync.cc"], "SyncGradients (all_reduce)",
          parity_points = 8, comm_points = 2, required_ops = ["allreduce"], takes_comm_dtype = True,
          pattern = "ring_allreduce"),
     # The student's own DDP: parity on the bucketed version (3b) at a cap that makes several
     # buckets on the tiny model; task3/grading/ddp_checks.h adds 28 points of its own tests.
-    _row("task3", "task3", ["bucketed_ddp.cc", "per_parameter_ddp.cc"],
+    _row("task3", ["bucketed_ddp.cc", "per_parameter_ddp.cc"],
          "your DistributedDataParallel (per-parameter, buckets, no_sync)",
          parity_points = 12, grading = True, takes_comm_dtype = True, pattern = "ring_allreduce"),
     # The advanced part: graded when submitted. Over Gloo (LibTorch 1.13 has no reduce_scatter
     # there) the reduce-scatter is an all_reduce plus a slice, so only the all-gather is a
     # collective of its own.
-    _row("task5", "task5", ["sharded_step.cc"], "ShardedStep (reduce-scatter, shard step, all-gather)",
+    _row("task5", ["sharded_step.cc"], "ShardedStep (reduce-scatter, shard step, all-gather)",
          parity_points = 16, comm_points = 4, required_ops = ["allgather"], optional = True,
          grading = True, pattern = "allreduce_allgather"),
     # Fully sharded data parallel (ZeRO-3): each unit gathered for its forward and backward,
@@ -90,7 +87,7 @@ STAGES = [
     # all-gathers are the collectives of its own (the reduce-scatter is an all_reduce plus a
     # slice over Gloo, as task 5's). task6/grading adds 4 points: prefetch (6b) and the
     # reduce-scatter behind backward (6c).
-    _row("task6", "task6", ["fsdp.cc"], "GatherUnit / ReshardUnit / ReduceScatterGrad / ShardedStep (fully sharded)",
+    _row("task6", ["fsdp.cc"], "GatherUnit / ReshardUnit / ReduceScatterGrad / ShardedStep (fully sharded)",
          parity_points = 12, comm_points = 4, required_ops = ["allgather"], optional = True,
          grading = True, pattern = "allreduce_two_allgathers"),
 ]
@@ -99,7 +96,7 @@ def _rows(distributed):
     return [s for s in STAGES if distributed == None or s.distributed == distributed]
 
 def _labels(target, distributed):
-    return ["//%s:%s" % (s.package, target) for s in _rows(distributed)]
+    return ["//%s:%s" % (s.id, target) for s in _rows(distributed)]
 
 def stage_labels(target, distributed = None):
     """Every stage's `target` (student, student_test, ...), e.g. //task2a:student."""
@@ -109,7 +106,7 @@ def stage_labels(target, distributed = None):
 
 def stage_student_files():
     """Every stage's student/ files, e.g. //task3:student/bucketed_ddp.cc."""
-    return ["//%s:student/%s" % (s.package, f) for s in STAGES for f in s.files]
+    return ["//%s:student/%s" % (s.id, f) for s in STAGES for f in s.files]
 
 def stage_target_args(target, distributed = None):
     """--target=LABEL=$(rootpath LABEL) for every stage's `target` (the docs tests' form)."""
@@ -122,16 +119,16 @@ def stage_reference_labels(target = "reference", distributed = None):
 def stage_reference_gradings():
     """The grading libraries of the stages that have one (<folder>/grading: what the grader
     knows of the stage beyond its row; grading/stage_grading.h). Private, as the references."""
-    return ["//%s/grading" % s.package for s in STAGES if s.grading]
+    return ["//%s/grading" % s.id for s in STAGES if s.grading]
 
 def stage_reference_grading_data():
     """What those gradings run (each package's :grader_data: its own mutants), for the grader's
     runfiles."""
-    return ["//%s/grading:grader_data" % s.package for s in STAGES if s.grading]
+    return ["//%s/grading:grader_data" % s.id for s in STAGES if s.grading]
 
 def stage_reference_files():
     """Every stage's reference/ files, e.g. //task2a:reference/grad_sync.cc."""
-    return ["//%s:reference/%s" % (s.package, f) for s in STAGES for f in s.files]
+    return ["//%s:reference/%s" % (s.id, f) for s in STAGES for f in s.files]
 
 def _strings(items):
     return "{" + ", ".join(["\"%s\"" % i for i in items]) + "}"
@@ -152,9 +149,8 @@ def stages_cc_rows():
             _bool(s.optional),
             _bool(s.grading),
         )
-        rows.append("{\"%s\", \"%s\", %s, \"%s\", %s, %s, {SyncPattern::%s}},\n" % (
+        rows.append("{\"%s\", %s, \"%s\", %s, %s, {SyncPattern::%s}},\n" % (
             s.id,
-            s.package,
             _strings(s.files),
             s.what,
             _bool(s.takes_comm_dtype),
@@ -162,3 +158,64 @@ def stages_cc_rows():
             _PATTERNS[s.pattern],
         ))
     return "".join(rows)
+
+def _row_of_package():
+    pkg = native.package_name()
+    for s in STAGES:
+        if s.id == pkg:
+            return s
+    fail("distlm_stage() in //%s: no row of STAGES in //common/stages:stages.bzl has the id '%s' " % (pkg, pkg) +
+         "(a stage's folder is its id)")
+
+def distlm_stage(api, stage, impl_deps = [], main_deps = [], test_deps = [], test_size = "medium", test_timeout = None):
+    """A stage's targets, made from its row: every stage folder has the same ones.
+
+    :student_impl and :reference_impl  the row's files under student/ and reference/
+    :student and :reference            the stage's binary (main.cc) on either; every stage
+                                       after the first trains with part 1's step of the same side
+    :student_test                      the student's local test (student_test.cc), tagged manual:
+                                       it fails on the stubs by design (//tools:stubs_fail_their_tests_test
+                                       checks that it does, with the stub's message)
+    :reference_student_test            the same test on the reference, run by `bazel test //...`
+
+    In the student kit there is no reference/ folder, and only the student's side is made.
+
+    Args:
+      api: the contract header's library (the functions the student writes).
+      stage: the library of the stage's runtime class (what main.cc runs).
+      impl_deps: what the student's and the reference's files use besides api and //common/runtime.
+      main_deps: what main.cc uses besides the stage, api and the implementations.
+      test_deps: what student_test.cc uses besides api and the implementation.
+      test_size, test_timeout: of both tests (None: Bazel's default for the size).
+    """
+    row = _row_of_package()
+    base = STAGES[0]
+    sides = ["student"]
+    if native.glob(["reference/*"]):
+        sides.append("reference")
+    for side in sides:
+        present = native.glob([side + "/*"])
+        for f in row.files:
+            if side + "/" + f not in present:
+                fail("stage %s: its row names %s, but %s/%s/%s does not exist" % (row.id, f, row.id, side, f))
+        native.cc_library(
+            name = side + "_impl",
+            srcs = [side + "/" + f for f in row.files],
+            deps = [api, "//common/runtime"] + impl_deps,
+        )
+        steps = []
+        if row.id != base.id:
+            steps = ["//%s:%s_impl" % (base.id, side), "//%s:train_step_header" % base.id]
+        native.cc_binary(
+            name = side,
+            srcs = ["main.cc"],
+            deps = steps + [api, ":%s_impl" % side, stage] + main_deps,
+        )
+        native.cc_test(
+            name = "student_test" if side == "student" else "reference_student_test",
+            size = test_size,
+            timeout = test_timeout,
+            srcs = ["student_test.cc"],
+            tags = ["manual"] if side == "student" else [],
+            deps = [api, ":%s_impl" % side] + test_deps,
+        )

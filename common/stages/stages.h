@@ -42,8 +42,9 @@ struct Report {
 };
 
 struct Stage {
-  std::string id;                  // names the stage in logs, messages, submissions and tests
-  std::string package;             // the repository folder holding student/ and reference/
+  // Names the stage everywhere: its folder (the Bazel package holding student/ and reference/),
+  // logs, messages, the submission's folder and the tests.
+  std::string id;
   std::vector<std::string> files;  // the student's files: the only ones taken from a submission
   std::string what;                // what the student writes, for messages
   // Accepts --comm_dtype=fp16|bf16 (its gradients travel by all_reduce); the stage's runner
@@ -52,7 +53,7 @@ struct Stage {
   Grading grading;
   Report report;
   // The reference binary, as a workspace-relative runfile.
-  std::string reference_binary() const { return package + "/reference"; }
+  std::string reference_binary() const { return id + "/reference"; }
 };
 
 // In the order the course takes them (and the grader reports them): the rows of STAGES in

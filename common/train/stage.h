@@ -15,7 +15,7 @@
 //   a resume's loading, the final save), on every rank:
 //                          WithFullParameters(ctx, use)     task 6 gathers its shards for it
 //
-// Part 1's three pieces arrive as a TrainStep (part1_single/train_step.h): every stage trains
+// Part 1's three pieces arrive as a TrainStep (part1/train_step.h): every stage trains
 // with the student's own part 1, or the reference's. A stage lives in its own folder with its
 // figures and flags; this library names none of them. The main of every stage is
 // RunStageMain (run_stage.h).
@@ -89,7 +89,7 @@ struct UpdateContext {
   double max_grad_norm;
 };
 
-// Part 1's pieces (part1_single/train_step.h).
+// Part 1's pieces (part1/train_step.h).
 struct TrainStep {
   // The backward pass of the (already accumulation-scaled) loss.
   std::function<void(const torch::Tensor& loss)> backward;

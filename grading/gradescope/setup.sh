@@ -29,5 +29,5 @@ fi
 chmod -R go-rwx "$here/grader"
 cd "$here/kit"
 # As the grader's builds run (grading/kit_build.cc): no LD_LIBRARY_PATH, which Bazel's action keys hold.
-env -u LD_LIBRARY_PATH bazel build //part1_single:student //task2a:student //task2b:student //task3:student //task5:student //tools:launch
+env -u LD_LIBRARY_PATH bazel build //part1:student //task2a:student //task2b:student //task3:student //task5:student //tools:launch
 bazel shutdown

@@ -19,7 +19,7 @@
 #include "common/autograd/grad_ready_hook.h"
 #include "common/runtime/errors.h"
 #include "common/train/run_stage.h"
-#include "part1_single/train_step.h"
+#include "part1/train_step.h"
 #include "task3/ddp.h"
 #include "task3/ddp_stage.h"
 

@@ -11,7 +11,7 @@
 #include "common/runtime/errors.h"
 #include "common/train/run_stage.h"
 #include "grading/mutation_flag.h"
-#include "part1_single/train_step.h"
+#include "part1/train_step.h"
 #include "task5/grading/collectives.h"
 #include "task5/zero_stage.h"
 

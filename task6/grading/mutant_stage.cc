@@ -13,7 +13,7 @@
 #include "common/runtime/errors.h"
 #include "common/train/run_stage.h"
 #include "grading/mutation_flag.h"
-#include "part1_single/train_step.h"
+#include "part1/train_step.h"
 #include "task6/fsdp.h"
 #include "task6/fsdp_stage.h"
 #include "task6/grading/reference_fsdp.h"

@@ -25,7 +25,7 @@ set -uo pipefail
 LOG=${DISTLM_SETUP_LOG:-/local/logs/distlm-setup.log}
 CHECKOUT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CACHE=${DISTLM_CACHE:-/local/distlm-cache}
-TARGETS=(//part1_single:reference //task2a:reference //task2b:reference //task3:reference
+TARGETS=(//part1:reference //task2a:reference //task2b:reference //task3:reference
          //task5:reference //tools:launch)
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -43,5 +43,5 @@ if [ "$status" -ne 0 ] || ! grep -q "mean iteration time" "$work/run.log" || [ !
   echo "FAILED: ./distlm run in the container ($engine) exited $status after $secs s"
   exit 1
 fi
-grep -h "mean iteration time\|^part1_single:" "$work/run.log" | head -3
+grep -h "mean iteration time\|^part1:" "$work/run.log" | head -3
 echo "OK: ./distlm run in the Debian 12 container ($engine): $(wc -l <"$work/run_out/train_log.jsonl") updates, $secs s in all (image build, if any, and a cold build included)"

@@ -14,11 +14,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 dir=${1:-.gpu}
-targets=(part1_single/reference task2b/reference task3/reference task5/reference task6/reference tools/launch)
+targets=(part1/reference task2b/reference task3/reference task5/reference task6/reference tools/launch)
 # The unit tests and the bench, unless NO_TESTS=1 (a cold build of them is half an hour here;
 # check.sh then needs SKIP="units bench").
 if [ "${NO_TESTS:-0}" != 1 ]; then
-  targets+=(part1_single/bench common/runtime/device_test common/train/mixed_precision_test
+  targets+=(part1/bench common/runtime/device_test common/train/mixed_precision_test
             common/dist/host_staging_group_test common/dist/gloo_process_group_test)
 fi
 

@@ -5,7 +5,7 @@
 #   DIR/check.sh          # OUT=FOLDER (default /tmp/distlm_gpu_check) gets log.txt and runs.tgz
 #
 # 1. the unit tests with CUDA paths (device resolution, loss scaler, host staging, Gloo);
-# 2. //part1_single:bench on BERT-base, batch 32 and 8, sequence 128: fp32, --fp16, --bf16;
+# 2. //part1:bench on BERT-base, batch 32 and 8, sequence 128: fp32, --fp16, --bf16;
 # 3. one epoch of part 1 on cpu and cuda (fp32, --fp16, --bf16), tasks 5, 6 and 2b with two
 #    ranks sharing cuda:0 over Gloo and one rank over NCCL, in fp32 and --fp16 (task 3: two ranks
 #    over Gloo, fp32);
@@ -46,7 +46,7 @@ if ! skipped bench; then
 step "bench: BERT-base, sequence 128 (median ms per update: forward, backward, clip+AdamW)"
 for bs in 32 8; do
   for p in "" --fp16 --bf16; do
-    timeout 180 "$B/part1_single/bench" --model=base --batch_size=$bs --seq_len=128 --steps=30 --device=cuda $p 2>&1 | tail -1
+    timeout 180 "$B/part1/bench" --model=base --batch_size=$bs --seq_len=128 --steps=30 --device=cuda $p 2>&1 | tail -1
   done
 done
 fi
@@ -63,7 +63,7 @@ common=("${data[@]}" --num_train_epochs=1 --plots=false --logging_steps=100 --nu
 run1() {  # name, flags...
   local name=$1; shift
   step "part 1: $name"
-  timeout 300 "$B/part1_single/reference" "${common[@]}" --output_dir="$W/$name" "$@" 2>&1 | tail -4
+  timeout 300 "$B/part1/reference" "${common[@]}" --output_dir="$W/$name" "$@" 2>&1 | tail -4
 }
 runN() {  # name, ranks, stage, flags...
   local name=$1 n=$2 stage=$3; shift 3
@@ -128,7 +128,7 @@ status=${status:-0}
 step refusals
 timeout 60 "$B/tools/launch" --nproc_per_node=2 --timeout_s=50 -- "$B/task2b/reference" "${common[@]}" \
   --max_steps=2 --output_dir="$W/refuse_nccl" --device=cuda --backend=nccl 2>&1 | grep "error:" | head -1
-timeout 60 "$B/part1_single/reference" "${common[@]}" --max_steps=2 --output_dir="$W/refuse_dev" \
+timeout 60 "$B/part1/reference" "${common[@]}" --max_steps=2 --output_dir="$W/refuse_dev" \
   --device=cuda:99 2>&1 | tail -1
 port=$((29000 + RANDOM % 1000))
 pids=()
@@ -146,7 +146,7 @@ if ! skipped base; then
   base=$W/bert_base
   python3 "$G/peers/make_checkpoint.py" "$base" --preset=base --vocab="$G/ref/vocab.txt" \
     --train_tsv="$G/ref/RTE/train.tsv" 2>&1 | tail -1
-  for run in ${BASE_RUNS:-"part1_single:1:- task6:1:nccl task6:2:gloo task3:2:gloo task5:2:gloo task3:1:nccl task5:1:nccl"}; do
+  for run in ${BASE_RUNS:-"part1:1:- task6:1:nccl task6:2:gloo task3:2:gloo task5:2:gloo task3:1:nccl task5:1:nccl"}; do
     run=${run//:/ }
     set -- $run
     dev=cuda; [ "$3" = gloo ] && dev=cuda:0
@@ -154,7 +154,7 @@ if ! skipped base; then
     flags=(--model_name_or_path="$base" --data_dir="$G/ref/RTE" --do_eval=false --plots=false --bf16
            --max_steps=12 --logging_steps=100 --per_gpu_train_batch_size=$((32 / $2)) --device=$dev
            --num_threads=4 --output_dir="$d")
-    if [ "$1" = part1_single ]; then
+    if [ "$1" = part1 ]; then
       timeout 240 "$B/$1/reference" "${flags[@]}" >"$d.log" 2>&1
     else
       timeout 240 "$B/tools/launch" --nproc_per_node="$2" --timeout_s=230 -- "$B/$1/reference" "${flags[@]}" \

@@ -2,7 +2,7 @@
 # tools/peers/compare_step.sh --model=tiny|base --batch_size=B --threads=T [--seq_len=128]
 #   [--steps=N] [--dropout=0.1] [--line=2.11.0|1.13] [--bench=PATH]
 # One training step (forward, loss, backward, clip, AdamW, zero_grad) of distlm's
-# //part1_single:bench against HuggingFace transformers' BertForSequenceClassification with eager
+# //part1:bench against HuggingFace transformers' BertForSequenceClassification with eager
 # attention and with SDPA (tools/peers/hf_step_time.py), on the same torch (the wheel's LibTorch,
 # tools/torch_wheel.sh), the same thread count and the same shapes, one after the other in one
 # sitting. Prints each program's lines on stderr and one JSON line on stdout:
@@ -12,7 +12,7 @@
 # --line=1.13: distlm on Debian's LibTorch 1.13 (the default build) against pytorch_transformers
 # 1.2.0 on Debian's torch 1.13 (tools/peers/setup_legacy.sh; eager attention only, so
 # hf_sdpa_ms is null and hf_eager_ms is the 2019 library's).
-# --bench=PATH (or DISTLM_PEERS_BENCH=PATH): a //part1_single:bench already built (by a caller,
+# --bench=PATH (or DISTLM_PEERS_BENCH=PATH): a //part1:bench already built (by a caller,
 # or a Bazel test's data dependency); no `bazel build` then. It should be built on the line's
 # LibTorch: "same_torch" in the JSON says whether its libtorch_cpu is the peer's (a warning on
 # stderr when not: the comparison then runs, but is not like for like).
@@ -55,8 +55,8 @@ else
   fi
 fi
 if [ -z "$bench" ]; then
-  bazel build //part1_single:bench >&2
-  bench=$PWD/bazel-bin/part1_single/bench
+  bazel build //part1:bench >&2
+  bench=$PWD/bazel-bin/part1/bench
 fi
 # shellcheck source=tools/peers/same_torch.sh
 . "$here/same_torch.sh"
@@ -86,7 +86,7 @@ fi
 
 "$python" - "$cpp" "$eager" "$sdpa" "$same" <<'PY'
 import json, sys
-names = ("//part1_single:bench", "the eager timer", "the SDPA timer")
+names = ("//part1:bench", "the eager timer", "the SDPA timer")
 runs = []
 for name, line in zip(names, sys.argv[1:4]):
     try:

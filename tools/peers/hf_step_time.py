@@ -1,4 +1,4 @@
-"""Times HuggingFace BertForSequenceClassification training steps the way //part1_single:bench does.
+"""Times HuggingFace BertForSequenceClassification training steps the way //part1:bench does.
 
     python hf_step_time.py --model=tiny --batch_size=32 --seq_len=128 --threads=2 --steps=10
     python hf_step_time.py --model=base --device=cuda --bf16     # bench.cc --device=cuda --bf16

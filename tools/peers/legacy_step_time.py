@@ -1,4 +1,4 @@
-"""Times pytorch_transformers 1.2.0's BertForSequenceClassification the way //part1_single:bench does,
+"""Times pytorch_transformers 1.2.0's BertForSequenceClassification the way //part1:bench does,
 on Debian's torch 1.13 (the LibTorch of distlm's default line).
 
     python legacy_step_time.py --model=tiny --batch_size=32 --seq_len=128 --threads=2 --steps=10

@@ -5,7 +5,7 @@
 #   OUT_ROOT/dumps/base     hf_dump of it (its data/train.tsv is the real RTE train split)
 #   OUT_ROOT/tokenizer      BertTokenizerFast's features of every RTE pair (hf_tokenize.sh)
 #   OUT_ROOT/finetune/tiny  hf_finetune.py: 20 updates of the tiny reference checkpoint on the real
-#                           RTE, dropout off, lr 1e-3 (part1_single:hf_finetune_parity_test)
+#                           RTE, dropout off, lr 1e-3 (part1:hf_finetune_parity_test)
 #   OUT_ROOT/vit/tiny       hf_vit_dump.py: a tiny random ViT, its logits, gradients and a 12-update
 #                           trace (common/parity:vit_hf_parity_test)
 # OUT_ROOT defaults to $DISTLM_PEERS_DIR, else ~/.cache/distlm/peers-out. Each part is redone only

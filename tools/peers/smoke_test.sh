@@ -12,7 +12,7 @@
 # SKIPPED and exits 0 (setup.sh failing while PyPI answers is NOT OK).
 #
 # `bazel test //tools/peers:smoke_test` runs it with the binaries as data dependencies:
-#   --bench=PATH   //part1_single:bench, handed to compare_step.sh --bench
+#   --bench=PATH   //part1:bench, handed to compare_step.sh --bench
 #   --bin_dir=DIR  a folder with task3/reference, task6/reference and tools/launch, for
 #                  compare_ddp.sh and compare_fsdp.sh --bin_dir
 # (a Bazel test cannot run `bazel build`). Called by hand without them, it builds the four with
@@ -148,13 +148,13 @@ if [ -z "$bench" ] || [ -z "$bin_dir" ]; then
     summary
     exit 1
   fi
-  if ! run bazel_build 3600 bash -c "cd '$repo' && bazel build //part1_single:bench //task3:reference //task6:reference //tools:launch"; then
-    not_ok bazel_build "bazel build //part1_single:bench //task3:reference //task6:reference //tools:launch: $(why_failed)"
+  if ! run bazel_build 3600 bash -c "cd '$repo' && bazel build //part1:bench //task3:reference //task6:reference //tools:launch"; then
+    not_ok bazel_build "bazel build //part1:bench //task3:reference //task6:reference //tools:launch: $(why_failed)"
     summary
     exit 1
   fi
-  record "OK      bazel build //part1_single:bench //task3:reference //task6:reference //tools:launch ($secs s, with Bazel's wait for the server)"
-  bench=${bench:-$repo/bazel-bin/part1_single/bench}
+  record "OK      bazel build //part1:bench //task3:reference //task6:reference //tools:launch ($secs s, with Bazel's wait for the server)"
+  bench=${bench:-$repo/bazel-bin/part1/bench}
   bin_dir=${bin_dir:-$repo/bazel-bin}
 fi
 

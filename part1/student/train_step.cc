@@ -1,5 +1,5 @@
 // Part 1: your code goes here. Read docs/handout/part1.md first.
-#include "part1_single/train_step.h"
+#include "part1/train_step.h"
 
 #include "common/runtime/errors.h"
 #include "common/train/bert_adamw.h"

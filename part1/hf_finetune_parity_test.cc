@@ -46,7 +46,7 @@ TEST(HfFinetuneParityTest, TwentyUpdatesMatchTransformersLossForLoss) {
 
   const std::string out = distlm::testing::MakeTempDir("hf_finetune_parity");
   distlm::testing::Command c;
-  c.argv = {distlm::testing::Runfile("part1_single/reference"),
+  c.argv = {distlm::testing::Runfile("part1/reference"),
             "--model_name_or_path=" + ref + "/bert_tiny_reference",
             "--data_dir=" + ref + "/data/RTE",
             "--do_lower_case=true",

@@ -21,7 +21,7 @@ using nlohmann::json;
 
 ProcessResult RunStage(const std::string& binary, std::vector<std::string> args, double timeout_s = 120) {
   Command c;
-  c.argv = {distlm::testing::Runfile("part1_single/" + binary)};
+  c.argv = {distlm::testing::Runfile("part1/" + binary)};
   for (auto& a : args) c.argv.push_back(a);
   c.env["LOCAL_WORLD_SIZE"] = "1";
   return distlm::testing::Run(c, timeout_s);

@@ -16,7 +16,7 @@ using distlm::testing::Command;
 const std::vector<std::string> kFlags = {"--max_steps=12", "--save_steps=2", "--num_threads=1",
                                          "--max_seq_length=64", "--per_gpu_train_batch_size=4"};
 
-std::string Binary() { return distlm::testing::Runfile("part1_single/reference"); }
+std::string Binary() { return distlm::testing::Runfile("part1/reference"); }
 
 distlm::testing::ProcessResult RunToEnd(const std::string& out, std::vector<std::string> extra = {}) {
   Command c;

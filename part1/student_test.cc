@@ -1,4 +1,4 @@
-// Part 1's local tests: bazel test //part1_single:student_test
+// Part 1's local tests: bazel test //part1:student_test
 //
 // Backward and OptimizerStep on two small parameters whose numbers are known in closed form:
 // the gradient of sum(w * c) is c; a gradient of norm 5 clipped to 1 is divided by 5; AdamW's
@@ -14,7 +14,7 @@
 
 #include "common/train/bert_adamw.h"
 #include "common/train/schedule.h"
-#include "part1_single/train_step.h"
+#include "part1/train_step.h"
 
 namespace distlm::part1 {
 namespace {

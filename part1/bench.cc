@@ -1,4 +1,4 @@
-// //part1_single:bench -- times BERT training steps on random data.
+// //part1:bench -- times BERT training steps on random data.
 //
 // A benchmark, not a test: it prints per-step times, the machine's measured sgemm rate, and
 // last one JSON line {"ms_per_step": median, "gflops_per_s": ..., ...} (first step excluded).

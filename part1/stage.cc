@@ -1,4 +1,4 @@
-#include "part1_single/stage.h"
+#include "part1/stage.h"
 
 #include <string>
 #include <utility>
@@ -16,7 +16,7 @@ class SingleProcessStage : public train::Stage {
 }  // namespace
 
 std::unique_ptr<train::Stage> MakeStage(train::TrainStep step) {
-  return std::make_unique<SingleProcessStage>("part1_single", std::move(step));
+  return std::make_unique<SingleProcessStage>("part1", std::move(step));
 }
 
 }  // namespace distlm::part1

@@ -1,5 +1,5 @@
 // Part 1 reference solution.
-#include "part1_single/train_step.h"
+#include "part1/train_step.h"
 
 #include "common/train/bert_adamw.h"
 

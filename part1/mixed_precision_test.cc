@@ -30,7 +30,7 @@ const std::vector<std::string> kFlags = {"--max_steps=3", "--num_threads=1", "--
 
 ProcessResult RunPart1(const std::string& out, std::vector<std::string> extra, std::map<std::string, std::string> env = {}) {
   Command c;
-  c.argv = {distlm::testing::Runfile("part1_single/reference")};
+  c.argv = {distlm::testing::Runfile("part1/reference")};
   c.argv.insert(c.argv.end(), kFlags.begin(), kFlags.end());
   c.argv.insert(c.argv.end(), extra.begin(), extra.end());
   c.argv.push_back("--output_dir=" + out);

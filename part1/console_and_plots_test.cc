@@ -37,7 +37,7 @@ TEST(ConsoleAndPlotsTest, OnATerminalTheProgressLineIsRedrawnInPlace) {
   const std::string out = testing::MakeTempDir("tty") + "/run";
   testing::Command c;
   // `script` gives the run a pseudo-terminal and copies what it printed.
-  c.argv = {"/usr/bin/script", "-qec", testing::Runfile("part1_single/reference") + Flags(out), "/dev/null"};
+  c.argv = {"/usr/bin/script", "-qec", testing::Runfile("part1/reference") + Flags(out), "/dev/null"};
   auto p = testing::Run(c, 300);
   ASSERT_EQ(p.exit_code, 0) << p.output;
   EXPECT_NE(p.output.find("\r\033[Ktrain [####"), std::string::npos) << p.output;
@@ -50,7 +50,7 @@ TEST(ConsoleAndPlotsTest, OnATerminalTheProgressLineIsRedrawnInPlace) {
 TEST(ConsoleAndPlotsTest, InAPipePlainLinesAndPlotsBesideTheLogs) {
   const std::string out = testing::MakeTempDir("pipe") + "/run";
   testing::Command c;
-  c.argv = {"/bin/sh", "-c", testing::Runfile("part1_single/reference") + Flags(out) + " | cat"};
+  c.argv = {"/bin/sh", "-c", testing::Runfile("part1/reference") + Flags(out) + " | cat"};
   auto p = testing::Run(c, 300);
   ASSERT_EQ(p.exit_code, 0) << p.output;
   EXPECT_EQ(p.output.find('\r'), std::string::npos) << "no carriage returns in a pipe";
@@ -68,7 +68,7 @@ TEST(ConsoleAndPlotsTest, InAPipePlainLinesAndPlotsBesideTheLogs) {
 TEST(ConsoleAndPlotsTest, NoPlotsWhenAskedNot) {
   const std::string out = testing::MakeTempDir("noplots") + "/run";
   testing::Command c;
-  c.argv = {"/bin/sh", "-c", testing::Runfile("part1_single/reference") + Flags(out) + " --plots=false --do_eval=false"};
+  c.argv = {"/bin/sh", "-c", testing::Runfile("part1/reference") + Flags(out) + " --plots=false --do_eval=false"};
   auto p = testing::Run(c, 300);
   ASSERT_EQ(p.exit_code, 0) << p.output;
   EXPECT_FALSE(fs::exists(out + "/plots"));
@@ -80,7 +80,7 @@ TEST(ConsoleAndPlotsTest, NoPlotsWhenAskedNot) {
 TEST(ConsoleAndPlotsTest, TensorBoardScalarsPerUpdateAndEvaluation) {
   const std::string out = testing::MakeTempDir("tb") + "/run";
   testing::Command c;
-  c.argv = {testing::Runfile("part1_single/reference"), "--max_steps=5", "--per_gpu_train_batch_size=8",
+  c.argv = {testing::Runfile("part1/reference"), "--max_steps=5", "--per_gpu_train_batch_size=8",
             "--max_seq_length=64", "--num_threads=1", "--plots=false", "--tensorboard", "--output_dir=" + out};
   auto p = testing::Run(c, 300);
   ASSERT_EQ(p.exit_code, 0) << p.output;
