@@ -181,187 +181,208 @@ std::string SignalName(int signal) {
   }
 }
 
-SandboxResult RunSandboxed(const SandboxCommand& command, const SandboxLimits& limits) {
-  if (command.argv.empty()) throw std::runtime_error("RunSandboxed: empty command");
-  SandboxResult result;
-  const auto start = std::chrono::steady_clock::now();
+namespace {
 
-  // Everything the child needs is prepared before fork: between fork and exec only system
-  // calls are safe (other threads may hold the allocator's locks).
+// What the child needs, prepared before fork: between fork and exec only system calls are safe
+// (other threads may hold the allocator's locks).
+struct ChildPlan {
+  std::vector<std::string> env_strings;
+  std::vector<char*> argv, envp;
+  int out_fd = -1;     // stderr, and stdout unless stdout_fd
+  int stdout_fd = -1;  // command.stdout_path, or -1
+  int status_pipe[2] = {-1, -1};
+  const PreparedJail* jail = nullptr;
+  bool want_netns = false;
+  rlim_t as_limit = 0, fsize_limit = 0;
+  const char* cwd = nullptr;
+  const tools::NoSpawnFilter* no_spawn = nullptr;
+};
+
+// The environment: the grader's, less unset_env, plus the command's and the jail's variables.
+void PrepareEnvironment(const SandboxCommand& command, const SandboxLimits& limits, ChildPlan* plan) {
   std::set<std::string> drop(command.unset_env.begin(), command.unset_env.end());
   std::map<std::string, std::string> set_env = command.env;
   if (limits.jail != nullptr) {
     for (const auto& [k, v] : limits.jail->spec().env) set_env[k] = v;
   }
   for (const auto& [k, v] : set_env) drop.insert(k);
-  std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string kv = *e;
-    if (drop.count(kv.substr(0, kv.find('='))) == 0) env_strings.push_back(kv);
+    if (drop.count(kv.substr(0, kv.find('='))) == 0) plan->env_strings.push_back(kv);
   }
-  for (const auto& [k, v] : set_env) env_strings.push_back(k + "=" + v);
-  std::vector<char*> argv, envp;
-  for (const auto& a : command.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  for (const auto& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
+  for (const auto& [k, v] : set_env) plan->env_strings.push_back(k + "=" + v);
+  for (const auto& a : command.argv) plan->argv.push_back(const_cast<char*>(a.c_str()));
+  plan->argv.push_back(nullptr);
+  for (const auto& e : plan->env_strings) plan->envp.push_back(const_cast<char*>(e.c_str()));
+  plan->envp.push_back(nullptr);
+}
 
-  // Output goes to an unlinked temporary file: no pipe to drain while waiting, no size limit
-  // the child could block on.
+void CloseAll(ChildPlan* plan) {
+  for (int* fd : {&plan->out_fd, &plan->stdout_fd, &plan->status_pipe[0], &plan->status_pipe[1]}) {
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+  }
+}
+
+// Output goes to an unlinked temporary file: no pipe to drain while waiting, no size limit the
+// child could block on. The status pipe carries what went wrong before exec.
+void OpenFiles(const SandboxCommand& command, ChildPlan* plan) {
   std::string tmpl = TempRoot() + "/sandbox_outXXXXXX";
-  int out_fd = mkostemp(tmpl.data(), O_CLOEXEC);
-  if (out_fd < 0) throw std::runtime_error("cannot create a temporary file in " + TempRoot() + ": " + strerror(errno));
+  plan->out_fd = mkostemp(tmpl.data(), O_CLOEXEC);
+  if (plan->out_fd < 0) throw std::runtime_error("cannot create a temporary file in " + TempRoot() + ": " + strerror(errno));
   unlink(tmpl.c_str());
-  int stdout_fd = -1;
   if (!command.stdout_path.empty()) {
-    stdout_fd = open(command.stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (stdout_fd < 0) {
-      close(out_fd);
-      throw std::runtime_error("cannot create " + command.stdout_path + ": " + strerror(errno));
+    plan->stdout_fd = open(command.stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (plan->stdout_fd < 0) {
+      const int err = errno;
+      CloseAll(plan);
+      throw std::runtime_error("cannot create " + command.stdout_path + ": " + strerror(err));
     }
   }
-  int status_pipe[2];
-  if (pipe2(status_pipe, O_CLOEXEC) != 0) {
-    if (stdout_fd >= 0) close(stdout_fd);
-    close(out_fd);
-    throw std::runtime_error(std::string("pipe2: ") + strerror(errno));
+  if (pipe2(plan->status_pipe, O_CLOEXEC) != 0) {
+    const int err = errno;
+    CloseAll(plan);
+    throw std::runtime_error(std::string("pipe2: ") + strerror(err));
   }
-  const PreparedJail* jail = limits.jail;
-  const bool jailed = jail != nullptr && jail->spec().level != Isolation::kNone;
-  const bool full_jail = jailed && jail->spec().level == Isolation::kFull;
-  // A full jail makes its own network namespace.
-  const bool want_netns = limits.isolate_network && !full_jail;
-  const rlim_t as_limit = limits.address_space_bytes > 0 ? static_cast<rlim_t>(limits.address_space_bytes) : 0;
-  const rlim_t fsize_limit = limits.file_size_bytes > 0 ? static_cast<rlim_t>(limits.file_size_bytes) : 0;
-  const char* cwd = command.working_dir.empty() ? nullptr : command.working_dir.c_str();
+}
 
-  pid_t pid = fork();
-  if (pid < 0) {
-    if (stdout_fd >= 0) close(stdout_fd);
-    close(out_fd);
-    close(status_pipe[0]);
-    close(status_pipe[1]);
-    throw std::runtime_error(std::string("fork: ") + strerror(errno));
+// The child, from fork to exec: its own process group, output, limits, network, jail, folder.
+[[noreturn]] void RunChild(const ChildPlan& plan) {
+  const int status_fd = plan.status_pipe[1];
+  setpgid(0, 0);
+  close(plan.status_pipe[0]);
+  dup2(plan.stdout_fd >= 0 ? plan.stdout_fd : plan.out_fd, 1);
+  dup2(plan.out_fd, 2);
+  int devnull = open("/dev/null", O_RDONLY);
+  if (devnull >= 0) dup2(devnull, 0);
+  // Restore what a fresh process expects (the grader may run with signals ignored).
+  signal(SIGPIPE, SIG_DFL);
+  signal(SIGCHLD, SIG_DFL);
+  rlimit no_core{0, 0};
+  setrlimit(RLIMIT_CORE, &no_core);
+  if (plan.as_limit > 0) {
+    rlimit as{plan.as_limit, plan.as_limit};
+    setrlimit(RLIMIT_AS, &as);
   }
-  if (pid == 0) {
-    setpgid(0, 0);
-    close(status_pipe[0]);
-    dup2(stdout_fd >= 0 ? stdout_fd : out_fd, 1);
-    dup2(out_fd, 2);
-    int devnull = open("/dev/null", O_RDONLY);
-    if (devnull >= 0) dup2(devnull, 0);
-    // Restore what a fresh process expects (the grader may run with signals ignored).
-    signal(SIGPIPE, SIG_DFL);
-    signal(SIGCHLD, SIG_DFL);
-    rlimit no_core{0, 0};
-    setrlimit(RLIMIT_CORE, &no_core);
-    if (as_limit > 0) {
-      rlimit as{as_limit, as_limit};
-      setrlimit(RLIMIT_AS, &as);
+  if (plan.fsize_limit > 0) {
+    rlimit fsize{plan.fsize_limit, plan.fsize_limit};
+    setrlimit(RLIMIT_FSIZE, &fsize);
+  }
+  if (plan.want_netns) {
+    int err = unshare(CLONE_NEWNET) == 0 ? LoopbackUp() : errno;
+    WriteStatus(status_fd, err == 0 ? 'n' : 'N', err);
+  }
+  if (const PreparedJail* jail = plan.jail; jail != nullptr) {
+    const char* what = "";
+    bool pid_ns = false;
+    if (int err = jail->EnterNamespaces(&what, &pid_ns); err != 0) {
+      WriteStatus(status_fd, 'j', err, what);
+      _exit(126);
     }
-    if (fsize_limit > 0) {
-      rlimit fsize{fsize_limit, fsize_limit};
-      setrlimit(RLIMIT_FSIZE, &fsize);
+    if (pid_ns) {
+      BecomeInitOfPidNamespace(*jail, status_fd);  // returns in the command's own process
+    } else if (jail->spec().level == Isolation::kFull && jail->spec().pid_namespace) {
+      WriteStatus(status_fd, 'p', 0);
     }
-    if (want_netns) {
-      int err = unshare(CLONE_NEWNET) == 0 ? LoopbackUp() : errno;
-      WriteStatus(status_pipe[1], err == 0 ? 'n' : 'N', err);
+    if (int err = jail->DropToStudent(&what); err != 0) {
+      WriteStatus(status_fd, 'j', err, what);
+      _exit(126);
     }
-    if (jail != nullptr) {
-      const char* what = "";
-      bool pid_ns = false;
-      if (int err = jail->EnterNamespaces(&what, &pid_ns); err != 0) {
-        WriteStatus(status_pipe[1], 'j', err, what);
-        _exit(126);
-      }
-      if (pid_ns) {
-        BecomeInitOfPidNamespace(*jail, status_pipe[1]);  // returns in the command's own process
-      } else if (jail->spec().level == Isolation::kFull && jail->spec().pid_namespace) {
-        WriteStatus(status_pipe[1], 'p', 0);
-      }
-      if (int err = jail->DropToStudent(&what); err != 0) {
-        WriteStatus(status_pipe[1], 'j', err, what);
-        _exit(126);
-      }
-    }
-    if (cwd != nullptr && chdir(cwd) != 0) {
-      WriteStatus(status_pipe[1], 'c', errno);
-      _exit(127);
-    }
-    if (limits.no_spawn != nullptr) {
-      limits.no_spawn->ExecConfined(argv[0], argv.data(), envp.data());
-    } else {
-      execve(argv[0], argv.data(), envp.data());
-    }
-    WriteStatus(status_pipe[1], 'e', errno);
+  }
+  if (plan.cwd != nullptr && chdir(plan.cwd) != 0) {
+    WriteStatus(status_fd, 'c', errno);
     _exit(127);
   }
-  close(status_pipe[1]);
-  if (stdout_fd >= 0) close(stdout_fd);
-  setpgid(pid, pid);  // also here: whichever runs first, the group exists before any kill
+  if (plan.no_spawn != nullptr) {
+    plan.no_spawn->ExecConfined(plan.argv[0], plan.argv.data(), plan.envp.data());
+  } else {
+    execve(plan.argv[0], plan.argv.data(), plan.envp.data());
+  }
+  WriteStatus(status_fd, 'e', errno);
+  _exit(127);
+}
 
-  // Statuses arrive before exec, so this returns as soon as the program starts.
+// The child's statuses until exec (the pipe closes then): what the command's output is
+// prefixed with, and the isolation it got.
+std::string ReadStartStatuses(int fd, const SandboxCommand& command, SandboxResult* result) {
   std::string notes;
   ChildStatus s;
-  while (read(status_pipe[0], &s, sizeof(s)) == static_cast<ssize_t>(sizeof(s))) {
-    if (s.stage == 'n') result.network_isolated = true;
-    if (s.stage == 'N') result.isolation_note = std::string("could not isolate the network: ") + strerror(s.err);
+  while (read(fd, &s, sizeof(s)) == static_cast<ssize_t>(sizeof(s))) {
+    if (s.stage == 'n') result->network_isolated = true;
+    if (s.stage == 'N') result->isolation_note = std::string("could not isolate the network: ") + strerror(s.err);
     if (s.stage == 'j') {
-      result.jail_error = std::string(s.what) + " failed: " + strerror(s.err);
-      notes += "the sandbox could not start: " + result.jail_error + "\n";
+      result->jail_error = std::string(s.what) + " failed: " + strerror(s.err);
+      notes += "the sandbox could not start: " + result->jail_error + "\n";
     }
     if (s.stage == 'c') notes += "cannot enter " + command.working_dir + ": " + strerror(s.err) + "\n";
-    if (s.stage == 'p') result.isolation_note = "no PID namespace here: the kernel refused one";
+    if (s.stage == 'p') result->isolation_note = "no PID namespace here: the kernel refused one";
     if (s.stage == 'e') notes += "cannot execute " + command.argv[0] + ": " + strerror(s.err) + "\n";
   }
-  close(status_pipe[0]);
-  if (full_jail && notes.empty()) result.network_isolated = true;
-  // The command's network namespace, held open so that its counters can be read once the
-  // command and everything it started have ended (the namespace lives while this fd does).
-  int netns_fd = -1;
-  if (result.network_isolated) {
-    netns_fd = open(("/proc/" + std::to_string(pid) + "/ns/net").c_str(), O_RDONLY | O_CLOEXEC);
+  return notes;
+}
+
+// The free space of the student's file system against the jail's budgets, sampled while the
+// command runs.
+class DiskWatch {
+ public:
+  explicit DiskWatch(const PreparedJail* jail) {
+    if (jail == nullptr || jail->spec().level == Isolation::kNone) return;
+    path_ = jail->spec().disk_watch_path;
+    bytes_budget_ = jail->spec().disk_bytes;
+    inode_budget_ = jail->spec().disk_inodes;
+    if ((bytes_budget_ > 0 || inode_budget_ > 0) && !path_.empty()) at_start_ = Now();
+    watching_ = at_start_.ok;
   }
 
-  // Disk: the free space of the student's file system, sampled while it runs.
-  const std::string& watch = jailed ? jail->spec().disk_watch_path : std::string();
-  const int64_t disk_budget = jailed ? jail->spec().disk_bytes : 0;
-  const int64_t inode_budget = jailed ? jail->spec().disk_inodes : 0;
+  // True once the command has used more than a budget; sets the result's flags.
+  bool Exceeded(SandboxResult* result) const {
+    if (!watching_) return false;
+    const FreeSpace now = Now();
+    const bool bytes_over = bytes_budget_ > 0 && now.bytes >= 0 && at_start_.bytes - now.bytes > bytes_budget_;
+    // A file system without inode counts (f_favail 0 throughout) never trips this.
+    const bool inodes_over =
+        inode_budget_ > 0 && at_start_.inodes > 0 && now.inodes >= 0 && at_start_.inodes - now.inodes > inode_budget_;
+    if (!bytes_over && !inodes_over) return false;
+    result->disk_limit_hit = true;
+    result->inode_limit_hit = inodes_over;
+    return true;
+  }
+
+ private:
   struct FreeSpace {
     int64_t bytes = -1, inodes = -1;
+    bool ok = false;
   };
-  auto free_space = [&watch]() -> FreeSpace {
+  FreeSpace Now() const {
     struct statvfs v;
-    if (statvfs(watch.c_str(), &v) != 0) return {};
-    return {static_cast<int64_t>(v.f_bavail) * static_cast<int64_t>(v.f_frsize), static_cast<int64_t>(v.f_favail)};
-  };
-  const bool watching = (disk_budget > 0 || inode_budget > 0) && !watch.empty();
-  const FreeSpace at_start = watching ? free_space() : FreeSpace{};
+    if (statvfs(path_.c_str(), &v) != 0) return {};
+    return {static_cast<int64_t>(v.f_bavail) * static_cast<int64_t>(v.f_frsize), static_cast<int64_t>(v.f_favail), true};
+  }
 
+  std::string path_;
+  int64_t bytes_budget_ = 0, inode_budget_ = 0;
+  FreeSpace at_start_;
+  bool watching_ = false;
+};
+
+// Waits for the command until it ends, passes its deadline or a disk budget; returns its wait
+// status. Kills its process group (and, jailed, every process of the student's user) on the way
+// out, so nothing it started outlives it.
+int WaitForCommand(pid_t pid, const SandboxLimits& limits, std::chrono::steady_clock::time_point start,
+                   SandboxResult* result) {
+  const bool jailed = limits.jail != nullptr && limits.jail->spec().level != Isolation::kNone;
+  const DiskWatch disk(limits.jail);
   const auto deadline = start + std::chrono::duration<double>(limits.timeout_s);
   int wstatus = 0;
   for (;;) {
     pid_t r = waitpid(pid, &wstatus, WNOHANG);
     if (r == pid) break;
     if (r < 0 && errno != EINTR) throw std::runtime_error(std::string("waitpid: ") + strerror(errno));
-    if (watching) {
-      const FreeSpace now = free_space();
-      const bool bytes_over = disk_budget > 0 && at_start.bytes >= 0 && now.bytes >= 0 && at_start.bytes - now.bytes > disk_budget;
-      // A file system without inode counts (f_favail 0 throughout) never trips this.
-      const bool inodes_over = inode_budget > 0 && at_start.inodes > 0 && now.inodes >= 0 && at_start.inodes - now.inodes > inode_budget;
-      if (bytes_over || inodes_over) {
-        result.disk_limit_hit = true;
-        result.inode_limit_hit = inodes_over;
-        kill(-pid, SIGKILL);
-        if (jailed) KillAllProcessesOf(jail->spec().user.uid);
-        while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
-        }
-        break;
-      }
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      result.timed_out = true;
+    const bool over_disk = disk.Exceeded(result);
+    if (over_disk || std::chrono::steady_clock::now() > deadline) {
+      result->timed_out = !over_disk;
       kill(-pid, SIGKILL);
+      if (over_disk && jailed) KillAllProcessesOf(limits.jail->spec().user.uid);
       while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
       }
       break;
@@ -370,7 +391,49 @@ SandboxResult RunSandboxed(const SandboxCommand& command, const SandboxLimits& l
   }
   kill(-pid, SIGKILL);  // whatever it left behind in its group
   // and whatever left the group (setsid, daemons): every process of the student's user.
-  if (jailed) KillAllProcessesOf(jail->spec().user.uid);
+  if (jailed) KillAllProcessesOf(limits.jail->spec().user.uid);
+  return wstatus;
+}
+
+}  // namespace
+
+SandboxResult RunSandboxed(const SandboxCommand& command, const SandboxLimits& limits) {
+  if (command.argv.empty()) throw std::runtime_error("RunSandboxed: empty command");
+  SandboxResult result;
+  const auto start = std::chrono::steady_clock::now();
+  ChildPlan plan;
+  PrepareEnvironment(command, limits, &plan);
+  OpenFiles(command, &plan);
+  plan.jail = limits.jail;
+  const bool full_jail = plan.jail != nullptr && plan.jail->spec().level == Isolation::kFull;
+  plan.want_netns = limits.isolate_network && !full_jail;  // a full jail makes its own
+  plan.as_limit = limits.address_space_bytes > 0 ? static_cast<rlim_t>(limits.address_space_bytes) : 0;
+  plan.fsize_limit = limits.file_size_bytes > 0 ? static_cast<rlim_t>(limits.file_size_bytes) : 0;
+  plan.cwd = command.working_dir.empty() ? nullptr : command.working_dir.c_str();
+  plan.no_spawn = limits.no_spawn;
+
+  pid_t pid = fork();
+  if (pid < 0) {
+    const int err = errno;
+    CloseAll(&plan);
+    throw std::runtime_error(std::string("fork: ") + strerror(err));
+  }
+  if (pid == 0) RunChild(plan);
+  close(plan.status_pipe[1]);
+  if (plan.stdout_fd >= 0) close(plan.stdout_fd);
+  setpgid(pid, pid);  // also here: whichever runs first, the group exists before any kill
+
+  // Statuses arrive before exec, so this returns as soon as the program starts.
+  const std::string notes = ReadStartStatuses(plan.status_pipe[0], command, &result);
+  close(plan.status_pipe[0]);
+  if (full_jail && notes.empty()) result.network_isolated = true;
+  // The command's network namespace, held open so that its counters can be read once the
+  // command and everything it started have ended (the namespace lives while this fd does).
+  int netns_fd = -1;
+  if (result.network_isolated) {
+    netns_fd = open(("/proc/" + std::to_string(pid) + "/ns/net").c_str(), O_RDONLY | O_CLOEXEC);
+  }
+  const int wstatus = WaitForCommand(pid, limits, start, &result);
   if (WIFSIGNALED(wstatus)) {
     result.signal = WTERMSIG(wstatus);
     result.exit_code = 128 + result.signal;
@@ -381,8 +444,8 @@ SandboxResult RunSandboxed(const SandboxCommand& command, const SandboxLimits& l
     result.loopback_bytes = LoopbackTxBytes(netns_fd);
     close(netns_fd);
   }
-  result.output = notes + ReadBounded(out_fd, limits.max_output_bytes);
-  close(out_fd);
+  result.output = notes + ReadBounded(plan.out_fd, limits.max_output_bytes);
+  close(plan.out_fd);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }

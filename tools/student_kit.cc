@@ -210,43 +210,56 @@ bool IsPrivatePath(const std::string& path) {
   return false;
 }
 
-KitReport MakeStudentKit(const KitOptions& options) {
-  KitReport report;
-  const std::string checkout = options.source_root;
-  if (checkout.empty() || !fs::is_directory(checkout)) throw UserError("--source: " + checkout + " is not a directory");
-  if (!fs::exists(checkout + "/WORKSPACE")) throw UserError("--source: " + checkout + " has no WORKSPACE file");
-  std::error_code ec;
-  if (options.out_dir.empty()) throw UserError("--out: no output folder given");
-  if (fs::exists(options.out_dir) && !fs::is_empty(options.out_dir, ec)) {
-    throw UserError("--out: " + options.out_dir + " exists and is not empty");
-  }
-  {
-    // Refuse to write into the source (the kit would end up in its own listing).
-    auto src = fs::weakly_canonical(checkout), dst = fs::weakly_canonical(options.out_dir);
-    std::string s = src.string() + "/", d = dst.string() + "/";
-    if (d.rfind(s, 0) == 0) throw UserError("--out: " + options.out_dir + " is inside the source " + checkout);
-  }
-  fs::create_directories(options.out_dir, ec);
-  if (ec) throw UserError("--out: cannot create " + options.out_dir + ": " + ec.message());
+namespace {
 
-  std::vector<std::string> notes;
-  Source source;
-  ReadSource(checkout, options.revision, &source, &notes);
-  const std::string& root = source.root;
-  const std::vector<std::string>& files = source.files;
-  std::set<std::string> kept, private_files;
-  std::set<std::string> private_dirs;
+// One kit being made, step by step: which files it keeps, which rules it removes, what it
+// writes, and the checks of what it wrote.
+class KitMaker {
+ public:
+  KitMaker(const std::string& root, const std::string& out_dir) : root_(root), out_(out_dir) {}
+
+  // Sorts the source's files into the kit's and the private ones.
+  void SortFiles(const std::vector<std::string>& files);
+  // Reads the kept BUILD files.
+  void ReadPackages();
+  // Removes rules that name what is gone, until nothing changes.
+  void RemoveRules();
+  // Leaves out source files that only removed rules named.
+  void DropUnusedSources();
+  void Write();
+  // Throws when the written kit has a private file, a copy of one, or a dangling label.
+  void Check() const;
+  // Documents and scripts that still name a removed rule: the kit works, but they mislead.
+  void WarnAboutRemovedNames();
+
+  KitReport& report() { return report_; }
+
+ private:
+  bool InsidePrivate(const std::string& path) const;
+  // Why a kept statement of `pkg` must go ("" if it may stay).
+  std::string WhyRemove(const std::string& pkg, const BuildStatement& st) const;
+  std::string BuildText(const Package& p) const;
+
+  const std::string root_, out_;
+  KitReport report_;
+  std::set<std::string> kept_, private_files_, private_dirs_;
+  std::map<std::string, Package> packages_;
+  std::set<std::string> removed_keys_;
+};
+
+void KitMaker::SortFiles(const std::vector<std::string>& files) {
+  std::error_code ec;
   for (const auto& f : files) {
-    fs::file_status st = fs::symlink_status(root + "/" + f, ec);
+    fs::file_status st = fs::symlink_status(root_ + "/" + f, ec);
     if (!fs::exists(st)) {
-      report.left_out.push_back(f + ": tracked but absent from the working tree");
+      report_.left_out.push_back(f + ": tracked but absent from the working tree");
       continue;
     }
     if (IsPrivatePath(f)) {
-      private_files.insert(f);
-      report.left_out.push_back(f + (IsGradingPath(f) ? ": the grader"
-                                     : IsInstructorOnlyFile(f)  ? ": for the course staff only"
-                                                                : ": a reference solution (or reference-only code)"));
+      private_files_.insert(f);
+      report_.left_out.push_back(f + (IsGradingPath(f) ? ": the grader"
+                                      : IsInstructorOnlyFile(f)  ? ": for the course staff only"
+                                                                 : ": a reference solution (or reference-only code)"));
       // Every folder from the private one down is gone from the kit.
       auto parts = SplitPath(f);
       std::string dir;
@@ -254,78 +267,78 @@ KitReport MakeStudentKit(const KitOptions& options) {
       for (size_t i = 0; i + 1 < parts.size(); ++i) {
         dir = Join(dir, parts[i]);
         inside = inside || parts[i] == "reference" || parts[i] == "grading";
-        if (inside) private_dirs.insert(dir);
+        if (inside) private_dirs_.insert(dir);
       }
       continue;
     }
     if (fs::is_symlink(st) || !fs::is_regular_file(st)) {
-      report.left_out.push_back(f + ": not a regular file");
+      report_.left_out.push_back(f + ": not a regular file");
       continue;
     }
-    kept.insert(f);
+    kept_.insert(f);
   }
+}
 
-  // Packages of the kit and what they define.
-  std::map<std::string, Package> packages;
-  for (const auto& f : kept) {
+void KitMaker::ReadPackages() {
+  for (const auto& f : kept_) {
     if (!IsBuildFile(f)) continue;
     Package p;
     p.build_path = f;
-    p.statements = SplitBuildFile(ReadWhole(root + "/" + f));
+    p.statements = SplitBuildFile(ReadWhole(root_ + "/" + f));
     p.removed.assign(p.statements.size(), false);
-    packages[Dirname(f)] = std::move(p);
+    packages_[Dirname(f)] = std::move(p);
   }
-  auto inside_private = [&](const std::string& path) {
-    if (private_files.count(path) != 0) return true;
-    for (std::string d = path; !d.empty(); d = Dirname(d)) {
-      if (private_dirs.count(d) != 0) return true;
-    }
-    return false;
-  };
-
-  // Remove rules that name what is gone, until nothing changes. What distlm_stage() makes from
-  // reference/ is gone from the start: the kit has no reference/ folder, so the macro makes none.
-  std::set<std::string> removed_keys;
-  for (const auto& [pkg, p] : packages) {
+  // What distlm_stage() makes from reference/ is gone from the start: the kit has no
+  // reference/ folder, so the macro makes none there.
+  for (const auto& [pkg, p] : packages_) {
     for (const auto& st : p.statements) {
       if (st.is_comment_or_blank || !CallsFunction(st.text, kStageMacro)) continue;
-      for (const char* n : kStageMacroReferenceTargets) removed_keys.insert(Key(pkg, n));
+      for (const char* n : kStageMacroReferenceTargets) removed_keys_.insert(Key(pkg, n));
     }
   }
+}
+
+bool KitMaker::InsidePrivate(const std::string& path) const {
+  if (private_files_.count(path) != 0) return true;
+  for (std::string d = path; !d.empty(); d = Dirname(d)) {
+    if (private_dirs_.count(d) != 0) return true;
+  }
+  return false;
+}
+
+std::string KitMaker::WhyRemove(const std::string& pkg, const BuildStatement& st) const {
+  if (const char* helper = CalledPrivateHelper(st.text)) {
+    return std::string("calls ") + helper + "(), which lists the stages' reference solutions";
+  }
+  for (const auto& s : st.strings) {
+    Label l;
+    if (s == st.name || !ParseLabel(s, pkg, &l)) continue;
+    if (InsidePrivate(Join(l.package, l.name)) || InsidePrivate(l.package)) return "uses " + s + ", which the kit leaves out";
+    if (removed_keys_.count(Key(l.package, l.name)) != 0) return "depends on " + s + ", removed";
+  }
+  return "";
+}
+
+void KitMaker::RemoveRules() {
   for (bool changed = true; changed;) {
     changed = false;
-    for (auto& [pkg, p] : packages) {
+    for (auto& [pkg, p] : packages_) {
       for (size_t i = 0; i < p.statements.size(); ++i) {
         const BuildStatement& st = p.statements[i];
         if (p.removed[i] || st.is_comment_or_blank) continue;
-        std::string why;
-        if (const char* helper = CalledPrivateHelper(st.text)) {
-          why = std::string("calls ") + helper + "(), which lists the stages' reference solutions";
-        }
-        for (const auto& s : st.strings) {
-          if (!why.empty()) break;
-          Label l;
-          if (s == st.name || !ParseLabel(s, pkg, &l)) continue;
-          const std::string path = Join(l.package, l.name);
-          if (inside_private(path) || inside_private(l.package)) {
-            why = "uses " + s + ", which the kit leaves out";
-          } else if (removed_keys.count(Key(l.package, l.name)) != 0) {
-            why = "depends on " + s + ", removed";
-          }
-          if (!why.empty()) break;
-        }
+        const std::string why = WhyRemove(pkg, st);
         if (why.empty()) continue;
         p.removed[i] = true;
         changed = true;
-        if (!st.name.empty()) removed_keys.insert(Key(pkg, st.name));
-        report.removed_rules.push_back("//" + pkg + ":" + (st.name.empty() ? "<statement>" : st.name) + " (" + why +
-                                       ")");
+        if (!st.name.empty()) removed_keys_.insert(Key(pkg, st.name));
+        report_.removed_rules.push_back("//" + pkg + ":" + (st.name.empty() ? "<statement>" : st.name) + " (" + why + ")");
       }
     }
   }
+}
 
-  // Source files that only removed rules named.
-  for (auto& [pkg, p] : packages) {
+void KitMaker::DropUnusedSources() {
+  for (auto& [pkg, p] : packages_) {
     std::set<std::string> used_by_kept, used_by_removed;
     for (size_t i = 0; i < p.statements.size(); ++i) {
       for (const auto& s : p.statements[i].strings) {
@@ -336,59 +349,66 @@ KitReport MakeStudentKit(const KitOptions& options) {
     }
     for (const auto& name : used_by_removed) {
       const std::string path = Join(pkg, name);
-      if (used_by_kept.count(name) == 0 && kept.count(path) != 0 && IsCode(path)) {
-        kept.erase(path);
-        report.left_out.push_back(path + ": used only by removed rules");
+      if (used_by_kept.count(name) == 0 && kept_.count(path) != 0 && IsCode(path)) {
+        kept_.erase(path);
+        report_.left_out.push_back(path + ": used only by removed rules");
       }
     }
   }
   // A file another package names (a cross-package source label) stays if a kept rule names it:
-  // checked by the label check below.
+  // Check() sees to it.
+}
 
-  // Write the kit.
-  for (const auto& f : kept) {
-    const std::string dst = options.out_dir + "/" + f;
+// The kept statements of a BUILD file. Blank lines around a removed rule would add up; free
+// blocks (blank and comment lines only) lose their leading blank lines after a blank line.
+std::string KitMaker::BuildText(const Package& p) const {
+  std::string text;
+  for (size_t i = 0; i < p.statements.size(); ++i) {
+    if (p.removed[i]) continue;
+    std::string piece = p.statements[i].text;
+    const bool after_blank = text.empty() || (text.size() >= 2 && text.compare(text.size() - 2, 2, "\n\n") == 0);
+    if (p.statements[i].is_comment_or_blank && after_blank) piece.erase(0, piece.find_first_not_of("\n"));
+    text += piece;
+  }
+  return text;
+}
+
+void KitMaker::Write() {
+  std::error_code ec;
+  for (const auto& f : kept_) {
+    const std::string dst = out_ + "/" + f;
     fs::create_directories(Dirname(dst), ec);
-    auto pit = IsBuildFile(f) ? packages.find(Dirname(f)) : packages.end();
-    if (pit != packages.end()) {
-      // Blank lines around a removed rule would add up; free blocks (blank and comment lines
-      // only) lose their leading blank lines after a blank line.
-      std::string text;
-      for (size_t i = 0; i < pit->second.statements.size(); ++i) {
-        if (pit->second.removed[i]) continue;
-        std::string piece = pit->second.statements[i].text;
-        const bool after_blank = text.empty() || (text.size() >= 2 && text.compare(text.size() - 2, 2, "\n\n") == 0);
-        if (pit->second.statements[i].is_comment_or_blank && after_blank) {
-          piece.erase(0, piece.find_first_not_of("\n"));
-        }
-        text += piece;
-      }
-      WriteWhole(dst, text);
+    auto pit = IsBuildFile(f) ? packages_.find(Dirname(f)) : packages_.end();
+    if (pit != packages_.end()) {
+      WriteWhole(dst, BuildText(pit->second));
     } else {
-      fs::copy_file(root + "/" + f, dst, fs::copy_options::overwrite_existing, ec);
+      fs::copy_file(root_ + "/" + f, dst, fs::copy_options::overwrite_existing, ec);
       if (ec) throw UserError("cannot copy " + f + " to " + dst + ": " + ec.message());
     }
-    fs::permissions(dst, fs::status(root + "/" + f).permissions(), ec);
-    report.copied.push_back(f);
+    fs::permissions(dst, fs::status(root_ + "/" + f).permissions(), ec);
+    report_.copied.push_back(f);
   }
+}
 
-  // Checks. 1: no private folder or file; 2: no file equal to a private one (a solution
-  // copied under another name); 3: every label of a kept rule resolves.
+// 1: no private folder or file; 2: no file equal to a private one (a solution copied under
+// another name); 3: every label of a kept rule resolves.
+void KitMaker::Check() const {
+  std::error_code ec;
   std::vector<std::string> problems;
   std::map<uintmax_t, std::vector<std::string>> private_by_size;
-  for (const auto& f : private_files) private_by_size[fs::file_size(root + "/" + f, ec)].push_back(f);
-  for (const auto& f : kept) {
+  for (const auto& f : private_files_) private_by_size[fs::file_size(root_ + "/" + f, ec)].push_back(f);
+  for (const auto& f : kept_) {
     if (IsPrivatePath(f)) problems.push_back(f + " is private but in the kit");
-    auto it = private_by_size.find(fs::file_size(options.out_dir + "/" + f, ec));
+    auto it = private_by_size.find(fs::file_size(out_ + "/" + f, ec));
     if (it == private_by_size.end()) continue;
-    const std::string data = ReadWhole(options.out_dir + "/" + f);
+    const std::string data = ReadWhole(out_ + "/" + f);
     for (const auto& pf : it->second) {
-      if (ReadWhole(root + "/" + pf) == data) problems.push_back(f + " has the same content as " + pf);
+      if (ReadWhole(root_ + "/" + pf) == data) problems.push_back(f + " has the same content as " + pf);
     }
   }
   std::set<std::string> defined;  // "pkg:name" of kept rules and kept files
-  for (const auto& f : kept) defined.insert(Key(Dirname(f), f.substr(f.rfind('/') + 1)));
-  for (const auto& [pkg, p] : packages) {
+  for (const auto& f : kept_) defined.insert(Key(Dirname(f), f.substr(f.rfind('/') + 1)));
+  for (const auto& [pkg, p] : packages_) {
     for (size_t i = 0; i < p.statements.size(); ++i) {
       if (p.removed[i]) continue;
       for (const auto& n : DefinedNames(p.statements[i], /*with_reference=*/false)) defined.insert(Key(pkg, n));
@@ -396,39 +416,72 @@ KitReport MakeStudentKit(const KitOptions& options) {
       for (const auto& s : p.statements[i].strings) defined.insert(Key(pkg, s));
     }
   }
-  for (const auto& [pkg, p] : packages) {
+  for (const auto& [pkg, p] : packages_) {
     for (size_t i = 0; i < p.statements.size(); ++i) {
       if (p.removed[i]) continue;
       for (const auto& s : p.statements[i].strings) {
         Label l;
         if (!ParseLabel(s, pkg, &l) || l.bare) continue;
-        if (packages.count(l.package) == 0) {
+        if (packages_.count(l.package) == 0) {
           problems.push_back(p.build_path + ": " + s + " names a package the kit does not have");
-          continue;
-        }
-        // A file of a subfolder (//pkg:dir/file) counts when the file is in the kit.
-        if (defined.count(Key(l.package, l.name)) == 0 && !fs::exists(options.out_dir + "/" + Join(l.package, l.name))) {
+        } else if (defined.count(Key(l.package, l.name)) == 0 && !fs::exists(out_ + "/" + Join(l.package, l.name))) {
+          // A file of a subfolder (//pkg:dir/file) counts when the file is in the kit.
           problems.push_back(p.build_path + ": " + s + " names nothing the kit has");
         }
       }
     }
   }
-  if (!problems.empty()) {
-    std::string msg = "the kit in " + options.out_dir + " fails its checks: " + problems[0];
-    if (problems.size() > 1) msg += " (and " + std::to_string(problems.size() - 1) + " more)";
-    throw UserError(msg);
-  }
+  if (problems.empty()) return;
+  std::string msg = "the kit in " + out_ + " fails its checks: " + problems[0];
+  if (problems.size() > 1) msg += " (and " + std::to_string(problems.size() - 1) + " more)";
+  throw UserError(msg);
+}
 
-  // Documents and scripts that still name a removed rule: the kit works, but they mislead.
-  for (const auto& f : kept) {
+void KitMaker::WarnAboutRemovedNames() {
+  for (const auto& f : kept_) {
     if (IsBuildFile(f)) continue;
-    const std::string data = ReadWhole(options.out_dir + "/" + f);
+    const std::string data = ReadWhole(out_ + "/" + f);
     if (data.find('\0') != std::string::npos) continue;
-    for (const auto& key : removed_keys) {
+    for (const auto& key : removed_keys_) {
       const std::string label = "//" + key;
-      if (data.find(label) != std::string::npos) report.warnings.push_back(f + " mentions " + label + ", which the kit does not have");
+      if (data.find(label) != std::string::npos) report_.warnings.push_back(f + " mentions " + label + ", which the kit does not have");
     }
   }
+}
+
+// Refuses a source that is not a checkout and an output folder that is not new and empty, or
+// lies inside the source (the kit would end up in its own listing); creates the folder.
+void CheckOptions(const KitOptions& options) {
+  const std::string& checkout = options.source_root;
+  if (checkout.empty() || !fs::is_directory(checkout)) throw UserError("--source: " + checkout + " is not a directory");
+  if (!fs::exists(checkout + "/WORKSPACE")) throw UserError("--source: " + checkout + " has no WORKSPACE file");
+  std::error_code ec;
+  if (options.out_dir.empty()) throw UserError("--out: no output folder given");
+  if (fs::exists(options.out_dir) && !fs::is_empty(options.out_dir, ec)) {
+    throw UserError("--out: " + options.out_dir + " exists and is not empty");
+  }
+  std::string s = fs::weakly_canonical(checkout).string() + "/", d = fs::weakly_canonical(options.out_dir).string() + "/";
+  if (d.rfind(s, 0) == 0) throw UserError("--out: " + options.out_dir + " is inside the source " + checkout);
+  fs::create_directories(options.out_dir, ec);
+  if (ec) throw UserError("--out: cannot create " + options.out_dir + ": " + ec.message());
+}
+
+}  // namespace
+
+KitReport MakeStudentKit(const KitOptions& options) {
+  CheckOptions(options);
+  std::vector<std::string> notes;
+  Source source;
+  ReadSource(options.source_root, options.revision, &source, &notes);
+  KitMaker kit(source.root, options.out_dir);
+  kit.SortFiles(source.files);
+  kit.ReadPackages();
+  kit.RemoveRules();
+  kit.DropUnusedSources();
+  kit.Write();
+  kit.Check();
+  kit.WarnAboutRemovedNames();
+  KitReport report = std::move(kit.report());
   for (const auto& n : notes) report.warnings.insert(report.warnings.begin(), n);
   return report;
 }

@@ -58,6 +58,19 @@ class Trainer {
 
  private:
   void Train();
+  // Where training stands between epochs (and after a resume).
+  struct Position {
+    int64_t update = 0;            // updates done
+    int64_t minibatch = 0;         // micro-batches done in the whole run
+    int64_t skip = 0;              // batches of the epoch consumed before the snapshot resumed from
+    int64_t progress_samples = 0;  // every rank's examples since this run (or resume) began
+  };
+  // One epoch's updates over `batches` (this rank's), until the epoch ends or `total` updates
+  // are done: each micro-batch's forward and backward, then each update's end and snapshot.
+  void TrainEpoch(int64_t epoch, const std::vector<std::vector<int64_t>>& batches, int64_t total, UpdateContext& u,
+                  Position* at);
+  // One micro-batch's forward (under autocast) and the stage's backward; its loss.
+  double ForwardBackward(const std::vector<int64_t>& indices, int64_t epoch, bool last_micro_batch);
   // Evaluate's and Run's work on the whole model, inside the stage's WithFullParameters.
   EvalResult EvaluateWhole(int64_t epoch);
   void SaveModel();
@@ -120,9 +133,10 @@ class Trainer {
   double last_epoch_time_s_ = 0;
   double last_epoch_samples_per_s_ = 0;
   bool terminal_ = false;             // stdout is a terminal: progress lines redrawn in place
+  // Training's progress line, while Train() runs (evaluation ends its line).
   class ProgressLine* progress_ = nullptr;
   Precision precision_ = Precision::kFp32;  // --bf16 / --fp16 (set by Setup)
-  LossScaler scaler_{false};                // --fp16's; the identity otherwise  // training's, while Train() runs (evaluation ends its line)
+  LossScaler scaler_{false};                // --fp16's; the identity otherwise
   bool setup_done_ = false;
 };
 

@@ -1,0 +1,205 @@
+// The Trainer's loop: epochs, micro-batches (forward, the stage's backward), the end of each
+// update (the stage's synchronisation and optimizer step, the log line) and the snapshots it
+// asks for. The rest of the Trainer (set-up, logging, evaluation, the model's saving) is in
+// trainer.cc, snapshots and resume in trainer_snapshots.cc.
+#include "common/train/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <limits>
+#include <set>
+
+#include "common/data/sampler.h"
+#include "common/runtime/errors.h"
+#include "common/runtime/memory_meter.h"
+#include "common/train/progress.h"
+
+namespace distlm::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+double MsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// Bytes held by the storages of `tensors` (undefined ones skipped), each storage counted once:
+// views of one flat buffer are that buffer.
+int64_t StorageBytes(const std::vector<torch::Tensor>& tensors) {
+  std::set<const void*> seen;
+  int64_t bytes = 0;
+  for (const torch::Tensor& t : tensors) {
+    if (!t.defined() || !t.has_storage()) continue;
+    if (seen.insert(t.storage().unsafeGetStorageImpl()).second) bytes += static_cast<int64_t>(t.storage().nbytes());
+  }
+  return bytes;
+}
+
+}  // namespace
+
+Trainer::Stepped Trainer::FinishUpdate(UpdateContext& u, int64_t update, int64_t epoch, double loss_sum,
+                                       int64_t global_samples, std::chrono::steady_clock::time_point start) {
+  const int64_t accum = options_.gradient_accumulation_steps;
+  Stepped s;
+  stage_.SyncGradients(*ctx_);
+  // The gradients as the optimizer will read them, before it drops them.
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : parameters_) grads.push_back(p.grad());
+  memory_ = json::object();
+  memory_["held_grad_bytes"] = StorageBytes(grads);
+  s.lr = optimizer_->lr();
+  const double loss_scale = scaler_.scale();
+  const bool finite = UnscaleGradients(update);
+  // An overflowed update is skipped (no optimizer or schedule step), as GradScaler does.
+  s.grad_norm = finite ? stage_.OptimizerStep(*ctx_, u) : std::numeric_limits<double>::quiet_NaN();
+  scaler_.Update(finite);
+  s.step_ms = MsSince(start);
+  step_ms_.push_back(s.step_ms);
+  memory_["held_param_bytes"] = StorageBytes(parameters_);
+  if (const int64_t opt_bytes = optimizer_->StateBytes(); opt_bytes >= 0) memory_["held_opt_bytes"] = opt_bytes;
+  // The device's tensors: the counting allocator's on the host, the caching allocator's on a GPU.
+  if (const int64_t peak = runtime::MemoryMeter::PeakBytes(device_); peak >= 0) {
+    memory_["mem_in_use_bytes"] = runtime::MemoryMeter::BytesInUse(device_);
+    memory_["mem_peak_bytes"] = peak;
+  }
+  // DISTLM_MEMORY_PEAK_BLOCKS=K: the sizes of the K largest host blocks live at the peak.
+  if (device_.is_cpu()) {
+    if (std::vector<int64_t> blocks = runtime::MemoryMeter::PeakBlocks(); !blocks.empty()) {
+      memory_["mem_peak_blocks"] = blocks;
+    }
+  }
+  s.loss_mean = AverageOverRanks(loss_sum / static_cast<double>(accum));
+  losses_.push_back(s.loss_mean);
+  MaybeInjectFault(update);
+  LogUpdate(update, epoch + 1, s.loss_mean, s.lr, s.grad_norm, s.step_ms, global_samples,
+            scaler_.enabled() ? std::optional<double>(loss_scale) : std::nullopt, !finite);
+  return s;
+}
+
+void Trainer::Train() {
+  const int64_t B = options_.per_device_train_batch_size;
+  const int64_t accum = options_.gradient_accumulation_steps;
+  const bool shared_data = stage_.every_rank_reads_all_data();
+  data::DistributedSampler sampler(task_->train_size(), shared_data ? 1 : dist_.world_size,
+                                   shared_data ? 0 : dist_.rank, /*shuffle=*/true, options_.seed);
+  const int64_t batches_per_epoch = (sampler.num_samples() + B - 1) / B;
+  const int64_t updates_per_epoch = batches_per_epoch / accum;
+  if (updates_per_epoch == 0) {
+    throw UserError("each rank gets " + std::to_string(batches_per_epoch) + " batch(es) of " +
+                    std::to_string(B) + " per epoch, fewer than --gradient_accumulation_steps=" +
+                    std::to_string(accum));
+  }
+  const int64_t total = options_.max_steps > 0
+                            ? options_.max_steps
+                            : updates_per_epoch * static_cast<int64_t>(options_.num_train_epochs);
+  const int64_t epochs = (total + updates_per_epoch - 1) / updates_per_epoch;
+
+  optimizer_ = stage_.MakeOptimizer(*ctx_);
+  if (!optimizer_) throw std::logic_error(stage_.name() + ": MakeOptimizer returned no optimizer");
+  LinearSchedule schedule(options_.learning_rate, total, options_.warmup_steps);
+  optimizer_->set_lr(schedule.current_lr());
+  UpdateContext ctx{*optimizer_, schedule, parameters_, options_.max_grad_norm};
+  std::optional<TrainingState> resumed = TryResume(schedule);
+
+  stage_.BeforeTraining(*ctx_);
+
+  terminal_ = isatty(STDOUT_FILENO);
+  PrintRunBanner(total, updates_per_epoch, epochs);
+
+  Position at;
+  if (resumed) {
+    at.update = resumed->update;
+    at.minibatch = resumed->minibatches;
+    at.skip = resumed->batch_in_epoch;
+  }
+  // On rank 0: one line redrawn in place on a terminal, a plain line every --logging_steps
+  // updates elsewhere. Samples/s counts every rank's examples since this run (or resume) began.
+  ProgressLine progress("train", total, terminal_, options_.logging_steps, is_main_rank(), at.update);
+  progress_ = &progress;
+  struct Forget {
+    ProgressLine** p;
+    ~Forget() { *p = nullptr; }
+  } forget{&progress_};
+  for (int64_t epoch = resumed ? resumed->epoch : 0; epoch < epochs && at.update < total; ++epoch) {
+    sampler.set_epoch(epoch);
+    TrainEpoch(epoch, data::MakeBatches(sampler.Indices(), B), total, ctx, &at);
+    at.skip = 0;
+    stage_.EndOfEpoch(*ctx_, epoch + 1);
+    TrainingState state;
+    state.update = at.update;
+    state.epoch = epoch + 1;
+    state.minibatches = at.minibatch;
+    Snapshot(state);
+  }
+
+  PrintMeanIterationTime();
+}
+
+double Trainer::ForwardBackward(const std::vector<int64_t>& indices, int64_t epoch, bool last_micro_batch) {
+  ModelTask::Output out;
+  {
+    AutocastScope autocast(precision_, device_);
+    out = task_->Forward(indices, /*train=*/true, epoch, device_);
+  }
+  const int64_t accum = options_.gradient_accumulation_steps;
+  torch::Tensor loss = accum > 1 ? out.loss / static_cast<double>(accum) : out.loss;
+  stage_.BeforeBackward(*ctx_, last_micro_batch);
+  stage_.Backward(scaler_.Scale(loss));
+  return out.loss.item<double>();
+}
+
+void Trainer::TrainEpoch(int64_t epoch, const std::vector<std::vector<int64_t>>& batches, int64_t total,
+                         UpdateContext& u, Position* at) {
+  const int64_t accum = options_.gradient_accumulation_steps;
+  task_->module().train();
+  const auto epoch_start = Clock::now();
+  int64_t batch_index = 0, epoch_samples = 0, micro = 0, samples = 0;
+  double loss_sum = 0;
+  Clock::time_point update_start;
+  for (const auto& indices : batches) {
+    if (batch_index++ < at->skip) continue;  // consumed before the snapshot we resumed from
+    if (micro == 0) {
+      update_start = Clock::now();
+      runtime::MemoryMeter::ResetPeak(device_);
+      loss_sum = 0;
+      samples = 0;
+    }
+    const double micro_loss = ForwardBackward(indices, epoch, micro + 1 == accum);
+    loss_sum += micro_loss;
+    samples += static_cast<int64_t>(indices.size());
+    if (++at->minibatch <= 5 && is_main_rank()) {
+      progress_->Finish();
+      std::printf("minibatch %lld loss %.6f%s\n", static_cast<long long>(at->minibatch), micro_loss,
+                  dist_.world_size > 1 ? " (rank 0's share)" : "");
+      std::fflush(stdout);
+    }
+    if (++micro < accum) continue;
+    micro = 0;
+
+    const int64_t global_samples = samples * dist_.world_size;
+    const Stepped stepped = FinishUpdate(u, ++at->update, epoch, loss_sum, global_samples, update_start);
+    epoch_samples += global_samples;
+    at->progress_samples += global_samples;
+    char fields[160];
+    std::snprintf(fields, sizeof(fields), "epoch %lld loss %.6f lr %.3g grad_norm %.4f %.1f ms",
+                  static_cast<long long>(epoch + 1), stepped.loss_mean, stepped.lr, stepped.grad_norm, stepped.step_ms);
+    progress_->Update(at->update, at->progress_samples, fields);
+    if (options_.save_steps > 0 && at->update % options_.save_steps == 0 && at->update < total) {
+      TrainingState state;
+      state.update = at->update;
+      state.epoch = epoch;
+      state.batch_in_epoch = batch_index;
+      state.minibatches = at->minibatch;
+      Snapshot(state);
+    }
+    if (at->update == total) break;
+  }
+  // Micro-batches that did not complete an update at the end of an epoch are dropped.
+  if (micro != 0) DropGradients();
+  last_epoch_time_s_ = MsSince(epoch_start) / 1000.0;
+  last_epoch_samples_per_s_ = epoch_samples / std::max(last_epoch_time_s_, 1e-9);
+}
+
+}  // namespace distlm::train
