@@ -84,14 +84,9 @@ std::vector<std::string> SplitComma(const std::string& s) {
   return out;
 }
 
-int Main(int argc, char** argv) {
-  auto rest = absl::ParseCommandLine(argc, argv);
-  if (rest.size() > 1) throw UserError("unexpected argument '" + std::string(rest[1]) + "' (flags are --name=value)");
-  const std::string submission = distlm::FromUserWorkingDirectory(absl::GetFlag(FLAGS_submission));
-  const std::string results = distlm::FromUserWorkingDirectory(absl::GetFlag(FLAGS_results));
-  if (submission.empty()) throw UserError("--submission: required (a directory or a .zip)");
-  if (results.empty()) throw UserError("--results: required (where results.json goes)");
-
+// The grader's configuration from the flags; `submission` and `results` are hidden from
+// student code.
+distlm::grading::GraderConfig ConfigFromFlags(const std::string& submission, const std::string& results) {
   distlm::grading::GraderConfig config;
   config.source_root = distlm::FromUserWorkingDirectory(absl::GetFlag(FLAGS_source));
   if (config.source_root.empty()) {
@@ -140,7 +135,11 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "autograde: [%4.0f s] %s\n", s, line.c_str());
     std::fflush(stderr);
   };
+  return config;
+}
 
+// What to grade: the submission, and the test seams --prebuilt and --prebuilt_flags.
+distlm::grading::GradeRequest RequestFromFlags(const std::string& submission) {
   distlm::grading::GradeRequest request;
   request.submission = submission;
   auto stage_and_value = [](const std::string& flag, const std::string& item) {
@@ -159,7 +158,12 @@ int Main(int argc, char** argv) {
     if (request.prebuilt.count(stage) == 0) throw UserError("--prebuilt_flags: " + stage + " has no --prebuilt binary");
     request.prebuilt[stage].flags.push_back(flag);
   }
+  return request;
+}
 
+// Grades, writes results.json (atomically, whatever happened) and says so; the exit code.
+int GradeAndWrite(const distlm::grading::GraderConfig& config, const distlm::grading::GradeRequest& request,
+                  const std::string& results) {
   nlohmann::json out;
   int code = 0;
   try {
@@ -198,6 +202,20 @@ int Main(int argc, char** argv) {
   distlm::WriteFileAtomically(results, out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   std::fprintf(stdout, "results written to %s\n", results.c_str());
   return code;
+}
+
+
+int Main(int argc, char** argv) {
+  auto rest = absl::ParseCommandLine(argc, argv);
+  if (rest.size() > 1) throw UserError("unexpected argument '" + std::string(rest[1]) + "' (flags are --name=value)");
+  const std::string submission = distlm::FromUserWorkingDirectory(absl::GetFlag(FLAGS_submission));
+  const std::string results = distlm::FromUserWorkingDirectory(absl::GetFlag(FLAGS_results));
+  if (submission.empty()) throw UserError("--submission: required (a directory or a .zip)");
+  if (results.empty()) throw UserError("--results: required (where results.json goes)");
+
+  const distlm::grading::GraderConfig config = ConfigFromFlags(submission, results);
+  const distlm::grading::GradeRequest request = RequestFromFlags(submission);
+  return GradeAndWrite(config, request, results);
 }
 
 }  // namespace

@@ -211,6 +211,69 @@ std::string AllowedList() {
   return s;
 }
 
+// A zipped folder: one top-level folder and no stage folder beside it. Its name and a slash
+// (the prefix every entry then has), or "".
+std::string FolderAround(const std::vector<Entry>& entries) {
+  std::set<std::string> top_dirs;
+  for (const auto& e : entries) {
+    if (e.kind == Kind::kUnsafe || SystemClutter(e.path)) continue;
+    auto parts = Split(e.path);
+    if (parts.empty()) continue;
+    if (stages::Find(parts[0]) != nullptr) return "";
+    if (parts.size() > 1 || e.kind == Kind::kDir) top_dirs.insert(parts[0]);
+  }
+  return top_dirs.size() == 1 ? *top_dirs.begin() + "/" : "";
+}
+
+// Where the entries come from: a directory (files copied) or a zip (entries extracted).
+struct Origin {
+  std::string path;
+  bool is_dir = false;
+  std::string work_dir;  // accepted files go to work_dir/accepted/<stage>/
+};
+
+// Takes the entry at `rel` (its path inside the submission's folder) as a student file of its
+// stage: "" when accepted, else why it was not.
+std::string TakeEntry(const Entry& e, const std::string& rel, const Origin& origin, Submission* sub) {
+  auto parts = Split(rel);
+  const stages::Stage* st = parts.empty() ? nullptr : stages::Find(parts[0]);
+  if (st != nullptr) sub->stages[st->id].folder_present = true;
+  const bool allowed =
+      st != nullptr && parts.size() == 2 && std::find(st->files.begin(), st->files.end(), parts[1]) != st->files.end();
+  if (!allowed) {
+    const std::string base = parts.empty() ? "" : parts.back();
+    if (st != nullptr && std::find(st->files.begin(), st->files.end(), base) != st->files.end()) {
+      return e.path + ": ignored; the files go directly into " + st->id + "/ (did you mean " + st->id + "/" + base + "?)";
+    }
+    return e.path + ": not a student file, ignored (the grader takes only " + AllowedList() + ")";
+  }
+  SubmittedStage& s = sub->stages[st->id];
+  const std::string& name = parts[1];
+  if (s.files.count(name) != 0) return e.path + ": a second copy of " + st->id + "/" + name + ", ignored";
+  if (e.kind == Kind::kSymlink) return e.path + ": a symbolic link, not accepted (submit the file itself)";
+  if (e.kind != Kind::kFile) return e.path + ": not a regular file, not accepted";
+  if (e.size > kMaxStudentFileBytes) {
+    return e.path + ": " + std::to_string(e.size) + " bytes, more than the " + std::to_string(kMaxStudentFileBytes) +
+           " a student file may have; not accepted";
+  }
+  std::error_code ec;
+  const std::string dest_dir = origin.work_dir + "/accepted/" + st->id;
+  fs::create_directories(dest_dir, ec);
+  const std::string dest = dest_dir + "/" + name;
+  if (origin.is_dir) {
+    std::ofstream out(dest, std::ios::binary | std::ios::trunc);
+    out << ReadFileBytes(e.source);
+    if (!out) return e.path + ": could not be copied";
+  } else if (std::string err = RunUnzip({"-p", origin.path, EscapeZipPattern(e.source)}, dest, kMaxStudentFileBytes + 1);
+             !err.empty()) {
+    return e.path + ": could not be extracted (" + err + ")";
+  }
+  if (fs::file_size(dest, ec) > kMaxStudentFileBytes) return e.path + ": larger than its listing says; not accepted";
+  s.files[name] = dest;
+  s.missing.erase(std::remove(s.missing.begin(), s.missing.end(), name), s.missing.end());
+  return "";
+}
+
 }  // namespace
 
 Submission LoadSubmission(const std::string& path, const std::string& work_dir) {
@@ -224,39 +287,25 @@ Submission LoadSubmission(const std::string& path, const std::string& work_dir) 
 
   std::error_code ec;
   fs::file_status status = fs::status(path, ec);
-  const bool is_dir = fs::is_directory(status);
+  const Origin origin{path, fs::is_directory(status), work_dir};
   const bool is_zip = fs::is_regular_file(status) && LooksLikeZip(path);
   if (!fs::exists(status)) {
     sub.fatal = "the submission " + path + " does not exist";
     return sub;
   }
-  if (!is_dir && !is_zip) {
+  if (!origin.is_dir && !is_zip) {
     sub.fatal = "the submission " + path + " is neither a directory nor a .zip file";
     return sub;
   }
   std::string error;
-  std::vector<Entry> entries = is_dir ? ListDirectory(path, &error) : ListZip(path, work_dir, &error);
+  std::vector<Entry> entries = origin.is_dir ? ListDirectory(path, &error) : ListZip(path, work_dir, &error);
   if (!error.empty()) {
     sub.fatal = error;
     return sub;
   }
-  sub.notes.push_back(std::string("read the ") + (is_dir ? "directory " : "zip ") + path);
-
-  // A zipped folder: one top-level folder and no stage folder beside it.
-  std::set<std::string> top_dirs;
-  bool stage_at_top = false;
-  for (const auto& e : entries) {
-    if (e.kind == Kind::kUnsafe || SystemClutter(e.path)) continue;
-    auto parts = Split(e.path);
-    if (parts.empty()) continue;
-    if (stages::Find(parts[0]) != nullptr) stage_at_top = true;
-    if (parts.size() > 1 || e.kind == Kind::kDir) top_dirs.insert(parts[0]);
-  }
-  std::string prefix;
-  if (!stage_at_top && top_dirs.size() == 1) {
-    prefix = *top_dirs.begin() + "/";
-    sub.notes.push_back("the task folders were looked for inside '" + *top_dirs.begin() + "/'");
-  }
+  sub.notes.push_back(std::string("read the ") + (origin.is_dir ? "directory " : "zip ") + path);
+  const std::string prefix = FolderAround(entries);
+  if (!prefix.empty()) sub.notes.push_back("the task folders were looked for inside '" + prefix + "'");
 
   std::vector<std::string> ignored;
   size_t clutter = 0;
@@ -264,74 +313,13 @@ Submission LoadSubmission(const std::string& path, const std::string& work_dir) 
     if (e.kind == Kind::kDir) continue;
     if (e.kind == Kind::kUnsafe) {
       ignored.push_back(e.path + ": unsafe path (absolute, '..' or unusual characters): not extracted");
-      continue;
-    }
-    if (SystemClutter(e.path)) {
+    } else if (SystemClutter(e.path)) {
       ++clutter;
-      continue;
-    }
-    std::string rel = e.path;
-    if (!prefix.empty()) {
-      if (rel.rfind(prefix, 0) != 0) {
-        ignored.push_back(e.path + ": outside the folder '" + prefix + "': ignored");
-        continue;
-      }
-      rel = rel.substr(prefix.size());
-    }
-    auto parts = Split(rel);
-    const stages::Stage* st = parts.empty() ? nullptr : stages::Find(parts[0]);
-    if (st != nullptr) sub.stages[st->id].folder_present = true;
-    const bool allowed = st != nullptr && parts.size() == 2 &&
-                         std::find(st->files.begin(), st->files.end(), parts[1]) != st->files.end();
-    if (!allowed) {
-      std::string why = e.path + ": not a student file, ignored (the grader takes only " + AllowedList() + ")";
-      std::string base = parts.empty() ? "" : parts.back();
-      if (st != nullptr && std::find(st->files.begin(), st->files.end(), base) != st->files.end()) {
-        why = e.path + ": ignored; the files go directly into " + st->id + "/ (did you mean " + st->id + "/" + base +
-              "?)";
-      }
+    } else if (!prefix.empty() && e.path.rfind(prefix, 0) != 0) {
+      ignored.push_back(e.path + ": outside the folder '" + prefix + "': ignored");
+    } else if (std::string why = TakeEntry(e, e.path.substr(prefix.size()), origin, &sub); !why.empty()) {
       ignored.push_back(why);
-      continue;
     }
-    SubmittedStage& s = sub.stages[st->id];
-    const std::string& name = parts[1];
-    if (s.files.count(name) != 0) {
-      ignored.push_back(e.path + ": a second copy of " + st->id + "/" + name + ", ignored");
-      continue;
-    }
-    if (e.kind == Kind::kSymlink) {
-      ignored.push_back(e.path + ": a symbolic link, not accepted (submit the file itself)");
-      continue;
-    }
-    if (e.kind != Kind::kFile) {
-      ignored.push_back(e.path + ": not a regular file, not accepted");
-      continue;
-    }
-    if (e.size > kMaxStudentFileBytes) {
-      ignored.push_back(e.path + ": " + std::to_string(e.size) + " bytes, more than the " +
-                        std::to_string(kMaxStudentFileBytes) + " a student file may have; not accepted");
-      continue;
-    }
-    const std::string dest_dir = work_dir + "/accepted/" + st->id;
-    fs::create_directories(dest_dir, ec);
-    const std::string dest = dest_dir + "/" + name;
-    if (is_dir) {
-      std::ofstream out(dest, std::ios::binary | std::ios::trunc);
-      out << ReadFileBytes(e.source);
-      if (!out) {
-        ignored.push_back(e.path + ": could not be copied");
-        continue;
-      }
-    } else if (std::string err = RunUnzip({"-p", path, EscapeZipPattern(e.source)}, dest, kMaxStudentFileBytes + 1); !err.empty()) {
-      ignored.push_back(e.path + ": could not be extracted (" + err + ")");
-      continue;
-    }
-    if (fs::file_size(dest, ec) > kMaxStudentFileBytes) {
-      ignored.push_back(e.path + ": larger than its listing says; not accepted");
-      continue;
-    }
-    s.files[name] = dest;
-    s.missing.erase(std::remove(s.missing.begin(), s.missing.end(), name), s.missing.end());
   }
   if (clutter > 0) ignored.push_back(std::to_string(clutter) + " hidden or system file(s) (.*, __MACOSX/): ignored");
   for (size_t i = 0; i < ignored.size() && i < kMaxIgnoredListed; ++i) sub.ignored.push_back(ignored[i]);

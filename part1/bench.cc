@@ -111,6 +111,142 @@ double MeasureGemmGflops(const torch::Device& device, torch::Dtype dtype) {
   return best;
 }
 
+// The model to time, its random batch, and one forward pass giving the loss.
+struct BenchModel {
+  std::shared_ptr<torch::nn::Module> module;
+  std::function<torch::Tensor()> forward_loss;
+  double forward_flops = 0;
+  int64_t tokens_per_example = 0;
+};
+
+BenchModel MakeBenchModel(const std::string& which, int64_t B, int64_t S, const torch::Device& device) {
+  const std::string choices = "--model must be tiny, base, vit_tiny, vit_b16 or vit_b32, got '" + which + "'";
+  BenchModel m;
+  m.tokens_per_example = S;
+  if (which.rfind("vit_", 0) == 0) {
+    distlm::vit::ViTConfig v;
+    if (which == "vit_tiny") {
+      v = distlm::vit::TinyViTConfig();
+    } else if (which == "vit_b16" || which == "vit_b32") {
+      v = distlm::vit::ViTBaseConfig(which == "vit_b16" ? 16 : 32);
+    } else {
+      throw distlm::UserError(choices);
+    }
+    v.hidden_dropout_prob = v.attention_probs_dropout_prob = absl::GetFlag(FLAGS_dropout);
+    auto model = std::make_shared<distlm::vit::ViTForImageClassificationImpl>(v);
+    auto pixels = torch::randn({B, v.num_channels, v.image_size, v.image_size}).to(device);
+    auto labels = torch::randint(0, v.num_labels, {B}, torch::kLong).to(device);
+    m.forward_loss = [model, pixels, labels] { return model->forward(pixels, labels).loss; };
+    m.module = model;
+    m.tokens_per_example = v.num_tokens();
+    m.forward_flops = ForwardFlops(v, B);
+  } else {
+    distlm::bert::BertConfig c;
+    if (which == "tiny") {
+      c = distlm::bert::TinyBertConfig(30522);
+    } else if (which == "base") {
+      c = distlm::bert::BertBaseCasedConfig();
+    } else {
+      throw distlm::UserError(choices);
+    }
+    c.hidden_dropout_prob = c.attention_probs_dropout_prob = absl::GetFlag(FLAGS_dropout);
+    auto model = std::make_shared<distlm::bert::BertForSequenceClassificationImpl>(c);
+    auto ids = torch::randint(1, c.vocab_size, {B, S}, torch::kLong).to(device);
+    auto types =
+        torch::cat({torch::zeros({B, S / 2}, torch::kLong), torch::ones({B, S - S / 2}, torch::kLong)}, 1).to(device);
+    auto mask = torch::ones({B, S}, torch::kLong).to(device);
+    auto labels = torch::randint(0, 2, {B}, torch::kLong).to(device);
+    m.forward_loss = [model, ids, types, mask, labels] { return model->forward(ids, types, mask, labels).loss; };
+    m.module = model;
+    m.forward_flops = ForwardFlops(c, B, S);
+  }
+  m.module->to(device);
+  m.module->train();
+  return m;
+}
+
+// --optim and --adamw_kernel.
+distlm::train::AdamWOptions AdamWFromFlags() {
+  distlm::train::AdamWOptions adam;
+  const std::string optim = absl::GetFlag(FLAGS_optim), kernel = absl::GetFlag(FLAGS_adamw_kernel);
+  if (optim != "bert_adamw" && optim != "adamw_torch") {
+    throw distlm::UserError("--optim must be bert_adamw or adamw_torch, got '" + optim + "'");
+  }
+  adam.torch_semantics = optim == "adamw_torch";
+  const std::map<std::string, distlm::train::AdamWKernel> kernels = {{"auto", distlm::train::AdamWKernel::kAuto},
+                                                                     {"loop", distlm::train::AdamWKernel::kLoop},
+                                                                     {"foreach", distlm::train::AdamWKernel::kForeach},
+                                                                     {"fused", distlm::train::AdamWKernel::kFused}};
+  if (kernels.count(kernel) == 0) {
+    throw distlm::UserError("--adamw_kernel must be auto, loop, foreach or fused, got '" + kernel + "'");
+  }
+  adam.kernel = kernels.at(kernel);
+  return adam;
+}
+
+// Each timed step's parts, in ms (the warm-up step excluded).
+struct StepTimes {
+  std::vector<double> step, forward, backward, update;
+  std::string kernel_used;  // the AdamW kernel the step ran (it depends on the gradients)
+};
+
+// steps + 1 training steps as the Trainer takes them (the first a warm-up), each printed.
+StepTimes TimeSteps(BenchModel& m, const torch::Device& device, distlm::train::Precision precision, int64_t steps) {
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  std::vector<torch::Tensor> params;
+  for (const auto& p : m.module->named_parameters()) {
+    named.emplace_back(p.key(), p.value());
+    params.push_back(p.value());
+  }
+  distlm::train::BertAdamW opt(named, AdamWFromFlags());
+  distlm::train::LossScaler scaler(precision == distlm::train::Precision::kFp16);
+  const char* kernel_names[] = {"auto", "loop", "foreach", "fused"};
+  StepTimes times;
+  for (int64_t i = 0; i <= steps; ++i) {
+    std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
+    if (i == steps && !absl::GetFlag(FLAGS_profile).empty()) {
+      profile = std::make_unique<torch::autograd::profiler::RecordProfile>(absl::GetFlag(FLAGS_profile));
+    }
+    Sync(device);
+    auto t0 = Clock::now();
+    torch::Tensor loss;
+    {
+      distlm::train::AutocastScope autocast(precision, device);
+      loss = m.forward_loss();
+    }
+    Sync(device);
+    auto t1 = Clock::now();
+    scaler.Scale(loss).backward();
+    Sync(device);
+    auto t2 = Clock::now();
+    if (i == 0) times.kernel_used = kernel_names[static_cast<int>(opt.KernelFor(params.front()))];
+    // As the Trainer: unscale and look for inf/NaN (fp16), clip, step unless it overflowed.
+    const bool finite = scaler.UnscaleAndCheck(params, nullptr);
+    if (finite) {
+      distlm::train::ClipGradNorm(params, 1.0);
+      opt.Step();
+    }
+    scaler.Update(finite);
+    opt.ZeroGrad();
+    Sync(device);
+    auto t3 = Clock::now();
+    const double step_ms = Seconds(t0, t3) * 1000;
+    std::printf("step %lld: %.1f ms (forward %.1f, backward %.1f, clip+AdamW+zero %.1f)%s\n", static_cast<long long>(i),
+                step_ms, Seconds(t0, t1) * 1000, Seconds(t1, t2) * 1000, Seconds(t2, t3) * 1000,
+                i == 0 ? " (warm-up, excluded)" : "");
+    if (i > 0) {
+      times.step.push_back(step_ms);
+      times.forward.push_back(Seconds(t0, t1) * 1000);
+      times.backward.push_back(Seconds(t1, t2) * 1000);
+      times.update.push_back(Seconds(t2, t3) * 1000);
+    }
+  }
+  if (scaler.skipped() > 0) {
+    std::printf("fp16: %lld update(s) overflowed and were skipped\n", static_cast<long long>(scaler.skipped()));
+  }
+  return times;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -118,7 +254,6 @@ int main(int argc, char** argv) {
     absl::ParseCommandLine(argc, argv);
     auto rt = distlm::runtime::InitRuntimeFromFlags();
     const std::string which = absl::GetFlag(FLAGS_model);
-    const bool vit = which.rfind("vit_", 0) == 0;
     const int64_t B = absl::GetFlag(FLAGS_batch_size), S = absl::GetFlag(FLAGS_seq_len),
                   steps = absl::GetFlag(FLAGS_steps);
     if (B < 1 || S < 3 || S > 512 || steps < 1) {
@@ -127,80 +262,11 @@ int main(int argc, char** argv) {
     const torch::Device device = distlm::runtime::ResolveDevice(absl::GetFlag(FLAGS_device), 0);
     const auto precision =
         distlm::train::PrecisionFromFlags(absl::GetFlag(FLAGS_bf16), absl::GetFlag(FLAGS_fp16), device);
-    distlm::train::LossScaler scaler(precision == distlm::train::Precision::kFp16);
     torch::manual_seed(0);
-
-    // The model, its random batch, and one forward pass giving the loss.
-    std::shared_ptr<torch::nn::Module> module;
-    std::function<torch::Tensor()> forward_loss;
-    double forward_flops = 0;
-    int64_t tokens_per_example = S;
-    if (vit) {
-      distlm::vit::ViTConfig v;
-      if (which == "vit_tiny") {
-        v = distlm::vit::TinyViTConfig();
-      } else if (which == "vit_b16" || which == "vit_b32") {
-        v = distlm::vit::ViTBaseConfig(which == "vit_b16" ? 16 : 32);
-      } else {
-        throw distlm::UserError("--model must be tiny, base, vit_tiny, vit_b16 or vit_b32, got '" + which + "'");
-      }
-      v.hidden_dropout_prob = v.attention_probs_dropout_prob = absl::GetFlag(FLAGS_dropout);
-      auto model = std::make_shared<distlm::vit::ViTForImageClassificationImpl>(v);
-      auto pixels = torch::randn({B, v.num_channels, v.image_size, v.image_size}).to(device);
-      auto labels = torch::randint(0, v.num_labels, {B}, torch::kLong).to(device);
-      forward_loss = [model, pixels, labels] { return model->forward(pixels, labels).loss; };
-      module = model;
-      tokens_per_example = v.num_tokens();
-      forward_flops = ForwardFlops(v, B);
-    } else {
-      distlm::bert::BertConfig c;
-      if (which == "tiny") {
-        c = distlm::bert::TinyBertConfig(30522);
-      } else if (which == "base") {
-        c = distlm::bert::BertBaseCasedConfig();
-      } else {
-        throw distlm::UserError("--model must be tiny, base, vit_tiny, vit_b16 or vit_b32, got '" + which + "'");
-      }
-      c.hidden_dropout_prob = c.attention_probs_dropout_prob = absl::GetFlag(FLAGS_dropout);
-      auto model = std::make_shared<distlm::bert::BertForSequenceClassificationImpl>(c);
-      auto ids = torch::randint(1, c.vocab_size, {B, S}, torch::kLong).to(device);
-      auto types = torch::cat({torch::zeros({B, S / 2}, torch::kLong), torch::ones({B, S - S / 2}, torch::kLong)}, 1)
-                       .to(device);
-      auto mask = torch::ones({B, S}, torch::kLong).to(device);
-      auto labels = torch::randint(0, 2, {B}, torch::kLong).to(device);
-      forward_loss = [model, ids, types, mask, labels] { return model->forward(ids, types, mask, labels).loss; };
-      module = model;
-      forward_flops = ForwardFlops(c, B, S);
-    }
-    module->to(device);
-    module->train();
-    std::vector<std::pair<std::string, torch::Tensor>> named;
-    for (const auto& p : module->named_parameters()) named.emplace_back(p.key(), p.value());
-    std::vector<torch::Tensor> params;
+    BenchModel model = MakeBenchModel(which, B, S, device);
     int64_t num_params = 0;
-    for (auto& [n, p] : named) {
-      params.push_back(p);
-      num_params += p.numel();
-    }
-    distlm::train::AdamWOptions adam;
-    const std::string optim = absl::GetFlag(FLAGS_optim), kernel = absl::GetFlag(FLAGS_adamw_kernel);
-    if (optim != "bert_adamw" && optim != "adamw_torch") {
-      throw distlm::UserError("--optim must be bert_adamw or adamw_torch, got '" + optim + "'");
-    }
-    adam.torch_semantics = optim == "adamw_torch";
-    const std::map<std::string, distlm::train::AdamWKernel> kernels = {
-        {"auto", distlm::train::AdamWKernel::kAuto},
-        {"loop", distlm::train::AdamWKernel::kLoop},
-        {"foreach", distlm::train::AdamWKernel::kForeach},
-        {"fused", distlm::train::AdamWKernel::kFused}};
-    if (kernels.count(kernel) == 0) {
-      throw distlm::UserError("--adamw_kernel must be auto, loop, foreach or fused, got '" + kernel + "'");
-    }
-    adam.kernel = kernels.at(kernel);
-    distlm::train::BertAdamW opt(named, adam);
-    // The kernel the step ran (it depends on the gradients: read after the first backward).
-    const char* kernel_names[] = {"auto", "loop", "foreach", "fused"};
-    std::string kernel_used;
+    for (const auto& p : model.module->parameters()) num_params += p.numel();
+    AdamWFromFlags();  // bad --optim or --adamw_kernel: said before the gemm measurements
 
     const double sgemm = MeasureGemmGflops(device, torch::kFloat);
     const double gemm16 = precision == distlm::train::Precision::kFp32
@@ -208,59 +274,18 @@ int main(int argc, char** argv) {
                               : MeasureGemmGflops(device, precision == distlm::train::Precision::kBf16
                                                               ? torch::kBFloat16
                                                               : torch::kHalf);
-    const double flops = 3 * forward_flops;
-    std::vector<double> ms, forward_ms, backward_ms, update_ms;
-    for (int64_t i = 0; i <= steps; ++i) {
-      std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
-      if (i == steps && !absl::GetFlag(FLAGS_profile).empty()) {
-        profile = std::make_unique<torch::autograd::profiler::RecordProfile>(absl::GetFlag(FLAGS_profile));
-      }
-      Sync(device);
-      auto t0 = Clock::now();
-      torch::Tensor loss;
-      {
-        distlm::train::AutocastScope autocast(precision, device);
-        loss = forward_loss();
-      }
-      Sync(device);
-      auto t1 = Clock::now();
-      scaler.Scale(loss).backward();
-      Sync(device);
-      auto t2 = Clock::now();
-      if (i == 0) kernel_used = kernel_names[static_cast<int>(opt.KernelFor(params.front()))];
-      // As the Trainer: unscale and look for inf/NaN (fp16), clip, step unless it overflowed.
-      const bool finite = scaler.UnscaleAndCheck(params, nullptr);
-      if (finite) {
-        distlm::train::ClipGradNorm(params, 1.0);
-        opt.Step();
-      }
-      scaler.Update(finite);
-      opt.ZeroGrad();
-      Sync(device);
-      auto t3 = Clock::now();
-      double step_ms = Seconds(t0, t3) * 1000;
-      std::printf("step %lld: %.1f ms (forward %.1f, backward %.1f, clip+AdamW+zero %.1f)%s\n",
-                  static_cast<long long>(i), step_ms, Seconds(t0, t1) * 1000, Seconds(t1, t2) * 1000,
-                  Seconds(t2, t3) * 1000, i == 0 ? " (warm-up, excluded)" : "");
-      if (i > 0) {
-        ms.push_back(step_ms);
-        forward_ms.push_back(Seconds(t0, t1) * 1000);
-        backward_ms.push_back(Seconds(t1, t2) * 1000);
-        update_ms.push_back(Seconds(t2, t3) * 1000);
-      }
-    }
-    const double median = Median(ms);
-    const double gflops = flops / (median / 1000) / 1e9;
+    const StepTimes times = TimeSteps(model, device, precision, steps);
+    const double median = Median(times.step);
+    const double gflops = 3 * model.forward_flops / (median / 1000) / 1e9;
     if (device.is_cuda()) {
       std::printf("sgemm through LibTorch on %s: %.1f GFLOP/s\n", device.str().c_str(), sgemm);
     } else {
       std::printf("sgemm through LibTorch: %.1f GFLOP/s (%d threads, %s)\n", sgemm, rt.num_threads, rt.blas.c_str());
     }
     if (gemm16 > 0) std::printf("%s matrix product: %.1f GFLOP/s\n", distlm::train::PrecisionName(precision).c_str(), gemm16);
-    if (scaler.skipped() > 0) std::printf("fp16: %lld update(s) overflowed and were skipped\n", static_cast<long long>(scaler.skipped()));
     nlohmann::json result = {{"model", which},
                              {"batch_size", B},
-                             {"tokens_per_example", tokens_per_example},
+                             {"tokens_per_example", model.tokens_per_example},
                              {"parameters", num_params},
                              // What data parallelism sends per update: a float32 gradient all-reduce
                              // of every parameter; a ring moves 2(N-1)/N of it per rank (N = 4).
@@ -269,13 +294,13 @@ int main(int argc, char** argv) {
                              {"threads", rt.num_threads},
                              {"device", device.str()},
                              {"precision", distlm::train::PrecisionName(precision)},
-                             {"optim", optim},
-                             {"adamw_kernel", kernel_used},
+                             {"optim", absl::GetFlag(FLAGS_optim)},
+                             {"adamw_kernel", times.kernel_used},
                              {"ms_per_step", median},
                              // Each part's own median (their sum need not be the step's median).
-                             {"forward_ms", Median(forward_ms)},
-                             {"backward_ms", Median(backward_ms)},
-                             {"clip_adamw_zero_ms", Median(update_ms)},
+                             {"forward_ms", Median(times.forward)},
+                             {"backward_ms", Median(times.backward)},
+                             {"clip_adamw_zero_ms", Median(times.update)},
                              {"gflops_per_s", gflops},
                              {"sgemm_gflops_per_s", sgemm},
                              {"fraction_of_sgemm", gflops / sgemm}};
