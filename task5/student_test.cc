@@ -119,151 +119,182 @@ torch::Tensor SimulatedBlock(int rank, int world, int updates, double max_norm,
   return sim.param_shard().clone();
 }
 
-void Check(RankEnv& env, double max_norm, int updates) {
-  Params mine = MakeParams();
-  zero::ShardedAdamW opt(mine, Adam(), env.rank, env.world);
-  const int64_t S = opt.layout().shard_numel(), total = opt.layout().total_numel(),
-                padded = opt.layout().padded_numel();
-  const int N = env.world, me = env.rank;
-  auto grads_of_rank = [&](int r, int u) { return GradsOfRank(MakeParams(), r, u); };
-  auto average = [&](int world, int u, size_t i) {
-    torch::Tensor sum = torch::zeros_like(grads_of_rank(0, u)[i]);
-    for (int r = 0; r < world; ++r) sum += grads_of_rank(r, u)[i];
-    return sum / world;
-  };
-  double norm = 0;
-  for (int u = 0; u < updates; ++u) {
-    {
-      torch::NoGradGuard no_grad;
-      auto g = grads_of_rank(me, u);
-      for (size_t i = 0; i < mine.size(); ++i) mine[i].second.mutable_grad().copy_(g[i]);
+// One rank's check of ShardedStep: its parameters after `updates` updates against one
+// process's, block by block, then the norm it returned. A wrong block or norm is compared with
+// what each typical mistake would give, to name the mistake.
+class ShardedStepCheck {
+ public:
+  ShardedStepCheck(RankEnv& env, double max_norm, int updates)
+      : env_(env),
+        max_norm_(max_norm),
+        updates_(updates),
+        mine_(MakeParams()),
+        opt_(mine_, Adam(), env.rank, env.world),
+        S_(opt_.layout().shard_numel()),
+        total_(opt_.layout().total_numel()),
+        padded_(opt_.layout().padded_numel()),
+        N_(env.world),
+        me_(env.rank),
+        when_("after " + std::to_string(updates) + " update(s)") {}
+
+  void Run() {
+    const double norm = RunUpdates();
+    want_ = OneProcess(N_, updates_, max_norm_, Averaged());
+    got_ = opt_.flat_params().narrow(0, 0, total_);
+    // Own block first: it is what this rank's step wrote.
+    if (!BlockOk(got_, want_.first, me_)) DiagnoseOwnBlock();
+    for (int r = 0; r < N_; ++r) {
+      if (r != me_ && !BlockOk(got_, want_.first, r)) DiagnoseOtherBlock(r);
     }
-    const int64_t steps = opt.step_count();
-    norm = ShardedStep(*env.pg, opt, max_norm);
-    if (opt.step_count() != steps + 1) {
-      Fail("ShardedStep called opt.StepShard() " + std::to_string(opt.step_count() - steps) +
-           " time(s) in update " + std::to_string(u + 1) + "; call it exactly once per update");
-    }
-    opt.ZeroGrad();
+    // The parameters are right; the returned norm (of the last update) is compared with what
+    // each mistake would return.
+    if (std::abs(norm - want_.second) > 1e-5 * want_.second) DiagnoseNorm(norm);
   }
-  auto [want, want_norm] = OneProcess(N, updates, max_norm, average);
-  torch::Tensor got = opt.flat_params().narrow(0, 0, total);
-  const std::string when = "after " + std::to_string(updates) + " update(s)";
+
+ private:
+  // The student's ShardedStep, `updates_` times; the norm it returned last.
+  double RunUpdates() {
+    double norm = 0;
+    for (int u = 0; u < updates_; ++u) {
+      {
+        torch::NoGradGuard no_grad;
+        auto g = GradsOfRank(MakeParams(), me_, u);
+        for (size_t i = 0; i < mine_.size(); ++i) mine_[i].second.mutable_grad().copy_(g[i]);
+      }
+      const int64_t steps = opt_.step_count();
+      norm = ShardedStep(*env_.pg, opt_, max_norm_);
+      if (opt_.step_count() != steps + 1) {
+        Fail("ShardedStep called opt.StepShard() " + std::to_string(opt_.step_count() - steps) + " time(s) in update " +
+             std::to_string(u + 1) + "; call it exactly once per update");
+      }
+      opt_.ZeroGrad();
+    }
+    return norm;
+  }
+
+  // Parameter i's gradient averaged over `world` ranks, in update u.
+  static std::function<torch::Tensor(int, int, size_t)> Averaged() {
+    return [](int world, int u, size_t i) {
+      torch::Tensor sum = torch::zeros_like(GradsOfRank(MakeParams(), 0, u)[i]);
+      for (int r = 0; r < world; ++r) sum += GradsOfRank(MakeParams(), r, u)[i];
+      return sum / world;
+    };
+  }
+
   // Compares the real (unpadded) elements of block r.
-  auto block_ok = [&](const torch::Tensor& a, const torch::Tensor& b, int r) {
-    const int64_t begin = r * S, n = std::min<int64_t>(S, total - begin);
+  bool BlockOk(const torch::Tensor& a, const torch::Tensor& b, int r) const {
+    const int64_t begin = r * S_, n = std::min<int64_t>(S_, total_ - begin);
     if (n <= 0) return true;
     return torch::allclose(a.narrow(0, begin, n), b.narrow(0, begin, n), 1e-5, 1e-6);
-  };
+  }
 
-  // Every rank's gradients of update u, flat: the mean, the sum, and rank r's own.
-  auto flat_mean = [&](int u) {
+  // Every rank's gradients of update u, flat: the mean, and rank r's own; a rank's shard of one.
+  torch::Tensor FlatMean(int u) const {
     std::vector<torch::Tensor> g;
-    for (size_t i = 0; i < mine.size(); ++i) g.push_back(average(N, u, i));
-    return FlatGrad(g, padded);
-  };
-  auto flat_own = [&](int r, int u) { return FlatGrad(grads_of_rank(r, u), padded); };
-  auto shard = [&](const torch::Tensor& flat, int r) { return flat.narrow(0, r * S, S); };
+    for (size_t i = 0; i < mine_.size(); ++i) g.push_back(Averaged()(N_, u, i));
+    return FlatGrad(g, padded_);
+  }
+  torch::Tensor FlatOwn(int r, int u) const { return FlatGrad(GradsOfRank(MakeParams(), r, u), padded_); }
+  torch::Tensor Shard(const torch::Tensor& flat, int r) const { return flat.narrow(0, r * S_, S_); }
 
-  // Own block first: it is what this rank's step wrote. Each mistake is simulated and its
-  // block compared with this one.
-  if (!block_ok(got, want, me)) {
-    const std::string yours = when + ", your " + Block(me, S) + " ";
-    if (block_ok(got, Flat(MakeParams()), me)) {
+  // This rank's block equals the one a simulated run fed by `input` ends with.
+  bool Matches(const std::function<ShardInput(int)>& input) const {
+    torch::Tensor block = SimulatedBlock(me_, N_, updates_, max_norm_, input);
+    torch::Tensor whole = torch::zeros({padded_});
+    whole.narrow(0, me_ * S_, S_).copy_(block);
+    return BlockOk(got_, whole.narrow(0, 0, total_), me_);
+  }
+
+  void DiagnoseOwnBlock() const {
+    const std::string yours = when_ + ", your " + Block(me_, S_) + " ";
+    if (BlockOk(got_, Flat(MakeParams()), me_)) {
       Fail(yours + "still holds the initial weights: the step's result did not reach opt.flat_params()");
     }
-    auto matches = [&](const std::function<ShardInput(int)>& input) {
-      torch::Tensor block = SimulatedBlock(me, N, updates, max_norm, input);
-      torch::Tensor whole = torch::zeros({padded});
-      whole.narrow(0, me * S, S).copy_(block);
-      return block_ok(got, whole.narrow(0, 0, total), me);
-    };
-    if (matches([&](int u) {
-          torch::Tensor sum = flat_mean(u) * N;
-          return ShardInput{shard(sum, me), sum.norm().item<double>()};
+    if (Matches([&](int u) {
+          torch::Tensor sum = FlatMean(u) * N_;
+          return ShardInput{Shard(sum, me_), sum.norm().item<double>()};
         })) {
       Fail(yours + "was updated with the SUM of the ranks' gradients, not their mean: divide the reduce-scattered "
-           "shard by the world size (" + std::to_string(N) + ")");
+           "shard by the world size (" + std::to_string(N_) + ")");
     }
-    if (matches([&](int u) {
+    if (Matches([&](int u) {
           // Every rank steps its block of its own gradient; ClipGradShard sums those blocks' squares.
           double sq = 0;
-          for (int r = 0; r < N; ++r) sq += shard(flat_own(r, u), r).pow(2).sum().item<double>();
-          return ShardInput{shard(flat_own(me, u), me), std::sqrt(sq)};
+          for (int r = 0; r < N_; ++r) sq += Shard(FlatOwn(r, u), r).pow(2).sum().item<double>();
+          return ShardInput{Shard(FlatOwn(me_, u), me_), std::sqrt(sq)};
         })) {
       Fail(yours + "was updated with this rank's own gradient, not the average over ranks: reduce the gradient "
            "across ranks (reduce-scatter, or all-reduce and narrow) before the step");
     }
-    for (int k = 0; k < N; ++k) {
-      if (k != me && matches([&](int u) {
-            torch::Tensor mean = flat_mean(u);
-            return ShardInput{shard(mean, k), mean.norm().item<double>()};
+    for (int k = 0; k < N_; ++k) {
+      if (k != me_ && Matches([&](int u) {
+            torch::Tensor mean = FlatMean(u);
+            return ShardInput{Shard(mean, k), mean.norm().item<double>()};
           })) {
-        Fail(yours + "was updated with the gradient of " + Block(k, S) +
+        Fail(yours + "was updated with the gradient of " + Block(k, S_) +
              ": step with your own block of the reduced gradient, elements [rank * S, (rank + 1) * S)");
       }
     }
-    if (matches([&](int) { return ShardInput{torch::zeros({S}), -1}; })) {
+    if (Matches([&](int) { return ShardInput{torch::zeros({S_}), -1}; })) {
       Fail(yours + "was updated with a zero gradient (only weight decay moved it): the reduced gradient never "
            "reached opt.grad_shard(), which opt.StepShard() reads");
     }
-    if (matches([&](int u) {
-          torch::Tensor mine_of_mean = shard(flat_mean(u), me);
+    if (Matches([&](int u) {
+          torch::Tensor mine_of_mean = Shard(FlatMean(u), me_);
           return ShardInput{mine_of_mean, mine_of_mean.norm().item<double>()};
         })) {
       Fail(yours + "was clipped by the norm of this rank's shard alone, not of the whole gradient: clip with "
            "opt.ClipGradShard(pg, max_grad_norm), which all-reduces the squared shard norms");
     }
-    if (matches([&](int u) { return ShardInput{shard(flat_mean(u), me), -1}; })) {
+    if (Matches([&](int u) { return ShardInput{Shard(FlatMean(u), me_), -1}; })) {
       Fail(yours + "matches an update without clipping: call opt.ClipGradShard(pg, max_grad_norm) before "
            "opt.StepShard() (clipping after the step changes nothing the step used)");
     }
-    if (matches([&](int u) {
-          torch::Tensor twice = flat_mean(u) / N;
-          return ShardInput{shard(twice, me), twice.norm().item<double>()};
+    if (Matches([&](int u) {
+          torch::Tensor twice = FlatMean(u) / N_;
+          return ShardInput{Shard(twice, me_), twice.norm().item<double>()};
         })) {
-      Fail(yours + "was updated with the mean divided by the world size (" + std::to_string(N) +
+      Fail(yours + "was updated with the mean divided by the world size (" + std::to_string(N_) +
            ") once too often: divide the summed shard once");
     }
     Fail(yours + "differs from one process's clipped AdamW update on the averaged gradient (did you clip by the "
          "global norm, with opt.ClipGradShard, before opt.StepShard()?)");
   }
-  for (int r = 0; r < N; ++r) {
-    if (r == me || block_ok(got, want, r)) continue;
-    if (block_ok(got, Flat(MakeParams()), r)) {
-      Fail(when + ", " + Block(r, S) + " still holds the initial weights on this rank: the ranks never shared "
+
+  void DiagnoseOtherBlock(int r) const {
+    if (BlockOk(got_, Flat(MakeParams()), r)) {
+      Fail(when_ + ", " + Block(r, S_) + " still holds the initial weights on this rank: the ranks never shared "
            "their updated blocks (all-gather the shards into opt.flat_params(), after opt.StepShard())");
     }
-    if (updates > 1 && block_ok(got, OneProcess(N, updates - 1, max_norm, average).first, r)) {
-      Fail(when + ", " + Block(r, S) + " on this rank holds rank " + std::to_string(r) +
+    if (updates_ > 1 && BlockOk(got_, OneProcess(N_, updates_ - 1, max_norm_, Averaged()).first, r)) {
+      Fail(when_ + ", " + Block(r, S_) + " on this rank holds rank " + std::to_string(r) +
            "'s block from before the last update: all-gather after opt.StepShard(), not before");
     }
-    Fail(when + ", " + Block(r, S) + " on this rank differs from rank " + std::to_string(r) +
+    Fail(when_ + ", " + Block(r, S_) + " on this rank differs from rank " + std::to_string(r) +
          "'s updated block: every rank must end with every rank's updated block (all-gather)");
   }
 
-  // The parameters are right; the returned norm (of the last update) is compared with what
-  // each mistake would return.
-  if (std::abs(norm - want_norm) > 1e-5 * want_norm) {
+  void DiagnoseNorm(double norm) const {
+    const double want_norm = want_.second;
     auto near = [&](double x) { return std::abs(norm - x) <= 1e-5 * std::abs(x) + 1e-9; };
-    const torch::Tensor mean = flat_mean(updates - 1);
+    const torch::Tensor mean = FlatMean(updates_ - 1);
     const std::string returned = "ShardedStep returned " + Num(norm) + ", ";
-    if (near((mean * N).norm().item<double>())) {
+    if (near((mean * N_).norm().item<double>())) {
       Fail(returned + "the norm of the SUM of the ranks' gradients, not their mean (whose norm is " + Num(want_norm) +
-           "): divide the reduce-scattered shard by the world size (" + std::to_string(N) +
+           "): divide the reduce-scattered shard by the world size (" + std::to_string(N_) +
            ") before clipping; clipping scaled the sum down, which is why the parameters still came out right");
     }
-    if (near(want_norm * std::min(1.0, max_norm / (want_norm + 1e-6)))) {
+    if (near(want_norm * std::min(1.0, max_norm_ / (want_norm + 1e-6)))) {
       Fail(returned + "the norm after clipping: return the norm before clipping (" + Num(want_norm) +
            "), what opt.ClipGradShard returns");
     }
-    if (near(shard(mean, me).norm().item<double>())) {
+    if (near(Shard(mean, me_).norm().item<double>())) {
       Fail(returned + "the norm of this rank's shard alone, not of the whole averaged gradient (" + Num(want_norm) +
            "): clip with opt.ClipGradShard(pg, max_grad_norm), which all-reduces the squared shard norms, and return "
            "what it returns");
     }
-    if (near(want_norm / N)) {
-      Fail(returned + "the norm of the mean divided by the world size (" + std::to_string(N) +
+    if (near(want_norm / N_)) {
+      Fail(returned + "the norm of the mean divided by the world size (" + std::to_string(N_) +
            ") once too often (the mean's is " + Num(want_norm) + "): divide the summed shard once");
     }
     if (near(want_norm * want_norm)) {
@@ -272,7 +303,20 @@ void Check(RankEnv& env, double max_norm, int updates) {
     Fail(returned + "but the norm of the averaged gradient before clipping is " + Num(want_norm) +
          ": return what opt.ClipGradShard returns");
   }
-}
+
+  RankEnv& env_;
+  const double max_norm_;
+  const int updates_;
+  Params mine_;
+  zero::ShardedAdamW opt_;
+  const int64_t S_, total_, padded_;
+  const int N_, me_;
+  const std::string when_;
+  std::pair<torch::Tensor, double> want_;  // one process's flat parameters and last norm
+  torch::Tensor got_;                      // this rank's flat parameters (unpadded)
+};
+
+void Check(RankEnv& env, double max_norm, int updates) { ShardedStepCheck(env, max_norm, updates).Run(); }
 
 }  // namespace
 

@@ -67,6 +67,76 @@ std::vector<std::string> DefinedNames(const BuildStatement& st, bool with_refere
   return names;
 }
 
+namespace {
+
+// The string literal whose opening quote is at text[i] (single, double or triple-quoted):
+// its value (escapes kept as written), and the index just past its closing quote.
+size_t ReadStringLiteral(const std::string& text, size_t i, std::string* value) {
+  const size_t n = text.size();
+  const char c = text[i];
+  const bool triple = i + 2 < n && text[i + 1] == c && text[i + 2] == c;
+  const size_t q = triple ? 3 : 1;
+  size_t j = i + q;
+  while (j < n) {
+    if (text[j] == '\\' && j + 1 < n) {
+      *value += text[j];
+      *value += text[j + 1];
+      j += 2;
+      continue;
+    }
+    if (triple ? text.compare(j, 3, std::string(3, c)) == 0 : text[j] == c) break;
+    if (!triple && text[j] == '\n') break;  // unterminated: stop at the line's end
+    *value += text[j++];
+  }
+  return std::min(n, j + q);
+}
+
+// The statement starting at `pos`: to the newline where every bracket is closed. Fills its
+// strings and name; returns the index just past it.
+size_t ScanStatement(const std::string& text, size_t pos, BuildStatement* st) {
+  const size_t n = text.size();
+  int depth = 0;
+  std::string ident, last_ident;
+  bool want_name = false;
+  size_t i = pos;
+  for (; i < n; ++i) {
+    char c = text[i];
+    if (c == '#') {
+      while (i + 1 < n && text[i + 1] != '\n') ++i;
+      continue;
+    }
+    if (c == '"' || c == '\'') {
+      std::string value;
+      i = ReadStringLiteral(text, i, &value) - 1;
+      st->strings.push_back(value);
+      if (want_name && depth == 1 && st->name.empty()) st->name = value;
+      want_name = false;
+      ident.clear();
+      continue;
+    }
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') {
+      ident += c;
+      continue;
+    }
+    if (!ident.empty()) {
+      last_ident = ident;
+      ident.clear();
+      want_name = false;
+    }
+    if (c == '(' || c == '[' || c == '{') ++depth;
+    if (c == ')' || c == ']' || c == '}') --depth;
+    if (c == '=' && depth == 1 && last_ident == "name" && !(i + 1 < n && text[i + 1] == '=')) want_name = true;
+    if (c == '\\' && i + 1 < n && text[i + 1] == '\n') {
+      ++i;  // an explicit line continuation
+      continue;
+    }
+    if (c == '\n' && depth <= 0) break;
+  }
+  return i < n ? i + 1 : n;
+}
+
+}  // namespace
+
 std::vector<BuildStatement> SplitBuildFile(const std::string& text) {
   std::vector<BuildStatement> out;
   size_t pos = 0;
@@ -81,6 +151,12 @@ std::vector<BuildStatement> SplitBuildFile(const std::string& text) {
     *comment = i < to && text[i] == '#';
     return i >= to || text[i] == '\n' || text[i] == '#';
   };
+  auto free_block = [&](size_t from, size_t to) {
+    BuildStatement s;
+    s.text = text.substr(from, to - from);
+    s.is_comment_or_blank = true;
+    out.push_back(s);
+  };
   while (pos < n) {
     // Free lines: blank lines and comments. The comment lines right above a statement (no
     // blank line between) belong to it.
@@ -93,75 +169,12 @@ std::vector<BuildStatement> SplitBuildFile(const std::string& text) {
       pos = e;
     }
     if (pos >= n) {
-      if (free_start < n) {
-        BuildStatement s;
-        s.text = text.substr(free_start);
-        s.is_comment_or_blank = true;
-        out.push_back(s);
-      }
+      if (free_start < n) free_block(free_start, n);
       break;
     }
-    if (attached_start > free_start) {
-      BuildStatement s;
-      s.text = text.substr(free_start, attached_start - free_start);
-      s.is_comment_or_blank = true;
-      out.push_back(s);
-    }
-    // The statement: to the newline where every bracket is closed.
+    if (attached_start > free_start) free_block(free_start, attached_start);
     BuildStatement st;
-    int depth = 0;
-    std::string ident, last_ident;
-    bool want_name = false;
-    size_t i = pos;
-    for (; i < n; ++i) {
-      char c = text[i];
-      if (c == '#') {
-        while (i < n && text[i] != '\n') ++i;
-        --i;
-        continue;
-      }
-      if (c == '"' || c == '\'') {
-        const bool triple = i + 2 < n && text[i + 1] == c && text[i + 2] == c;
-        const size_t q = triple ? 3 : 1;
-        size_t j = i + q;
-        std::string value;
-        while (j < n) {
-          if (text[j] == '\\' && j + 1 < n) {
-            value += text[j];
-            value += text[j + 1];
-            j += 2;
-            continue;
-          }
-          if (triple ? text.compare(j, 3, std::string(3, c)) == 0 : text[j] == c) break;
-          if (!triple && text[j] == '\n') break;  // unterminated: stop at the line's end
-          value += text[j++];
-        }
-        st.strings.push_back(value);
-        if (want_name && depth == 1 && st.name.empty()) st.name = value;
-        want_name = false;
-        i = std::min(n, j + q) - 1;
-        ident.clear();
-        continue;
-      }
-      if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') {
-        ident += c;
-        continue;
-      }
-      if (!ident.empty()) {
-        last_ident = ident;
-        ident.clear();
-        want_name = false;
-      }
-      if (c == '(' || c == '[' || c == '{') ++depth;
-      if (c == ')' || c == ']' || c == '}') --depth;
-      if (c == '=' && depth == 1 && last_ident == "name" && !(i + 1 < n && text[i + 1] == '=')) want_name = true;
-      if (c == '\\' && i + 1 < n && text[i + 1] == '\n') {
-        ++i;  // an explicit line continuation
-        continue;
-      }
-      if (c == '\n' && depth <= 0) break;
-    }
-    size_t end = i < n ? i + 1 : n;
+    const size_t end = ScanStatement(text, pos, &st);
     st.text = text.substr(attached_start, end - attached_start);
     out.push_back(st);
     pos = end;

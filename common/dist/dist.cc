@@ -221,87 +221,107 @@ class Heartbeat {
   std::thread thread_;
 };
 
+namespace {
+
+// --backend=mpi: the world mpirun started, which must be the one the flags describe.
+void InitMpi(const DistConfig& config, DistContext* out) {
+  DistContext& ctx = *out;
+  auto pg = MpiProcessGroup::CreateWorld(Millis(config.timeout_s));
+  if (config.source != "default" &&
+      (pg->getSize() != config.world_size || pg->getRank() != config.rank)) {
+    throw UserError(absl::StrCat(
+        "--backend=mpi: MPI started ", pg->getSize(), " processes with this one as rank ",
+        pg->getRank(), ", but ", config.rank_origin, " and ", config.world_size_origin,
+        " say rank ", config.rank, " of ", config.world_size,
+        "; under mpirun leave --rank and --world_size unset"));
+  }
+  ctx.pg = AsGroup(pg, "mpi", {c10::DeviceType::CPU});
+  StageCudaThroughHost(ctx.pg, pg);
+}
+
+// --backend=nccl: a CUDA build and a GPU for this rank, or a one-line error saying what is missing.
+void CheckNcclCanRun(const DistConfig& config) {
+  if (config.backend == "nccl" && !NcclAvailable()) {
+    throw UserError(
+        "--backend=nccl needs a CUDA build of LibTorch; this one is CPU-only: use gloo or "
+        "mpi");
+  }
+  if (config.backend == "nccl") {
+    const int gpus = runtime::CudaDeviceCount();
+    if (gpus == 0) {
+      throw UserError(
+          "--backend=nccl needs a GPU per rank, and this CUDA build of LibTorch sees none (no "
+          "GPU, no NVIDIA driver, or CUDA_VISIBLE_DEVICES hides them): use gloo or mpi");
+    }
+    if (config.local_rank >= gpus) {
+      throw UserError(absl::StrCat(
+          "--backend=nccl: local rank ", config.local_rank, " needs cuda:", config.local_rank,
+          ", but this host has ", gpus, gpus == 1 ? " GPU" : " GPUs",
+          "; NCCL cannot run two ranks on one GPU: start one rank per GPU, or use gloo"));
+    }
+  }
+}
+
+// --backend=gloo or nccl: the store (rendezvous at the master), the groups over it, the heartbeat.
+void InitOverStore(const DistConfig& config, DistContext* out) {
+  DistContext& ctx = *out;
+  // Gloo's device: for the gloo backend, and on 2.x for an nccl group's CPU tensors too.
+  std::shared_ptr<::gloo::transport::Device> device;
+  if (config.backend == "gloo" || kNcclGroupsHaveGlooForCpu) device = GlooDevice(config);
+  if (config.world_size == 1) {
+    ctx.store = c10::make_intrusive<c10d::HashStore>();
+  } else {
+    ctx.store = Rendezvous(config);
+  }
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>("distlm/pg", ctx.store);
+  if (config.backend == "gloo") {
+    auto gloo = GlooGroup(config, prefixed, device);
+    ctx.pg = AsGroup(gloo, "gloo", {c10::DeviceType::CPU});
+    StageCudaThroughHost(ctx.pg, gloo);
+  } else {
+#ifdef USE_C10D_NCCL
+    // One GPU per rank on a host: the local rank picks it.
+    c10::cuda::set_device(static_cast<c10::DeviceIndex>(config.local_rank));
+    auto options = c10d::ProcessGroupNCCL::Options::create();
+    options->timeout = Millis(config.timeout_s);
+    auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(
+        c10::make_intrusive<c10d::PrefixStore>("nccl", prefixed), config.rank,
+        config.world_size, options);
+    ctx.pg = AsGroup(nccl, "nccl", {c10::DeviceType::CUDA});
+    // CPU tensors (the loss averaged for the log, agreement checks) through Gloo, as
+    // PyTorch's "cuda:nccl,cpu:gloo".
+    if (kNcclGroupsHaveGlooForCpu) {
+      AddDeviceImpl(ctx.pg, c10::DeviceType::CPU,
+                    GlooGroup(config, c10::make_intrusive<c10d::PrefixStore>("gloo", prefixed),
+                              device),
+                    "gloo");
+    }
+#endif
+  }
+  if (config.world_size > 1) {
+    try {
+      ctx.heartbeat = std::make_shared<Heartbeat>(config);
+    } catch (const std::exception& e) {
+      throw UserError(absl::StrCat("lost the master at ", config.master_ip, ":",
+                                   config.master_port, " right after the rendezvous: ",
+                                   OneLine(e)));
+    }
+  }
+}
+
+}  // namespace
+
 DistContext InitDistributed(const DistConfig& config) {
   const auto start = Clock::now();
   DistContext ctx;
   ctx.config = config;
   if (config.backend == "mpi") {
-    auto pg = MpiProcessGroup::CreateWorld(Millis(config.timeout_s));
-    if (config.source != "default" &&
-        (pg->getSize() != config.world_size || pg->getRank() != config.rank)) {
-      throw UserError(absl::StrCat(
-          "--backend=mpi: MPI started ", pg->getSize(), " processes with this one as rank ",
-          pg->getRank(), ", but ", config.rank_origin, " and ", config.world_size_origin,
-          " say rank ", config.rank, " of ", config.world_size,
-          "; under mpirun leave --rank and --world_size unset"));
-    }
-    ctx.pg = AsGroup(pg, "mpi", {c10::DeviceType::CPU});
-    StageCudaThroughHost(ctx.pg, pg);
+    InitMpi(config, &ctx);
   } else if (config.backend == "gloo" || config.backend == "nccl") {
-    if (config.backend == "nccl" && !NcclAvailable()) {
-      throw UserError(
-          "--backend=nccl needs a CUDA build of LibTorch; this one is CPU-only: use gloo or "
-          "mpi");
-    }
-    if (config.backend == "nccl") {
-      const int gpus = runtime::CudaDeviceCount();
-      if (gpus == 0) {
-        throw UserError(
-            "--backend=nccl needs a GPU per rank, and this CUDA build of LibTorch sees none (no "
-            "GPU, no NVIDIA driver, or CUDA_VISIBLE_DEVICES hides them): use gloo or mpi");
-      }
-      if (config.local_rank >= gpus) {
-        throw UserError(absl::StrCat(
-            "--backend=nccl: local rank ", config.local_rank, " needs cuda:", config.local_rank,
-            ", but this host has ", gpus, gpus == 1 ? " GPU" : " GPUs",
-            "; NCCL cannot run two ranks on one GPU: start one rank per GPU, or use gloo"));
-      }
-    }
-    // Gloo's device: for the gloo backend, and on 2.x for an nccl group's CPU tensors too.
-    std::shared_ptr<::gloo::transport::Device> device;
-    if (config.backend == "gloo" || kNcclGroupsHaveGlooForCpu) device = GlooDevice(config);
-    if (config.world_size == 1) {
-      ctx.store = c10::make_intrusive<c10d::HashStore>();
-    } else {
-      ctx.store = Rendezvous(config);
-    }
-    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("distlm/pg", ctx.store);
-    if (config.backend == "gloo") {
-      auto gloo = GlooGroup(config, prefixed, device);
-      ctx.pg = AsGroup(gloo, "gloo", {c10::DeviceType::CPU});
-      StageCudaThroughHost(ctx.pg, gloo);
-    } else {
-#ifdef USE_C10D_NCCL
-      // One GPU per rank on a host: the local rank picks it.
-      c10::cuda::set_device(static_cast<c10::DeviceIndex>(config.local_rank));
-      auto options = c10d::ProcessGroupNCCL::Options::create();
-      options->timeout = Millis(config.timeout_s);
-      auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(
-          c10::make_intrusive<c10d::PrefixStore>("nccl", prefixed), config.rank,
-          config.world_size, options);
-      ctx.pg = AsGroup(nccl, "nccl", {c10::DeviceType::CUDA});
-      // CPU tensors (the loss averaged for the log, agreement checks) through Gloo, as
-      // PyTorch's "cuda:nccl,cpu:gloo".
-      if (kNcclGroupsHaveGlooForCpu) {
-        AddDeviceImpl(ctx.pg, c10::DeviceType::CPU,
-                      GlooGroup(config, c10::make_intrusive<c10d::PrefixStore>("gloo", prefixed),
-                                device),
-                      "gloo");
-      }
-#endif
-    }
-    if (config.world_size > 1) {
-      try {
-        ctx.heartbeat = std::make_shared<Heartbeat>(config);
-      } catch (const std::exception& e) {
-        throw UserError(absl::StrCat("lost the master at ", config.master_ip, ":",
-                                     config.master_port, " right after the rendezvous: ",
-                                     OneLine(e)));
-      }
-    }
+    CheckNcclCanRun(config);
+    InitOverStore(config, &ctx);
   } else {
-    throw UserError(
-        absl::StrCat("--backend=", config.backend, " is not a backend: use gloo, mpi or nccl"));
+    throw UserError(absl::StrCat("--backend=", config.backend, " is not a backend: use gloo, mpi or nccl"));
   }
   ctx.rank = ctx.pg->getRank();
   ctx.world_size = ctx.pg->getSize();

@@ -66,12 +66,10 @@ at::Tensor F(at::Tensor t) { return t.to(at::kFloat); }
 
 }  // namespace
 
-std::vector<std::string> CheckCollectives(DistContext& ctx, bool mpi_only) {
-  const int r = ctx.rank;
-  const int w = ctx.world_size;
-  auto& pg = *ctx.pg;
-  Checker check(r);
+namespace {
 
+// allreduce (four reductions over three dtypes) and broadcast.
+void CheckReductions(c10d::ProcessGroup& pg, int r, int w, Checker& check) {
   {  // allreduce, four reductions over three dtypes
     std::vector<at::Tensor> t = {torch::arange(1000, at::kFloat) * (r + 1)};
     pg.allreduce(t)->wait();
@@ -105,7 +103,10 @@ std::vector<std::string> CheckCollectives(DistContext& ctx, bool mpi_only) {
     pg.broadcast(t, opts)->wait();
     check.Equal("broadcast from last", t[0], torch::arange(7, at::kFloat) + 100 * (w - 1));
   }
+}
 
+// gather to either end, scatter, allgather.
+void CheckGatherScatter(c10d::ProcessGroup& pg, int r, int w, Checker& check) {
   for (int root : {0, w - 1}) {  // gather: the root sees every rank's tensor in rank order
     std::vector<at::Tensor> in = {torch::arange(3, at::kFloat) + 10 * r};
     std::vector<std::vector<at::Tensor>> out;
@@ -146,7 +147,10 @@ std::vector<std::string> CheckCollectives(DistContext& ctx, bool mpi_only) {
       check.Equal(absl::StrCat("allgather slot ", j), out[0][j], torch::full({2, 2}, j, at::kFloat));
     }
   }
+}
 
+// barrier, and collectives in flight at once.
+void CheckOrdering(c10d::ProcessGroup& pg, int r, int w, Checker& check) {
   {  // barrier: nobody leaves before rank 0, which arrives 400 ms late
     if (r == 0) std::this_thread::sleep_for(std::chrono::milliseconds(400));
     auto t0 = Clock::now();
@@ -174,9 +178,10 @@ std::vector<std::string> CheckCollectives(DistContext& ctx, bool mpi_only) {
     check.Equal("async allreduce b", b[0], torch::full({32}, w - 1, at::kDouble));
     check.Equal("async broadcast c", c[0], torch::arange(16, at::kFloat));
   }
+}
 
-  if (!mpi_only) return check.failures;
-
+// MPI only: narrow sums, reduce, reduce_scatter and the flat (_base) collectives.
+void CheckMpiReductions(c10d::ProcessGroup& pg, int r, int w, Checker& check) {
   // float16 and bfloat16 sums (--comm_dtype): integers small enough that every partial sum is
   // exact in both, so the result does not depend on MPI's order of reduction.
   for (at::ScalarType narrow : {at::kHalf, at::kBFloat16}) {
@@ -217,7 +222,10 @@ std::vector<std::string> CheckCollectives(DistContext& ctx, bool mpi_only) {
     pg._allgather_base(out, in)->wait();
     check.Equal("_allgather_base", out, torch::arange(w, at::kLong).repeat_interleave(3));
   }
+}
 
+// MPI only: non-contiguous tensors, futures, argument errors.
+void CheckStagingAndErrors(c10d::ProcessGroup& pg, int r, int w, Checker& check) {
   {  // non-contiguous tensors are staged and written back into the view
     at::Tensor base = torch::arange(12, at::kFloat).view({3, 4}) * (r + 1);
     std::vector<at::Tensor> t = {base.t()};
@@ -259,6 +267,21 @@ std::vector<std::string> CheckCollectives(DistContext& ctx, bool mpi_only) {
     check.True("allreduce AVG refused", error.find("allreduce: ReduceOp AVG is not supported") != std::string::npos,
                error);
   }
+}
+
+}  // namespace
+
+std::vector<std::string> CheckCollectives(DistContext& ctx, bool mpi_only) {
+  const int r = ctx.rank;
+  const int w = ctx.world_size;
+  auto& pg = *ctx.pg;
+  Checker check(r);
+  CheckReductions(pg, r, w, check);
+  CheckGatherScatter(pg, r, w, check);
+  CheckOrdering(pg, r, w, check);
+  if (!mpi_only) return check.failures;
+  CheckMpiReductions(pg, r, w, check);
+  CheckStagingAndErrors(pg, r, w, check);
   return check.failures;
 }
 
