@@ -25,7 +25,7 @@ using ::distlm::testing::WriteFileMakingDirs;
 
 std::string Ref(const std::string& id) {
   const stages::Stage* st = stages::Find(id);
-  return ReadFileOrEmpty(Checkout() + "/" + st->package + "/reference/" + st->files[0]);
+  return ReadFileOrEmpty(Checkout() + "/" + st->id + "/reference/" + st->files[0]);
 }
 
 // Grades `submission` through the command; returns results.json.

@@ -29,7 +29,7 @@ Graded GradeForged(const std::string& stage, const std::string& binary, const st
   const std::string sub = testing::MakeTempDir("forged");
   const stages::Stage* st = stages::Find(stage);
   for (const auto& f : st->files) {
-    WriteFileMakingDirs(sub + "/" + stage + "/" + f, ReadFileOrEmpty(Runfile(st->package + "/reference/" + f)));
+    WriteFileMakingDirs(sub + "/" + stage + "/" + f, ReadFileOrEmpty(Runfile(st->id + "/reference/" + f)));
   }
   return GradeWithCommand(sub, {"--prebuilt=" + stage + "=" + binary, "--prebuilt_flags=" + stage + "=" + flag,
                                 "--recognise_mistakes=false", "--run_timeout_s=40", "--seed=" + std::to_string(kSeed)});

@@ -75,7 +75,7 @@ inline void TryWrite(const std::string& path, const std::string& text) {
 // A task's reference file with `body` run before main() in every rank.
 std::string WithStartup(const std::string& id, const std::string& body) {
   const stages::Stage* st = stages::Find(id);
-  return std::string(kPrelude) + ReadFileOrEmpty(Checkout() + "/" + st->package + "/reference/" + st->files[0]) +
+  return std::string(kPrelude) + ReadFileOrEmpty(Checkout() + "/" + st->id + "/reference/" + st->files[0]) +
          "\nnamespace {\nconst int hostile_startup = [] {\n" + body + "\n  return 0;\n}();\n}  // namespace\n";
 }
 
@@ -85,7 +85,7 @@ void Put(const std::string& dir, const std::string& id, const std::string& text)
   WriteFileMakingDirs(dir + "/" + id + "/" + st->files[0], text);
   for (size_t i = 1; i < st->files.size(); ++i) {
     WriteFileMakingDirs(dir + "/" + id + "/" + st->files[i],
-                        ReadFileOrEmpty(Checkout() + "/" + st->package + "/reference/" + st->files[i]));
+                        ReadFileOrEmpty(Checkout() + "/" + st->id + "/reference/" + st->files[i]));
   }
 }
 

@@ -156,7 +156,7 @@ std::map<std::string, BuildOutcome> BuildSubmission(const GraderConfig& config,
   std::vector<std::string> targets;
   std::string said;
   for (const stages::Stage* st : to_build) {
-    targets.push_back("//" + st->package + ":student");
+    targets.push_back("//" + st->id + ":student");
     said += (said.empty() ? "" : " ") + targets.back();
   }
   const std::vector<std::string> common = {"build", "--keep_going", "--color=no", "--curses=no",
@@ -183,11 +183,11 @@ std::map<std::string, BuildOutcome> BuildSubmission(const GraderConfig& config,
   // of the submitted files made it (a file that does not compile leaves no link to run).
   for (const stages::Stage* st : to_build) {
     std::error_code ec;
-    fs::remove(kit + "/bazel-bin/" + st->package + "/student", ec);
+    fs::remove(kit + "/bazel-bin/" + st->id + "/student", ec);
   }
   for (const stages::Stage* st : to_build) {
     for (const auto& [name, path] : sub.stages.at(st->id).files) {
-      const std::string dst = kit + "/" + st->package + "/student/" + name;
+      const std::string dst = kit + "/" + st->id + "/student/" + name;
       std::error_code ec;
       fs::create_directories(fs::path(dst).parent_path(), ec);
       fs::copy_file(path, dst, fs::copy_options::overwrite_existing, ec);
@@ -216,9 +216,9 @@ std::map<std::string, BuildOutcome> BuildSubmission(const GraderConfig& config,
   for (const stages::Stage* st : to_build) {
     BuildOutcome& b = out[st->id];
     b.from_kit = true;
-    const std::string target = "//" + st->package + ":student";
+    const std::string target = "//" + st->id + ":student";
     // Removed after the grader's build of the stubs: the binary exists only if this build made it.
-    const std::string binary = kit + "/bazel-bin/" + st->package + "/student";
+    const std::string binary = kit + "/bazel-bin/" + st->id + "/student";
     if (!r.timed_out && access(binary.c_str(), X_OK) == 0) {
       b.ok = true;
       b.binary = binary;

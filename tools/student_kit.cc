@@ -165,7 +165,7 @@ std::string Key(const std::string& package, const std::string& name) { return pa
 // statement calling one names reference targets without spelling them, so it goes as a
 // statement naming one would.
 const char* const kPrivateHelpers[] = {"stage_reference_labels", "stage_reference_files", "stage_reference_gradings",
-                                       "stage_reference_grading_data"};
+                                       "stage_reference_grading_data", "stage_reference_mutation_suites"};
 
 // Documents for the course staff only: the instructor guide lists the grader's mutants, its
 // points and how it recognises each mistake, which would turn the assignment into a checklist.

@@ -126,6 +126,11 @@ def stage_reference_grading_data():
     runfiles."""
     return ["//%s/grading:grader_data" % s.id for s in STAGES if s.grading]
 
+def stage_reference_mutation_suites():
+    """The stages' grading suites (<folder>/grading:mutation_suite: their mutants graded, in
+    process), linked into //grading:autograder_test, which runs them with one grader."""
+    return ["//%s/grading:mutation_suite" % s.id for s in STAGES if s.grading]
+
 def stage_reference_files():
     """Every stage's reference/ files, e.g. //task2a:reference/grad_sync.cc."""
     return ["//%s:reference/%s" % (s.id, f) for s in STAGES for f in s.files]

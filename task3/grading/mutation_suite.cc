@@ -1,0 +1,46 @@
+// Task 3's mistakes, each in a DDP that is otherwise right (task3/grading/mutant_ddp_stage), graded
+// as task 3 alone (40 points): each loses exactly the tests it should, each with its message.
+// Linked into //grading:autograder_test, which grades every stage's suite with one grader.
+#include <gtest/gtest.h>
+
+#include "grading/mutation_testing.h"
+
+namespace distlm::grading {
+namespace {
+
+using ::distlm::grading::testing_support::GradeOwnMutant;
+using ::distlm::grading::testing_support::kParity;
+using ::distlm::grading::testing_support::OwnMutation;
+
+class DdpMutationTest : public ::testing::TestWithParam<OwnMutation> {};
+
+TEST_P(DdpMutationTest, LosesItsTestsWithTheirMessages) {
+  const OwnMutation& m = GetParam();
+  GradeOwnMutant("task3", "task3/grading/mutant_ddp_stage", "--ddp_mutation=" + m.name, m.failing, m.score, 40);
+}
+
+const std::string kLayout = "task3: buckets in reverse order, closed at the cap (3b)";
+const std::string kOverlap = "task3: bucket all-reduces start while backward runs (3b)";
+const std::string kPerParameter = "task3: per-parameter DDP matches the single-node run (3a)";
+const std::string kPerParameterShape = "task3: per-parameter DDP sends one all-reduce per parameter during backward (3a)";
+const std::string kNoSync = "task3: no_sync: gradient accumulation sends each gradient once per update (3c)";
+const std::string kUnused = "task3: a parameter without a gradient is named in an error";
+
+INSTANTIATE_TEST_SUITE_P(
+    Mutations, DdpMutationTest,
+    ::testing::Values(
+        OwnMutation{"launch_at_finish", 32,
+                    {{kOverlap, "the all-reduce of bucket 0 started after backward ended"},
+                     {kPerParameterShape, "the all-reduce of parameter 0 started after backward ended"}}},
+        OwnMutation{"forward_order", 36, {{kLayout, "filled from the FIRST parameter"}}},
+        OwnMutation{"no_division", 12,
+                    {{"task3" + kParity, "divide the sum by 4 (pg.getSize()) in FinishGradientSync"},
+                     {kPerParameter, "summed but not divided"},
+                     {kPerParameterShape, "not checked"},
+                     {kNoSync, "summed but not divided"}}},
+        OwnMutation{"ignore_no_sync", 32, {{kNoSync, "during the backward of update 1 that only accumulates"}}},
+        OwnMutation{"silent_unused", 38, {{kUnused, "trained on without complaint"}}}),
+    [](const ::testing::TestParamInfo<OwnMutation>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace distlm::grading
