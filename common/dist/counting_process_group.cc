@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "common/trace/recorder.h"
+
 namespace distlm::dist {
 namespace {
 
@@ -72,9 +74,20 @@ CountingProcessGroup::CountingProcessGroup(c10::intrusive_ptr<c10d::ProcessGroup
     : ForwardingGroup(std::move(inner)) {}
 
 CommStats CountingProcessGroup::TakeStats() {
-  std::lock_guard<std::mutex> lock(mu_);
-  CommStats out = std::move(stats_);
-  stats_ = CommStats{};
+  CommStats out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    out = std::move(stats_);
+    stats_ = CommStats{};
+  }
+  // --trace: the update's collectives on the communication lanes (stages take their stats once
+  // an update's collectives are done, so their completions are known by now).
+  if (trace::Recorder* r = trace::Recorder::Active()) {
+    for (const auto& c : out.records) {
+      r->Collective(c.op, c.launched.time_since_epoch().count(), c.completed_ns->load(),
+                    {{"bytes", c.bytes}, {"dtype", c.dtype}, {"tensors", c.shapes.size()}, {"numel", c.numel()}});
+    }
+  }
   return out;
 }
 

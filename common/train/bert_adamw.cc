@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "common/runtime/errors.h"
+#include "common/trace/recorder.h"
 
 // ATen's _fused_adamw_ has a CPU kernel from LibTorch 2.4 (a CUDA one from 2.0).
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
@@ -150,6 +151,7 @@ AdamWKernel BertAdamW::KernelFor(const torch::Tensor& p) const {
 }
 
 void BertAdamW::Step() {
+  trace::Scope span(trace::cat::kOptimizer, "AdamW");
   torch::NoGradGuard no_grad;
   ++step_;
   state_.step = step_;
@@ -285,6 +287,7 @@ int64_t BertAdamW::StateBytes() const {
 }
 
 double ClipGradNorm(const std::vector<torch::Tensor>& params, double max_norm) {
+  trace::Scope span(trace::cat::kClip, "clip_grad_norm");
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> grads;
   for (const auto& p : params) {

@@ -1,5 +1,6 @@
 #include "common/train/train_options.h"
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "absl/flags/flag.h"
@@ -44,6 +45,11 @@ ABSL_FLAG(bool, plots, true, "write PNG plots of the run into OUTPUT_DIR/plots w
 ABSL_FLAG(bool, tensorboard, false,
           "write every logged number of each update and evaluation as TensorBoard scalars into "
           "OUTPUT_DIR/tensorboard while the run goes (tensorboard --logdir OUTPUT_DIR/tensorboard)");
+ABSL_FLAG(bool, trace, false,
+          "write a timeline of each rank (its phases, each collective from launch to completion, memory) as a Chrome "
+          "trace, OUTPUT_DIR/trace/rank-R-of-N.json, for the updates --trace_steps names; bazel run //tools:trace -- "
+          "OUTPUT_DIR merges the ranks and prints how much communication compute hid");
+ABSL_FLAG(std::string, trace_steps, "2:4", "with --trace: the updates traced, A:B (1-based, inclusive)");
 ABSL_FLAG(bool, bf16, false,
           "mixed precision in bfloat16: forward passes under autocast, weights, gradients and optimizer in float32");
 ABSL_FLAG(bool, fp16, false,
@@ -172,6 +178,17 @@ TrainOptions TrainOptionsFromFlags() {
   o.logging_steps = absl::GetFlag(FLAGS_logging_steps);
   o.plots = absl::GetFlag(FLAGS_plots);
   o.tensorboard = absl::GetFlag(FLAGS_tensorboard);
+  o.trace = absl::GetFlag(FLAGS_trace);
+  {
+    const std::string steps = absl::GetFlag(FLAGS_trace_steps);
+    long long a = 0, b = 0;
+    char rest = 0;
+    if (std::sscanf(steps.c_str(), "%lld:%lld%c", &a, &b, &rest) != 2 || a < 1 || b < a) {
+      throw UserError("--trace_steps=" + steps + ": want A:B, the first and last update traced (1 <= A <= B)");
+    }
+    o.trace_first = a;
+    o.trace_last = b;
+  }
   o.save_every_rank = absl::GetFlag(FLAGS_save_every_rank);
   o.bf16 = absl::GetFlag(FLAGS_bf16);
   o.fp16 = absl::GetFlag(FLAGS_fp16);

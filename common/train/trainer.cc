@@ -139,6 +139,7 @@ void Trainer::Setup() {
                           std::string(device_.is_cpu() ? "cpu" : "cuda") + " " + PrecisionName(precision_));
   }
   PrepareOutputDir();
+  StartTrace();
   if (options_.tensorboard && is_main_rank()) {
     tensorboard_ = std::make_unique<tensorboard::EventWriter>(options_.output_dir + "/tensorboard");
   }

@@ -20,6 +20,7 @@
 #include <torch/types.h>
 
 #include "common/tensorboard/event_writer.h"
+#include "common/trace/recorder.h"
 #include "common/train/dist_info.h"
 #include "common/train/eval_result.h"
 #include "common/train/mixed_precision.h"
@@ -71,6 +72,14 @@ class Trainer {
                   Position* at);
   // One micro-batch's forward (under autocast) and the stage's backward; its loss.
   double ForwardBackward(const std::vector<int64_t>& indices, int64_t epoch, bool last_micro_batch);
+  // --trace: the recorder (and the ranks' clocks on one line), whether update `update` is traced,
+  // this rank's memory as a counter, and the rank's file once the traced updates are done.
+  void StartTrace();
+  bool Traced(int64_t update) const {
+    return trace_ && update >= options_.trace_first && update <= options_.trace_last;
+  }
+  void TraceMemory();
+  void WriteTrace();
   // Evaluate's and Run's work on the whole model, inside the stage's WithFullParameters.
   EvalResult EvaluateWhole(int64_t epoch);
   void SaveModel();
@@ -127,6 +136,8 @@ class Trainer {
   std::unique_ptr<StageContext> ctx_;     // what the stage's hooks see (made by Setup)
   std::unique_ptr<Optimizer> optimizer_;  // the stage's (made by Train)
   std::unique_ptr<tensorboard::EventWriter> tensorboard_;  // --tensorboard, main rank
+  std::unique_ptr<trace::Recorder> trace_;                 // --trace
+  bool trace_written_ = false;
   std::vector<double> losses_;
   std::vector<double> step_ms_;
   std::vector<EvalResult> eval_results_;

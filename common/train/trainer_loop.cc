@@ -6,14 +6,19 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <limits>
 #include <set>
 
 #include "common/data/sampler.h"
+#include "common/runtime/atomic_file.h"
 #include "common/runtime/errors.h"
 #include "common/runtime/memory_meter.h"
 #include "common/train/progress.h"
+#include "common/trace/clock_sync.h"
+#include "common/trace/recorder.h"
 
 namespace distlm::train {
 namespace {
@@ -43,7 +48,11 @@ Trainer::Stepped Trainer::FinishUpdate(UpdateContext& u, int64_t update, int64_t
                                        int64_t global_samples, std::chrono::steady_clock::time_point start) {
   const int64_t accum = options_.gradient_accumulation_steps;
   Stepped s;
-  stage_.SyncGradients(*ctx_);
+  {
+    trace::Scope span(trace::cat::kSync, "SyncGradients");
+    stage_.SyncGradients(*ctx_);
+  }
+  TraceMemory();
   // The gradients as the optimizer will read them, before it drops them.
   std::vector<torch::Tensor> grads;
   for (const auto& p : parameters_) grads.push_back(p.grad());
@@ -53,7 +62,13 @@ Trainer::Stepped Trainer::FinishUpdate(UpdateContext& u, int64_t update, int64_t
   const double loss_scale = scaler_.scale();
   const bool finite = UnscaleGradients(update);
   // An overflowed update is skipped (no optimizer or schedule step), as GradScaler does.
-  s.grad_norm = finite ? stage_.OptimizerStep(*ctx_, u) : std::numeric_limits<double>::quiet_NaN();
+  if (finite) {
+    trace::Scope span(trace::cat::kStep, "OptimizerStep");
+    s.grad_norm = stage_.OptimizerStep(*ctx_, u);
+  } else {
+    s.grad_norm = std::numeric_limits<double>::quiet_NaN();
+  }
+  TraceMemory();
   scaler_.Update(finite);
   s.step_ms = MsSince(start);
   step_ms_.push_back(s.step_ms);
@@ -135,18 +150,27 @@ void Trainer::Train() {
   }
 
   PrintMeanIterationTime();
+  // A run shorter than the window: what it traced.
+  if (trace_ && !trace_written_) WriteTrace();
 }
 
 double Trainer::ForwardBackward(const std::vector<int64_t>& indices, int64_t epoch, bool last_micro_batch) {
   ModelTask::Output out;
   {
+    // The batch is assembled from `indices` inside the task's forward: its span holds both.
+    trace::Scope span(trace::cat::kForward, "forward");
     AutocastScope autocast(precision_, device_);
     out = task_->Forward(indices, /*train=*/true, epoch, device_);
   }
+  TraceMemory();
   const int64_t accum = options_.gradient_accumulation_steps;
   torch::Tensor loss = accum > 1 ? out.loss / static_cast<double>(accum) : out.loss;
-  stage_.BeforeBackward(*ctx_, last_micro_batch);
-  stage_.Backward(scaler_.Scale(loss));
+  {
+    trace::Scope span(trace::cat::kBackward, "backward");
+    stage_.BeforeBackward(*ctx_, last_micro_batch);
+    stage_.Backward(scaler_.Scale(loss));
+  }
+  TraceMemory();
   return out.loss.item<double>();
 }
 
@@ -165,6 +189,10 @@ void Trainer::TrainEpoch(int64_t epoch, const std::vector<std::vector<int64_t>>&
       runtime::MemoryMeter::ResetPeak(device_);
       loss_sum = 0;
       samples = 0;
+      if (Traced(at->update + 1)) {
+        trace::Recorder::SetActive(trace_.get());
+        TraceMemory();
+      }
     }
     const double micro_loss = ForwardBackward(indices, epoch, micro + 1 == accum);
     loss_sum += micro_loss;
@@ -187,6 +215,7 @@ void Trainer::TrainEpoch(int64_t epoch, const std::vector<std::vector<int64_t>>&
                   static_cast<long long>(epoch + 1), stepped.loss_mean, stepped.lr, stepped.grad_norm, stepped.step_ms);
     progress_->Update(at->update, at->progress_samples, fields);
     if (options_.save_steps > 0 && at->update % options_.save_steps == 0 && at->update < total) {
+      trace::Scope span(trace::cat::kSnapshot, "snapshot");
       TrainingState state;
       state.update = at->update;
       state.epoch = epoch;
@@ -194,12 +223,65 @@ void Trainer::TrainEpoch(int64_t epoch, const std::vector<std::vector<int64_t>>&
       state.minibatches = at->minibatch;
       Snapshot(state);
     }
+    if (trace::Recorder::Active() != nullptr) {
+      trace::Recorder::SetActive(nullptr);
+      // The span the log's step_time_ms measures (a snapshot, when one was written, follows it).
+      const int64_t begin = std::chrono::duration_cast<std::chrono::nanoseconds>(update_start.time_since_epoch()).count();
+      trace_->Span(trace::cat::kUpdate, "update " + std::to_string(at->update), begin,
+                   begin + std::llround(stepped.step_ms * 1e6),
+                   {{"update", at->update}, {"epoch", epoch + 1}, {"loss", stepped.loss_mean}});
+      if (at->update == options_.trace_last) WriteTrace();
+    }
     if (at->update == total) break;
   }
   // Micro-batches that did not complete an update at the end of an epoch are dropped.
   if (micro != 0) DropGradients();
   last_epoch_time_s_ = MsSince(epoch_start) / 1000.0;
   last_epoch_samples_per_s_ = epoch_samples / std::max(last_epoch_time_s_, 1e-9);
+}
+
+void Trainer::StartTrace() {
+  // Every rank must agree, or the clocks' broadcasts below would wait for a rank that never comes.
+  const std::string window = std::to_string(options_.trace_first) + ":" + std::to_string(options_.trace_last);
+  if (dist_.check_agreement) dist_.check_agreement("--trace and --trace_steps", options_.trace ? window : "off");
+  if (!options_.trace) return;
+  trace_ = std::make_unique<trace::Recorder>(dist_.rank, dist_.world_size);
+  if (dist_.pg && dist_.world_size > 1) trace_->SetClock(trace::SyncClocks(*dist_.pg));
+}
+
+void Trainer::TraceMemory() {
+  trace::Recorder* r = trace::Recorder::Active();
+  if (r == nullptr) return;
+  r->Counter("memory", trace::NowNs(),
+             {{"in_use_bytes", runtime::MemoryMeter::BytesInUse(device_)},
+              {"peak_bytes", runtime::MemoryMeter::PeakBytes(device_)}});
+}
+
+void Trainer::WriteTrace() {
+  trace_written_ = true;
+  const std::string dir = options_.output_dir + "/trace";
+  const std::string path =
+      dir + "/rank-" + std::to_string(dist_.rank) + "-of-" + std::to_string(dist_.world_size) + ".json";
+  if (trace_->size() == 0) {
+    if (is_main_rank()) {
+      std::printf("trace: nothing traced (the run ended before update %lld of --trace_steps)\n",
+                  static_cast<long long>(options_.trace_first));
+    }
+    return;
+  }
+  std::filesystem::create_directories(dir);
+  const nlohmann::json other = {{"stage", stage_.name()},
+                                {"updates", {options_.trace_first, options_.trace_last}},
+                                {"backend", dist_.backend},
+                                {"device", device_.str()}};
+  WriteFileAtomically(path, trace_->ToJson(other).dump() + "\n");
+  if (is_main_rank()) {
+    std::printf("trace: %s/rank-*-of-%d.json (updates %lld to %lld); bazel run //tools:trace -- %s merges the ranks "
+                "and shows what communication compute hid\n",
+                dir.c_str(), dist_.world_size, static_cast<long long>(options_.trace_first),
+                static_cast<long long>(options_.trace_last), options_.output_dir.c_str());
+    std::fflush(stdout);
+  }
 }
 
 }  // namespace distlm::train

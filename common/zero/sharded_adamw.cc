@@ -8,6 +8,7 @@
 #include <torch/utils.h>
 
 #include "common/runtime/errors.h"
+#include "common/trace/recorder.h"
 #include "common/zero/shard_ops.h"
 
 namespace distlm::zero {
@@ -89,6 +90,7 @@ double ShardedAdamW::ShardSquaredNorm() const { return SquaredNormInDouble(grad_
 void ShardedAdamW::ScaleGradShard(double norm, double max_norm) { ScaleForClipping({grad_shard_}, norm, max_norm); }
 
 double ShardedAdamW::ClipGradShard(c10d::ProcessGroup& pg, double max_norm) {
+  trace::Scope span(trace::cat::kClip, "ClipGradShard");
   std::vector<torch::Tensor> sq = {torch::tensor({ShardSquaredNorm()}, torch::kDouble)};
   c10d::AllreduceOptions opts;
   opts.reduceOp = c10d::ReduceOp::SUM;
@@ -99,6 +101,7 @@ double ShardedAdamW::ClipGradShard(c10d::ProcessGroup& pg, double max_norm) {
 }
 
 void ShardedAdamW::StepShard() {
+  trace::Scope span(trace::cat::kOptimizer, "AdamW (shard)");
   auto start = std::chrono::steady_clock::now();
   shard_opt_->Step();
   last_step_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

@@ -1,0 +1,43 @@
+// trace: one run's per-rank timelines merged, and what they say of each update.
+//
+//   bazel run //tools:trace -- RUN_DIR
+//
+// RUN_DIR is a stage's --output_dir of a run with --trace (RUN_DIR/trace/rank-R-of-N.json, one
+// file per rank). Writes RUN_DIR/trace/merged.json, one Chrome trace with a process per rank
+// (open it in https://ui.perfetto.dev or chrome://tracing), and RUN_DIR/trace/overlap.json, and
+// prints per update and rank: compute time, communication busy time, the part compute hid, the
+// exposed rest, idle time, and the time this rank's collectives waited for a later rank
+// (common/trace/overlap.h defines each).
+#include <cstdio>
+#include <string>
+
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "common/runtime/atomic_file.h"
+#include "common/runtime/errors.h"
+#include "common/runtime/user_path.h"
+#include "common/trace/merge.h"
+#include "common/trace/overlap.h"
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("merges a run's --trace files and analyses the overlap: trace RUN_DIR");
+  return distlm::RunMain([&]() -> int {
+    auto rest = absl::ParseCommandLine(argc, argv);
+    if (rest.size() != 2) throw distlm::UserError("give one run folder (a stage's --output_dir of a run with --trace)");
+    const std::string run = distlm::FromUserWorkingDirectory(rest[1]);
+    const nlohmann::json merged = distlm::trace::MergeRankTraces(run + "/trace");
+    const auto rows = distlm::trace::AnalyseOverlap(merged);
+    distlm::WriteFileAtomically(run + "/trace/merged.json", merged.dump() + "\n");
+    nlohmann::json overlap = nlohmann::json::array();
+    for (const auto& r : rows) overlap.push_back(r.ToJson());
+    distlm::WriteFileAtomically(run + "/trace/overlap.json", overlap.dump(1) + "\n");
+    const nlohmann::json& other = merged["otherData"];
+    std::printf("%s: %s on %d rank(s), updates %s (times in ms)\n", run.c_str(),
+                other.value("stage", std::string("?")).c_str(), other.value("world_size", 0),
+                other.value("updates", nlohmann::json::array()).dump().c_str());
+    std::fputs(distlm::trace::OverlapTable(rows).c_str(), stdout);
+    std::printf("wrote %s/trace/merged.json (open in https://ui.perfetto.dev or chrome://tracing) and overlap.json\n",
+                run.c_str());
+    return 0;
+  });
+}

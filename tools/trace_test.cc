@@ -1,0 +1,144 @@
+// --trace end to end: task 3 on 2 ranks (real processes on 127.0.0.1) writes a timeline per
+// rank, //tools:trace merges them and analyses each update, and the analysis agrees with what
+// the run logged itself (its step time, its collectives, the all-reduce time it measured and
+// the part of it before backward ended); part 1 on one process; a missing rank is named.
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/testing/subprocess.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using distlm::testing::Command;
+using distlm::testing::ReadFileOrEmpty;
+
+using distlm::testing::Runfile;
+using nlohmann::json;
+
+std::vector<std::string> StageArgs(const std::string& out) {
+  return {"--max_steps=4", "--num_threads=1", "--max_seq_length=32", "--per_gpu_train_batch_size=2",
+          "--trace", "--trace_steps=2:3", "--output_dir=" + out};
+}
+
+// train_log.jsonl's lines by update.
+std::map<int64_t, json> LogLines(const std::string& out) {
+  std::map<int64_t, json> lines;
+  std::istringstream in(ReadFileOrEmpty(out + "/train_log.jsonl"));
+  for (std::string line; std::getline(in, line);) {
+    json j = json::parse(line, nullptr, false);
+    if (j.is_object()) lines[j["step"].get<int64_t>()] = j;
+  }
+  return lines;
+}
+
+TEST(TraceTest, TwoRanksOfTask3AgreeWithTheirLog) {
+  const std::string out = distlm::testing::MakeTempDir("trace_task3");
+  std::vector<std::string> argv = {Runfile("tools/launch"), "--nproc_per_node=2", "--", Runfile("task3/reference")};
+  for (const auto& a : StageArgs(out)) argv.push_back(a);
+  auto r = distlm::testing::Run(Command{argv, {}}, 180);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("trace: " + out + "/trace/rank-*-of-2.json (updates 2 to 3)"), std::string::npos) << r.output;
+  for (int rank : {0, 1}) {
+    EXPECT_TRUE(fs::exists(out + "/trace/rank-" + std::to_string(rank) + "-of-2.json")) << "rank " << rank;
+  }
+
+  auto t = distlm::testing::Run(Command{{Runfile("tools/trace"), out}, {}}, 60);
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  std::printf("%s\n", t.output.c_str());
+  EXPECT_NE(t.output.find("hidden%"), std::string::npos) << t.output;
+
+  // The merged trace: both ranks, each with its two updates, on one clock.
+  const json merged = json::parse(ReadFileOrEmpty(out + "/trace/merged.json"));
+  std::map<int, std::set<int64_t>> updates;
+  std::map<int, int> collectives;
+  for (const auto& e : merged["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    if (e["cat"] == "update") updates[e["pid"].get<int>()].insert(e["args"]["update"].get<int64_t>());
+    if (e["cat"] == "comm") ++collectives[e["pid"].get<int>()];
+  }
+  EXPECT_EQ(updates[0], (std::set<int64_t>{2, 3}));
+  EXPECT_EQ(updates[1], (std::set<int64_t>{2, 3}));
+  EXPECT_GT(collectives[0], 0);
+  EXPECT_EQ(collectives[0], collectives[1]) << "the ranks' collectives pair up";
+  ASSERT_EQ(merged["otherData"]["clocks"].size(), 2u);
+  const json& clock1 = merged["otherData"]["clocks"][1];
+  EXPECT_TRUE(clock1["synced"].get<bool>());
+  // One host, one steady clock: the measured offset is 0 to within its own uncertainty (and the
+  // scheduling noise of a loaded machine).
+  EXPECT_LE(std::abs(clock1["offset_ns"].get<double>()), clock1["uncertainty_ns"].get<double>() + 2e6) << clock1;
+
+  // The analysis against the log (rank 0 writes it): the same step, the same collectives, the
+  // same busy time (both the union of the all-reduces' spans), and the hidden part (before
+  // backward ended, against the overlap with compute) within what the two moments differ by.
+  const auto log = LogLines(out);
+  const json overlap = json::parse(ReadFileOrEmpty(out + "/trace/overlap.json"));
+  int checked = 0;
+  for (const auto& row : overlap) {
+    if (row["rank"] != 0) continue;
+    const json& line = log.at(row["update"].get<int64_t>());
+    ++checked;
+    EXPECT_NEAR(row["step_ms"].get<double>(), line["step_time_ms"].get<double>(), 0.01) << row << "\n" << line;
+    EXPECT_EQ(row["collectives"], line["comm_calls"]) << row << "\n" << line;
+    const double busy = line["comm_busy_ms"].get<double>(), hidden = line["comm_hidden_ms"].get<double>();
+    EXPECT_NEAR(row["comm_busy_ms"].get<double>(), busy, 0.01 + 0.01 * busy) << row << "\n" << line;
+    EXPECT_NEAR(row["comm_hidden_ms"].get<double>(), hidden, 0.2 + 0.05 * hidden) << row << "\n" << line;
+    EXPECT_LE(row["compute_ms"].get<double>(), row["step_ms"].get<double>());
+    EXPECT_GE(row["waiting_ms"].get<double>(), 0.0);
+  }
+  EXPECT_EQ(checked, 2);
+
+  // A rank's file missing: named, one line, non-zero.
+  fs::remove(out + "/trace/rank-1-of-2.json");
+  auto m = distlm::testing::Run(Command{{Runfile("tools/trace"), out}, {}}, 60);
+  EXPECT_NE(m.exit_code, 0);
+  EXPECT_NE(m.output.find("lacks rank-1-of-2.json"), std::string::npos) << m.output;
+}
+
+TEST(TraceTest, OneProcessTracesItsPhases) {
+  const std::string out = distlm::testing::MakeTempDir("trace_part1");
+  std::vector<std::string> argv = {Runfile("part1/reference")};
+  for (const auto& a : StageArgs(out)) argv.push_back(a);
+  auto r = distlm::testing::Run(Command{argv, {}}, 120);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json t = json::parse(ReadFileOrEmpty(out + "/trace/rank-0-of-1.json"));
+  std::map<std::string, int> cats;
+  int counters = 0;
+  for (const auto& e : t["traceEvents"]) {
+    if (e["ph"] == "X") ++cats[e["cat"].get<std::string>()];
+    if (e["ph"] == "C") ++counters;
+  }
+  // Two updates of one micro-batch each: their phases, and part 1's clipping and AdamW inside
+  // the optimizer step.
+  for (const char* c : {"update", "forward", "backward", "grad_sync", "optimizer_step", "clip", "optimizer"}) {
+    EXPECT_EQ(cats[c], 2) << c;
+  }
+  EXPECT_EQ(cats["comm"], 0);
+  EXPECT_GT(counters, 0) << "no memory counter";
+  auto a = distlm::testing::Run(Command{{Runfile("tools/trace"), out}, {}}, 60);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  const json overlap = json::parse(ReadFileOrEmpty(out + "/trace/overlap.json"));
+  ASSERT_EQ(overlap.size(), 2u);
+  for (const auto& row : overlap) {
+    EXPECT_GT(row["compute_ms"].get<double>(), 0.0);
+    EXPECT_EQ(row["comm_busy_ms"].get<double>(), 0.0);
+    EXPECT_FALSE(row.contains("waiting_ms")) << "one rank waits for nobody";
+  }
+}
+
+TEST(TraceTest, BadStepsAreAOneLineError) {
+  auto r = distlm::testing::Run(Command{{Runfile("part1/reference"), "--trace", "--trace_steps=3:1",
+                        "--output_dir=" + distlm::testing::MakeTempDir("trace_bad")},
+                       {}},
+               60);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--trace_steps=3:1: want A:B"), std::string::npos) << r.output;
+}
+
+}  // namespace
