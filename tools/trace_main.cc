@@ -7,7 +7,8 @@
 // (open it in https://ui.perfetto.dev or chrome://tracing), and RUN_DIR/trace/overlap.json, and
 // prints per update and rank: compute time, communication busy time, the part compute hid, the
 // exposed rest, idle time, and the time this rank's collectives waited for a later rank
-// (common/trace/overlap.h defines each).
+// (common/trace/overlap.h defines each). Draws RUN_DIR/trace/timeline.png and memory.png
+// (common/trace/trace_plots.h) for the report.
 #include <cstdio>
 #include <string>
 
@@ -18,6 +19,7 @@
 #include "common/runtime/user_path.h"
 #include "common/trace/merge.h"
 #include "common/trace/overlap.h"
+#include "common/trace/trace_plots.h"
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("merges a run's --trace files and analyses the overlap: trace RUN_DIR");
@@ -38,6 +40,9 @@ int main(int argc, char** argv) {
     std::fputs(distlm::trace::OverlapTable(rows).c_str(), stdout);
     std::printf("wrote %s/trace/merged.json (open in https://ui.perfetto.dev or chrome://tracing) and overlap.json\n",
                 run.c_str());
+    std::string why;
+    for (const auto& f : distlm::trace::WriteTracePlots(merged, run + "/trace", &why)) std::printf("wrote %s\n", f.c_str());
+    if (!why.empty()) std::printf("%s\n", why.c_str());
     return 0;
   });
 }

@@ -94,6 +94,13 @@ TEST(TraceTest, TwoRanksOfTask3AgreeWithTheirLog) {
   }
   EXPECT_EQ(checked, 2);
 
+  // The pictures for the report, where gnuplot is (tools/setup.sh installs it).
+  if (t.output.find("gnuplot is not installed") == std::string::npos) {
+    for (const char* png : {"timeline.png", "memory.png"}) {
+      EXPECT_EQ(ReadFileOrEmpty(out + "/trace/" + png).substr(0, 4), "\x89PNG") << png << "\n" << t.output;
+    }
+  }
+
   // A rank's file missing: named, one line, non-zero.
   fs::remove(out + "/trace/rank-1-of-2.json");
   auto m = distlm::testing::Run(Command{{Runfile("tools/trace"), out}, {}}, 60);

@@ -53,12 +53,7 @@ std::vector<Update> ReadLog(const std::string& run_dir) {
   return out;
 }
 
-// A path inside a gnuplot single-quoted string ('' is a quote there).
-std::string Quoted(const std::string& path) {
-  std::string q = "'";
-  for (char c : path) q += c == '\'' ? std::string("''") : std::string(1, c);
-  return q + "'";
-}
+std::string Quoted(const std::string& path) { return GnuplotQuoted(path); }
 
 std::string Header(const std::string& png, const std::string& title, const std::string& xlabel,
                    const std::string& ylabel) {
@@ -105,6 +100,13 @@ std::string EvalAxes(const json& evals) {
 }
 
 }  // namespace
+
+// '' is a quote inside a gnuplot single-quoted string.
+std::string GnuplotQuoted(const std::string& text) {
+  std::string q = "'";
+  for (char c : text) q += c == '\'' ? std::string("''") : std::string(1, c);
+  return q + "'";
+}
 
 std::string RunGnuplot(const std::string& script, const std::string& log) {
   posix_spawn_file_actions_t actions;

@@ -20,6 +20,9 @@ namespace distlm::train {
 inline constexpr int kPlotWidth = 900;
 inline constexpr int kPlotHeight = 500;
 
+// `text` as a gnuplot single-quoted string (a path, a title).
+std::string GnuplotQuoted(const std::string& text);
+
 // Runs `gnuplot SCRIPT` (no shell), its output into `log`. "" on success, otherwise why not
 // ("gnuplot is not installed ...", "gnuplot failed: see LOG").
 std::string RunGnuplot(const std::string& script, const std::string& log);
