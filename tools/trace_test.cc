@@ -115,17 +115,22 @@ TEST(TraceTest, OneProcessTracesItsPhases) {
   auto r = distlm::testing::Run(Command{argv, {}}, 120);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const json t = json::parse(ReadFileOrEmpty(out + "/trace/rank-0-of-1.json"));
-  std::map<std::string, int> cats;
+  std::map<std::string, int> cats, names;
   int counters = 0;
   for (const auto& e : t["traceEvents"]) {
-    if (e["ph"] == "X") ++cats[e["cat"].get<std::string>()];
+    if (e["ph"] == "X") {
+      ++cats[e["cat"].get<std::string>()];
+      ++names[e["name"].get<std::string>()];
+    }
     if (e["ph"] == "C") ++counters;
   }
-  // Two updates of one micro-batch each: their phases, and part 1's clipping and AdamW inside
-  // the optimizer step.
-  for (const char* c : {"update", "forward", "backward", "grad_sync", "optimizer_step", "clip", "optimizer"}) {
-    EXPECT_EQ(cats[c], 2) << c;
+  // Two updates of one micro-batch each: their phases, part 1's clipping and AdamW inside the
+  // optimizer step, and the model's units forward and backward (the embeddings are unit 0).
+  for (const char* name : {"forward", "backward", "SyncGradients", "OptimizerStep", "clip_grad_norm", "AdamW",
+                           "forward, unit 0", "backward, unit 0", "forward, unit 1", "backward, unit 1"}) {
+    EXPECT_EQ(names[name], 2) << name;
   }
+  EXPECT_EQ(cats["update"], 2);
   EXPECT_EQ(cats["comm"], 0);
   EXPECT_GT(counters, 0) << "no memory counter";
   auto a = distlm::testing::Run(Command{{Runfile("tools/trace"), out}, {}}, 60);

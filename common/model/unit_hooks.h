@@ -15,6 +15,8 @@
 #include <torch/types.h>
 #include <torch/nn/module.h>
 
+#include "common/trace/recorder.h"
+
 namespace distlm::model {
 
 // One unit, in forward order: a name for messages ("embeddings", "layer 3", "head") and the
@@ -35,13 +37,29 @@ struct UnitHooks {
 };
 
 // `run` (the unit's forward, returning its output) as unit u of a model whose hooks are
-// `hooks` (null: none set).
+// `hooks` (null: none set). Under --trace (a recorder active) the unit's forward and the hooks'
+// time are spans of their own, and the moment its output's gradient arrives (the start of the
+// unit's backward) is marked: the trace then shows forward and backward unit by unit.
 template <typename Run>
 torch::Tensor RunUnit(const UnitHooks* hooks, int u, Run&& run) {
-  if (hooks == nullptr) return run();
-  if (hooks->before_forward) hooks->before_forward(u);
-  torch::Tensor out = run();
-  return hooks->after_forward ? hooks->after_forward(u, std::move(out)) : out;
+  trace::Recorder* recorder = trace::Recorder::Active();
+  if (hooks == nullptr && recorder == nullptr) return run();
+  const std::string unit = "unit " + std::to_string(u);
+  if (hooks != nullptr && hooks->before_forward) {
+    trace::Scope span(trace::cat::kUnitHook, "before forward, " + unit);
+    hooks->before_forward(u);
+  }
+  torch::Tensor out;
+  {
+    trace::Scope span(trace::cat::kForward, "forward, " + unit);
+    out = run();
+  }
+  if (recorder != nullptr && out.requires_grad()) {
+    out.register_hook([recorder, u](const torch::Tensor&) { recorder->MarkUnitBackward(u, trace::NowNs()); });
+  }
+  if (hooks == nullptr || !hooks->after_forward) return out;
+  trace::Scope span(trace::cat::kUnitHook, "after forward, " + unit);
+  return hooks->after_forward(u, std::move(out));
 }
 
 // The units of a model from its parameters' names (registration order) and, per unit in

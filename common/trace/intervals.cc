@@ -36,6 +36,21 @@ std::vector<Interval> Intersect(const std::vector<Interval>& a, const std::vecto
   return out;
 }
 
+std::vector<Interval> Subtract(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  std::vector<Interval> out;
+  size_t j = 0;
+  for (const Interval& s : a) {
+    int64_t from = s.begin;
+    while (j < b.size() && b[j].end <= from) ++j;
+    for (size_t k = j; k < b.size() && b[k].begin < s.end; ++k) {
+      if (b[k].begin > from) out.push_back({from, b[k].begin});
+      from = std::max(from, b[k].end);
+    }
+    if (from < s.end) out.push_back({from, s.end});
+  }
+  return out;
+}
+
 int64_t Length(const std::vector<Interval>& u) {
   int64_t n = 0;
   for (const Interval& s : u) n += s.end - s.begin;

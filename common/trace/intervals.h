@@ -19,6 +19,9 @@ std::vector<Interval> Union(std::vector<Interval> spans);
 // What `a` and `b` both cover; both must be unions (sorted, disjoint).
 std::vector<Interval> Intersect(const std::vector<Interval>& a, const std::vector<Interval>& b);
 
+// What `a` covers and `b` does not; both must be unions.
+std::vector<Interval> Subtract(const std::vector<Interval>& a, const std::vector<Interval>& b);
+
 // The total length of a union (sorted, disjoint).
 int64_t Length(const std::vector<Interval>& u);
 

@@ -21,7 +21,7 @@ Interval SpanOf(const nlohmann::json& e) {
 
 struct RankEvents {
   std::vector<std::pair<int64_t, Interval>> updates;  // (update, span)
-  std::vector<Interval> compute, comm;
+  std::vector<Interval> compute, comm, hooks;
 };
 
 double Ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
@@ -59,6 +59,8 @@ std::vector<UpdateOverlap> AnalyseOverlap(const nlohmann::json& trace) {
       r.compute.push_back(SpanOf(e));
     } else if (c == cat::kComm) {
       r.comm.push_back(SpanOf(e));
+    } else if (c == cat::kUnitHook) {
+      r.hooks.push_back(SpanOf(e));
     }
   }
   std::vector<UpdateOverlap> rows;
@@ -70,7 +72,7 @@ std::vector<UpdateOverlap> AnalyseOverlap(const nlohmann::json& trace) {
       UpdateOverlap row;
       row.rank = rank;
       row.update = update;
-      const auto c = UnionWithin(r.compute, w), m = UnionWithin(r.comm, w);
+      const auto c = Subtract(UnionWithin(r.compute, w), UnionWithin(r.hooks, w)), m = UnionWithin(r.comm, w);
       std::vector<Interval> both = c;
       both.insert(both.end(), m.begin(), m.end());
       row.step_ms = Ms(w.end - w.begin);

@@ -1,7 +1,8 @@
 // What a trace says about each update: compute time, communication time, how much of the
 // communication compute hid, how much the ranks waited. Per rank and update, with W the
 // update's span on the main thread:
-//   C = the union of its forward, backward and optimizer-step spans (the main thread computing)
+//   C = the union of its forward, backward and optimizer-step spans (the main thread computing),
+//       less the stage's unit hooks inside them (task 6 waits for its gathers there)
 //   M = the union of its collectives, launch to completion
 //   busy = |M|, hidden = |M ∩ C|, exposed = busy - hidden, idle = |W| - |C ∪ M|,
 //   waiting = for each collective, how much later the last rank launched it than this one did

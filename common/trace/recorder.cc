@@ -25,6 +25,22 @@ void Recorder::Collective(const std::string& op, int64_t launch_ns, int64_t done
   events_.push_back({'X', true, cat::kComm, op, launch_ns, std::max(launch_ns, done_ns), std::move(args)});
 }
 
+void Recorder::MarkUnitBackward(int unit, int64_t t_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  backward_marks_.emplace_back(t_ns, unit);
+}
+
+void Recorder::EndBackward(int64_t end_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::sort(backward_marks_.begin(), backward_marks_.end());
+  for (size_t i = 0; i < backward_marks_.size(); ++i) {
+    const auto& [t, unit] = backward_marks_[i];
+    const int64_t until = i + 1 < backward_marks_.size() ? backward_marks_[i + 1].first : std::max(t, end_ns);
+    events_.push_back({'X', false, cat::kBackward, "backward, unit " + std::to_string(unit), t, until, nullptr});
+  }
+  backward_marks_.clear();
+}
+
 void Recorder::Counter(const std::string& name, int64_t t_ns, nlohmann::json values) {
   std::lock_guard<std::mutex> lock(mu_);
   events_.push_back({'C', false, "", name, t_ns, t_ns, std::move(values)});

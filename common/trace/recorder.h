@@ -45,6 +45,9 @@ inline constexpr char kOptimizer[] = "optimizer";
 inline constexpr char kEval[] = "eval";
 inline constexpr char kSnapshot[] = "snapshot";
 inline constexpr char kComm[] = "comm";            // a collective, launch to completion
+// A stage's unit hooks around a unit's forward (task 6 gathers the unit's parameters there):
+// inside forward, but not computing it; the overlap analysis takes it out of compute time.
+inline constexpr char kUnitHook[] = "unit_hook";
 }  // namespace cat
 
 class Recorder {
@@ -61,6 +64,11 @@ class Recorder {
   // A collective from launch to completion (done_ns 0: completion unknown, drawn as a point).
   // Safe from any thread.
   void Collective(const std::string& op, int64_t launch_ns, int64_t done_ns, nlohmann::json args);
+  // The moment unit `unit`'s backward starts (its output's gradient arrived; from autograd's
+  // thread). EndBackward turns the marks since the last call into one span per unit, each to the
+  // next unit's start and the last to `end_ns`, the end of the backward pass.
+  void MarkUnitBackward(int unit, int64_t t_ns);
+  void EndBackward(int64_t end_ns);
   // A counter's values at t_ns (memory, in bytes).
   void Counter(const std::string& name, int64_t t_ns, nlohmann::json values);
 
@@ -89,6 +97,7 @@ class Recorder {
   ClockMapping clock_;
   mutable std::mutex mu_;
   std::vector<Event> events_;
+  std::vector<std::pair<int64_t, int>> backward_marks_;  // (time, unit)
   static std::atomic<Recorder*> active_;
 };
 

@@ -56,6 +56,7 @@ TEST(IntervalsTest, RandomSpansAgreeWithACountOfEveryNanosecond) {
     // Inclusion-exclusion, the form torchtitan's analysis uses.
     ASSERT_EQ(Length(Union(all)), in_a + in_b - in_both) << "trial " << trial;
     ASSERT_EQ(Length(Union(all)), in_either) << "trial " << trial;
+    ASSERT_EQ(Length(Subtract(ua, ub)), in_a - in_both) << "trial " << trial;
   }
 }
 
@@ -146,6 +147,45 @@ nlohmann::json TwoRankTrace() {
   x(1, "comm", 40, 10);
   x(1, "comm", 65, 15);
   return {{"traceEvents", events}};
+}
+
+TEST(RecorderTest, UnitBackwardMarksBecomeSpansInTheOrderTheyCame) {
+  Recorder r(0, 1);
+  r.SetClock({0, 0, 0, false});
+  // Autograd reaches the head (unit 2) first, the embeddings (unit 0) last.
+  r.MarkUnitBackward(1, 3000);
+  r.MarkUnitBackward(2, 1000);
+  r.MarkUnitBackward(0, 6000);
+  r.EndBackward(10000);
+  std::map<std::string, std::pair<double, double>> spans;
+  for (const auto& e : r.ToJson({})["traceEvents"]) {
+    if (e["ph"] == "X") spans[e["name"]] = {e["ts"].get<double>(), e["dur"].get<double>()};
+  }
+  ASSERT_EQ(spans.size(), 3u);
+  EXPECT_EQ(spans["backward, unit 2"], std::make_pair(1.0, 2.0));  // microseconds
+  EXPECT_EQ(spans["backward, unit 1"], std::make_pair(3.0, 3.0));
+  EXPECT_EQ(spans["backward, unit 0"], std::make_pair(6.0, 4.0));
+  r.EndBackward(20000);  // nothing marked since: nothing added
+  EXPECT_EQ(r.size(), 3u);
+}
+
+// A unit hook inside forward is not compute: a 10 us hook inside a 30 us forward leaves 20.
+TEST(OverlapTest, UnitHooksAreNotCompute) {
+  nlohmann::json events = nlohmann::json::array();
+  auto x = [&](const char* c, double ts, double dur, nlohmann::json args = nullptr) {
+    nlohmann::json e = {{"ph", "X"}, {"pid", 0}, {"tid", 1}, {"cat", c}, {"name", c}, {"ts", ts}, {"dur", dur}};
+    if (!args.is_null()) e["args"] = args;
+    events.push_back(e);
+  };
+  x("update", 0, 50, {{"update", 1}});
+  x("forward", 0, 30);
+  x("unit_hook", 5, 10);
+  x("comm", 8, 4);
+  const auto rows = AnalyseOverlap({{"traceEvents", events}});
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_DOUBLE_EQ(rows[0].compute_ms, 20e-3);
+  EXPECT_DOUBLE_EQ(rows[0].comm_hidden_ms, 0.0) << "the collective ran while the hook waited";
+  EXPECT_DOUBLE_EQ(rows[0].idle_ms, 50e-3 - 20e-3 - 4e-3);
 }
 
 TEST(OverlapTest, ATwoRankTraceGivesItsClosedForm) {

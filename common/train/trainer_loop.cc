@@ -169,6 +169,7 @@ double Trainer::ForwardBackward(const std::vector<int64_t>& indices, int64_t epo
     trace::Scope span(trace::cat::kBackward, "backward");
     stage_.BeforeBackward(*ctx_, last_micro_batch);
     stage_.Backward(scaler_.Scale(loss));
+    if (trace::Recorder* r = trace::Recorder::Active()) r->EndBackward(trace::NowNs());
   }
   TraceMemory();
   return out.loss.item<double>();
