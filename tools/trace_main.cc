@@ -4,7 +4,8 @@
 //
 // RUN_DIR is a stage's --output_dir of a run with --trace (RUN_DIR/trace/rank-R-of-N.json, one
 // file per rank). Writes RUN_DIR/trace/merged.json, one Chrome trace with a process per rank
-// (open it in https://ui.perfetto.dev or chrome://tracing), and RUN_DIR/trace/overlap.json, and
+// (open it in https://ui.perfetto.dev or chrome://tracing), and RUN_DIR/trace/overlap.json (its
+// "updates" and "memory" below), and
 // prints per update and rank: compute time, communication busy time, the part compute hid, the
 // exposed rest, idle time, and the time this rank's collectives waited for a later rank
 // (common/trace/overlap.h defines each). Draws RUN_DIR/trace/timeline.png and memory.png
@@ -17,6 +18,7 @@
 #include "common/runtime/atomic_file.h"
 #include "common/runtime/errors.h"
 #include "common/runtime/user_path.h"
+#include "common/trace/memory.h"
 #include "common/trace/merge.h"
 #include "common/trace/overlap.h"
 #include "common/trace/trace_plots.h"
@@ -30,14 +32,20 @@ int main(int argc, char** argv) {
     const nlohmann::json merged = distlm::trace::MergeRankTraces(run + "/trace");
     const auto rows = distlm::trace::AnalyseOverlap(merged);
     distlm::WriteFileAtomically(run + "/trace/merged.json", merged.dump() + "\n");
-    nlohmann::json overlap = nlohmann::json::array();
-    for (const auto& r : rows) overlap.push_back(r.ToJson());
-    distlm::WriteFileAtomically(run + "/trace/overlap.json", overlap.dump(1) + "\n");
+    nlohmann::json overlap = {{"updates", nlohmann::json::array()}, {"memory", nlohmann::json::array()}};
+    for (const auto& r : rows) overlap["updates"].push_back(r.ToJson());
     const nlohmann::json& other = merged["otherData"];
     std::printf("%s: %s on %d rank(s), updates %s (times in ms)\n", run.c_str(),
                 other.value("stage", std::string("?")).c_str(), other.value("world_size", 0),
                 other.value("updates", nlohmann::json::array()).dump().c_str());
     std::fputs(distlm::trace::OverlapTable(rows).c_str(), stdout);
+    const auto peaks = distlm::trace::MemoryPeaks(merged);
+    if (!peaks.empty()) {
+      std::printf("memory: each rank's peak in the traced updates, and what the model's state was of it (MiB)\n%s",
+                  distlm::trace::MemoryTable(peaks).c_str());
+      for (const auto& p : peaks) overlap["memory"].push_back(p.ToJson());
+    }
+    distlm::WriteFileAtomically(run + "/trace/overlap.json", overlap.dump(1) + "\n");
     std::printf("wrote %s/trace/merged.json (open in https://ui.perfetto.dev or chrome://tracing) and overlap.json\n",
                 run.c_str());
     std::string why;

@@ -80,7 +80,7 @@ TEST(TraceTest, TwoRanksOfTask3AgreeWithTheirLog) {
   const auto log = LogLines(out);
   const json overlap = json::parse(ReadFileOrEmpty(out + "/trace/overlap.json"));
   int checked = 0;
-  for (const auto& row : overlap) {
+  for (const auto& row : overlap["updates"]) {
     if (row["rank"] != 0) continue;
     const json& line = log.at(row["update"].get<int64_t>());
     ++checked;
@@ -136,12 +136,22 @@ TEST(TraceTest, OneProcessTracesItsPhases) {
   auto a = distlm::testing::Run(Command{{Runfile("tools/trace"), out}, {}}, 60);
   ASSERT_EQ(a.exit_code, 0) << a.output;
   const json overlap = json::parse(ReadFileOrEmpty(out + "/trace/overlap.json"));
-  ASSERT_EQ(overlap.size(), 2u);
-  for (const auto& row : overlap) {
+  ASSERT_EQ(overlap["updates"].size(), 2u);
+  for (const auto& row : overlap["updates"]) {
     EXPECT_GT(row["compute_ms"].get<double>(), 0.0);
     EXPECT_EQ(row["comm_busy_ms"].get<double>(), 0.0);
     EXPECT_FALSE(row.contains("waiting_ms")) << "one rank waits for nobody";
   }
+  // The peak, and the model's state in it: part 1 holds parameters, gradients and AdamW's two
+  // moments, each the size of the parameters.
+  ASSERT_EQ(overlap["memory"].size(), 1u);
+  const json& mem = overlap["memory"][0];
+  const int64_t params = mem["param_bytes"].get<int64_t>();
+  EXPECT_GT(params, 0) << mem;
+  EXPECT_EQ(mem["grad_bytes"].get<int64_t>(), params) << mem;
+  EXPECT_EQ(mem["opt_bytes"].get<int64_t>(), 2 * params) << mem;
+  EXPECT_GE(mem["peak_bytes"].get<int64_t>(), 2 * params) << mem;
+  EXPECT_FALSE(mem["during"].get<std::string>().empty()) << mem;
 }
 
 TEST(TraceTest, BadStepsAreAOneLineError) {

@@ -187,6 +187,14 @@ void Trainer::LogUpdate(int64_t step, int64_t epoch, double loss, double lr, dou
     model_state += line.contains(k) ? std::max<int64_t>(0, line[k].get<int64_t>()) : 0;
   }
   line["held_model_state_bytes"] = model_state;
+  // --trace: what the rank holds of the model's state, beside the counter of all it holds.
+  if (trace::Recorder* r = trace::Recorder::Active()) {
+    json held = json::object();
+    for (const char* k : {"held_param_bytes", "held_grad_bytes", "held_opt_bytes"}) {
+      if (line.contains(k)) held[k] = line[k];
+    }
+    r->Counter("model state", trace::NowNs(), held);
+  }
   last_memory_ = json::object();  // what the end-of-run line prints, not the whole line
   for (const char* k : {"held_param_bytes", "held_grad_bytes", "held_opt_bytes", "held_model_state_bytes",
                         "mem_peak_bytes"}) {

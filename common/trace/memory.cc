@@ -1,0 +1,93 @@
+#include "common/trace/memory.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+
+namespace distlm::trace {
+
+int64_t MemoryPeak::other_bytes() const {
+  if (peak_bytes < 0 || param_bytes < 0 || grad_bytes < 0) return -1;
+  return peak_bytes - param_bytes - grad_bytes - std::max<int64_t>(opt_bytes, 0);
+}
+
+nlohmann::json MemoryPeak::ToJson() const {
+  return {{"rank", rank},         {"peak_bytes", peak_bytes}, {"at_ms", at_ms},         {"during", during},
+          {"param_bytes", param_bytes}, {"grad_bytes", grad_bytes}, {"opt_bytes", opt_bytes},
+          {"other_bytes", other_bytes()}};
+}
+
+std::vector<MemoryPeak> MemoryPeaks(const nlohmann::json& trace) {
+  struct Span {
+    double begin, end;
+    std::string name;
+  };
+  std::map<int, MemoryPeak> peaks;
+  std::map<int, std::vector<Span>> spans;  // the main thread's
+  std::map<int, double> last_state;
+  double t0 = std::numeric_limits<double>::infinity();
+  for (const auto& e : trace.value("traceEvents", nlohmann::json::array())) {
+    const int pid = e.value("pid", 0);
+    const std::string ph = e.value("ph", "");
+    const double ts = e.value("ts", 0.0);
+    if (ph == "X" && e.value("tid", 0) == 1) {
+      spans[pid].push_back({ts, ts + e.value("dur", 0.0), e.value("name", "")});
+      if (e.value("cat", "") == "update") t0 = std::min(t0, ts);
+    }
+    if (ph != "C") continue;
+    MemoryPeak& p = peaks[pid];
+    p.rank = pid;
+    const auto args = e.value("args", nlohmann::json::object());
+    if (e.value("name", "") == "memory") {
+      const int64_t in_use = args.value("in_use_bytes", static_cast<int64_t>(-1));
+      if (in_use > p.peak_bytes) {
+        p.peak_bytes = in_use;
+        p.at_ms = ts;
+      }
+    } else if (e.value("name", "") == "model state" && ts >= last_state[pid]) {
+      last_state[pid] = ts;
+      p.param_bytes = args.value("held_param_bytes", static_cast<int64_t>(-1));
+      p.grad_bytes = args.value("held_grad_bytes", static_cast<int64_t>(-1));
+      p.opt_bytes = args.value("held_opt_bytes", static_cast<int64_t>(-1));
+    }
+  }
+  std::vector<MemoryPeak> out;
+  for (auto& [pid, p] : peaks) {
+    // The innermost span around the peak: the shortest that holds it.
+    double shortest = std::numeric_limits<double>::infinity();
+    for (const Span& s : spans[pid]) {
+      if (s.begin <= p.at_ms && p.at_ms <= s.end && s.end - s.begin < shortest) {
+        shortest = s.end - s.begin;
+        p.during = s.name;
+      }
+    }
+    p.at_ms = std::isfinite(t0) ? (p.at_ms - t0) / 1000.0 : p.at_ms / 1000.0;
+    out.push_back(p);
+  }
+  return out;
+}
+
+std::string MemoryTable(const std::vector<MemoryPeak>& peaks) {
+  auto mib = [](int64_t b) {
+    if (b < 0) return std::string("-");
+    char s[32];
+    std::snprintf(s, sizeof(s), "%.1f", b / 1048576.0);
+    return std::string(s);
+  };
+  std::string out;
+  char line[320];
+  std::snprintf(line, sizeof(line), "%4s %9s %9s  %-28s %9s %9s %9s %9s\n", "rank", "peak_MiB", "at_ms", "during",
+                "params", "grads", "opt", "other");
+  out += line;
+  for (const auto& p : peaks) {
+    std::snprintf(line, sizeof(line), "%4d %9s %9.2f  %-28s %9s %9s %9s %9s\n", p.rank, mib(p.peak_bytes).c_str(),
+                  p.at_ms, p.during.substr(0, 28).c_str(), mib(p.param_bytes).c_str(), mib(p.grad_bytes).c_str(),
+                  mib(p.opt_bytes).c_str(), mib(p.other_bytes()).c_str());
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace distlm::trace
