@@ -214,7 +214,9 @@ def distlm_stage(api, stage, impl_deps = [], main_deps = [], test_deps = [], tes
         native.cc_binary(
             name = side,
             srcs = ["main.cc"],
-            deps = steps + [api, ":%s_impl" % side, stage] + main_deps,
+            # The stage's library first: a static link takes what a library needs only from those
+            # after it, and task 3's stage calls the student's constructors.
+            deps = [stage] + steps + [api, ":%s_impl" % side] + main_deps,
         )
         native.cc_test(
             name = "student_test" if side == "student" else "reference_student_test",

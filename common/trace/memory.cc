@@ -27,6 +27,7 @@ std::vector<MemoryPeak> MemoryPeaks(const nlohmann::json& trace) {
   std::map<int, MemoryPeak> peaks;
   std::map<int, std::vector<Span>> spans;  // the main thread's
   std::map<int, double> last_state;
+  std::map<int, int64_t> highest;  // the highest sample of bytes in use
   double t0 = std::numeric_limits<double>::infinity();
   for (const auto& e : trace.value("traceEvents", nlohmann::json::array())) {
     const int pid = e.value("pid", 0);
@@ -41,9 +42,12 @@ std::vector<MemoryPeak> MemoryPeaks(const nlohmann::json& trace) {
     p.rank = pid;
     const auto args = e.value("args", nlohmann::json::object());
     if (e.value("name", "") == "memory") {
+      // The allocator's own peak since the update began is the true peak; the samples (taken
+      // between phases) say when memory stood highest.
       const int64_t in_use = args.value("in_use_bytes", static_cast<int64_t>(-1));
-      if (in_use > p.peak_bytes) {
-        p.peak_bytes = in_use;
+      p.peak_bytes = std::max({p.peak_bytes, in_use, args.value("peak_bytes", static_cast<int64_t>(-1))});
+      if (in_use > highest[pid]) {
+        highest[pid] = in_use;
         p.at_ms = ts;
       }
     } else if (e.value("name", "") == "model state" && ts >= last_state[pid]) {
@@ -55,14 +59,21 @@ std::vector<MemoryPeak> MemoryPeaks(const nlohmann::json& trace) {
   }
   std::vector<MemoryPeak> out;
   for (auto& [pid, p] : peaks) {
-    // The innermost span around the peak: the shortest that holds it.
-    double shortest = std::numeric_limits<double>::infinity();
+    // The samples are taken between phases: name the phase that ended last before the highest
+    // one (the innermost span around it, when it fell inside one that is not a whole update).
+    double shortest = std::numeric_limits<double>::infinity(), latest_end = -shortest;
+    std::string inside, after;
     for (const Span& s : spans[pid]) {
       if (s.begin <= p.at_ms && p.at_ms <= s.end && s.end - s.begin < shortest) {
         shortest = s.end - s.begin;
-        p.during = s.name;
+        inside = s.name;
+      }
+      if (s.end <= p.at_ms && s.end >= latest_end && s.name.rfind("update", 0) != 0) {
+        latest_end = s.end;
+        after = s.name;
       }
     }
+    p.during = inside.rfind("update", 0) != 0 && !inside.empty() ? inside : after.empty() ? inside : "after " + after;
     p.at_ms = std::isfinite(t0) ? (p.at_ms - t0) / 1000.0 : p.at_ms / 1000.0;
     out.push_back(p);
   }

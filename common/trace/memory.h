@@ -14,9 +14,9 @@ namespace distlm::trace {
 
 struct MemoryPeak {
   int rank = 0;
-  int64_t peak_bytes = -1;  // -1: no memory counter (a device without the counting allocator)
-  double at_ms = 0;         // since the first traced update began
-  std::string during;       // the innermost main-thread span then ("backward, unit 3", ...)
+  int64_t peak_bytes = -1;  // the allocator's peak; -1: no memory counter
+  double at_ms = 0;         // the highest sample of bytes in use, since the first traced update began
+  std::string during;       // the phase it followed ("after backward", ...) or was inside
   int64_t param_bytes = -1, grad_bytes = -1, opt_bytes = -1;  // the last "model state" counter
   int64_t other_bytes() const;  // the peak less the model's state (-1 when either is unknown)
   nlohmann::json ToJson() const;

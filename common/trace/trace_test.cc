@@ -158,7 +158,8 @@ TEST(RecorderTest, UnitBackwardMarksBecomeSpansInTheOrderTheyCame) {
   r.MarkUnitBackward(0, 6000);
   r.EndBackward(10000);
   std::map<std::string, std::pair<double, double>> spans;
-  for (const auto& e : r.ToJson({})["traceEvents"]) {
+  const nlohmann::json t = r.ToJson({});  // kept: a range-for over a temporary's member dangles
+  for (const auto& e : t["traceEvents"]) {
     if (e["ph"] == "X") spans[e["name"]] = {e["ts"].get<double>(), e["dur"].get<double>()};
   }
   ASSERT_EQ(spans.size(), 3u);

@@ -198,17 +198,25 @@ void Trainer::TrainEpoch(int64_t epoch, const std::vector<std::vector<int64_t>>&
     const double micro_loss = ForwardBackward(indices, epoch, micro + 1 == accum);
     loss_sum += micro_loss;
     samples += static_cast<int64_t>(indices.size());
-    if (++at->minibatch <= 5 && is_main_rank()) {
+    // The first micro-batches' losses, printed; the one that completes an update only after
+    // the update's synchronisation, so that printing never delays it (the stage measures the
+    // communication it hid up to the synchronisation's start).
+    const bool print_loss = ++at->minibatch <= 5 && is_main_rank();
+    auto print = [&] {
       progress_->Finish();
       std::printf("minibatch %lld loss %.6f%s\n", static_cast<long long>(at->minibatch), micro_loss,
                   dist_.world_size > 1 ? " (rank 0's share)" : "");
       std::fflush(stdout);
+    };
+    if (++micro < accum) {
+      if (print_loss) print();
+      continue;
     }
-    if (++micro < accum) continue;
     micro = 0;
 
     const int64_t global_samples = samples * dist_.world_size;
     const Stepped stepped = FinishUpdate(u, ++at->update, epoch, loss_sum, global_samples, update_start);
+    if (print_loss) print();
     epoch_samples += global_samples;
     at->progress_samples += global_samples;
     char fields[160];
