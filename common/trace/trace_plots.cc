@@ -87,7 +87,10 @@ std::vector<std::string> WriteTracePlots(const nlohmann::json& merged, const std
     const std::string category = e.value("cat", "");
     const double dur = e.value("dur", 0.0) / 1000.0;
     if (category == "update") {
-      updates << "set arrow from " << ms << ", graph 0 to " << ms << ", graph 1 nohead dt 2 lc rgb '#999999'\n";
+      // Rank 0's updates begin here (each rank's own begins are on its row).
+      if (e.value("pid", 0) == 0) {
+        updates << "set arrow from " << ms << ", graph 0 to " << ms << ", graph 1 nohead dt 2 lc rgb '#999999'\n";
+      }
       continue;
     }
     const Phase* p = PhaseOf(category);
@@ -105,7 +108,7 @@ std::vector<std::string> WriteTracePlots(const nlohmann::json& merged, const std
     const int n = static_cast<int>(rows.size());
     std::ostringstream s;
     s << "set terminal pngcairo size " << train::kPlotWidth + 300 << "," << std::max(300, 120 + 45 * n)
-      << " font ',10'\nset output " << GnuplotQuoted(dir + "/timeline.png") << "\n"
+      << " font ',10' noenhanced\nset output " << GnuplotQuoted(dir + "/timeline.png") << "\n"
       << "set title " << GnuplotQuoted(merged["otherData"].value("stage", std::string("?")) + ": the traced updates") << "\n"
       << "set xlabel 'ms'\nset yrange [" << n - 0.5 << ":-0.5]\nset ytics (" << ytics << ")\n"
       << "set key outside right top\nset grid x\n"
@@ -124,8 +127,8 @@ std::vector<std::string> WriteTracePlots(const nlohmann::json& merged, const std
   }
   if (!in_use.empty()) {
     std::ostringstream s;
-    s << "set terminal pngcairo size " << train::kPlotWidth << "," << train::kPlotHeight << " font ',10'\nset output "
-      << GnuplotQuoted(dir + "/memory.png") << "\nset title 'bytes in use through the traced updates'\n"
+    s << "set terminal pngcairo size " << train::kPlotWidth << "," << train::kPlotHeight
+      << " font ',10' noenhanced\nset output " << GnuplotQuoted(dir + "/memory.png") << "\nset title 'bytes in use through the traced updates'\n"
       << "set xlabel 'ms'\nset ylabel 'MiB'\nset grid\nset key top right\n"
       << updates.str() << "plot ";
     bool first = true;
