@@ -135,21 +135,22 @@ grade() {
   local name=$1 from=$2 edit=$3 want_score=$4 want_text=$5
   rm -rf "$root/autograder/submission" "$root/autograder/results"
   mkdir -p "$root/autograder/submission" "$root/autograder/results"
-  # Every stage's files, from the one table (common/stages/stages.bzl): ID:PACKAGE:FILE.
+  # Every stage's files, from the one table (common/stages/stages.bzl): ID:FILE (a stage's id
+  # is its folder).
   local ids
   ids=$(python3 - "$checkout/common/stages/stages.bzl" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
-for sid, package, files in re.findall(r'_row\(\s*"([^"]+)",\s*"([^"]+)",\s*\[([^\]]*)\]', text):
+for sid, files in re.findall(r'_row\(\s*"([^"]+)",\s*\[([^\]]*)\]', text):
     for f in re.findall(r'"([^"]+)"', files):
-        print("%s:%s:%s" % (sid, package, f))
+        print("%s:%s" % (sid, f))
 PY
 )
   [ -n "$ids" ] || { echo "e2e: no stage rows read from common/stages/stages.bzl"; exit 2; }
   for entry in $ids; do
-    IFS=: read -r id package file <<<"$entry"
+    IFS=: read -r id file <<<"$entry"
     mkdir -p "$root/autograder/submission/$id"
-    cp "$checkout/$package/$from/$file" "$root/autograder/submission/$id/$file"
+    cp "$checkout/$id/$from/$file" "$root/autograder/submission/$id/$file"
   done
   if [ -n "$edit" ]; then
     IFS=: read -r id file expr <<<"$edit"
