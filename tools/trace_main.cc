@@ -1,6 +1,6 @@
 // trace: one run's per-rank timelines merged, and what they say of each update.
 //
-//   bazel run //tools:trace -- RUN_DIR
+//   bazel run //tools:trace -- RUN_DIR      (or --run_dir=RUN_DIR)
 //
 // RUN_DIR is a stage's --output_dir of a run with --trace (RUN_DIR/trace/rank-R-of-N.json, one
 // file per rank). Writes RUN_DIR/trace/merged.json, one Chrome trace with a process per rank
@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <string>
 
+#include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "common/runtime/atomic_file.h"
@@ -23,12 +24,17 @@
 #include "common/trace/overlap.h"
 #include "common/trace/trace_plots.h"
 
+ABSL_FLAG(std::string, run_dir, "", "the run folder (or give it as the one argument)");
+
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("merges a run's --trace files and analyses the overlap: trace RUN_DIR");
   return distlm::RunMain([&]() -> int {
     auto rest = absl::ParseCommandLine(argc, argv);
-    if (rest.size() != 2) throw distlm::UserError("give one run folder (a stage's --output_dir of a run with --trace)");
-    const std::string run = distlm::FromUserWorkingDirectory(rest[1]);
+    const std::string flag = absl::GetFlag(FLAGS_run_dir);
+    if (rest.size() != (flag.empty() ? 2u : 1u)) {
+      throw distlm::UserError("give one run folder (a stage's --output_dir of a run with --trace), as --run_dir=DIR or as the argument");
+    }
+    const std::string run = distlm::FromUserWorkingDirectory(flag.empty() ? std::string(rest[1]) : flag);
     const nlohmann::json merged = distlm::trace::MergeRankTraces(run + "/trace");
     const auto rows = distlm::trace::AnalyseOverlap(merged);
     distlm::WriteFileAtomically(run + "/trace/merged.json", merged.dump() + "\n");
