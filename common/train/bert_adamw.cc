@@ -132,21 +132,27 @@ bool BertAdamW::HasFused(const torch::Device& device) {
 }
 
 AdamWKernel BertAdamW::KernelFor(const torch::Tensor& p) const {
+  // _fused_adamw_ computes torch's formula; the reference's maps onto it exactly (StepFused)
+  // except without bias correction, which the kernel always applies (and where lr * wd >= 1).
+  const bool fusable = FusedApplies(p) && (options_.torch_semantics ||
+                                           (options_.correct_bias && options_.lr * options_.weight_decay < 1.0));
   AdamWKernel k = options_.kernel;
   if (k == AdamWKernel::kAuto) {
     // Measured on BERT-base's 110M parameters, 2 threads (//common/train:adamw_bench, fastest
     // of 8 steps): on the host the one-pass loop takes ~55-64 ms, the _foreach_ operations
     // ~155-165 (ATen makes a pass over memory per operation there, ~3x the bytes; 1.13's lerp_
-    // for torch's formula ~1 s), and LibTorch 2.11's _fused_adamw_ ~32-36. On a GPU the
-    // multi-tensor kernels are the fast way (not measured here).
-    if (options_.torch_semantics && FusedApplies(p)) {
+    // for torch's formula ~1 s), and LibTorch 2.11's _fused_adamw_ ~32-36. On an H200 (bf16,
+    // batch 32, docs/gpu.md) clipping and AdamW took 3.0 ms with the _foreach_ operations and
+    // 1.9 with the fused kernel. The reference formula stays on the loop on the host, where
+    // its numbers are the scalar formula's to the bit.
+    if (fusable && (options_.torch_semantics || p.device().is_cuda())) {
       k = AdamWKernel::kFused;
     } else {
       k = p.device().is_cpu() ? AdamWKernel::kLoop : AdamWKernel::kForeach;
     }
   }
   if (k == AdamWKernel::kLoop && !LoopApplies(p)) k = AdamWKernel::kForeach;
-  if (k == AdamWKernel::kFused && !(options_.torch_semantics && FusedApplies(p))) k = AdamWKernel::kForeach;
+  if (k == AdamWKernel::kFused && !fusable) k = AdamWKernel::kForeach;
   return k;
 }
 
@@ -250,9 +256,20 @@ void BertAdamW::StepFused(Group& group, bool decays) {
   }
   step_tensor_.fill_(static_cast<double>(step_));
   const std::vector<torch::Tensor> steps(group.p.size(), step_tensor_);
-  at::_fused_adamw_(group.p, group.g, group.m, group.v, /*max_exp_avg_sqs=*/{}, steps, options_.lr, options_.beta1,
-                    options_.beta2, decays ? options_.weight_decay : 0.0, options_.eps, /*amsgrad=*/false,
-                    /*maximize=*/false);
+  double lr = options_.lr, weight_decay = decays ? options_.weight_decay : 0.0, eps = options_.eps;
+  if (!options_.torch_semantics) {
+    // The kernel computes p (1 - lr wd) - lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps). The
+    // reference's (p - lr sqrt(bc2) / bc1 * m / (sqrt(v) + eps)) (1 - lr wd) is that formula,
+    // in exact arithmetic, with eps / sqrt(bc2) for eps, lr (1 - lr wd) for lr and
+    // wd / (1 - lr wd) for wd: only the float32 rounding differs (optim_test bounds it).
+    const double bc2_sqrt = std::sqrt(1.0 - std::pow(options_.beta2, static_cast<double>(step_)));
+    const double keep = 1.0 - lr * weight_decay;
+    eps /= bc2_sqrt;
+    weight_decay /= keep;
+    lr *= keep;
+  }
+  at::_fused_adamw_(group.p, group.g, group.m, group.v, /*max_exp_avg_sqs=*/{}, steps, lr, options_.beta1,
+                    options_.beta2, weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
 #else
   StepForeach(group, decays);  // not reached: KernelFor gives kFused only where HasFused
 #endif

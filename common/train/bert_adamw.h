@@ -31,8 +31,8 @@ namespace distlm::train {
 
 // How Step runs.
 enum class AdamWKernel {
-  // The fastest measured (BertAdamW::KernelFor has the numbers): torch_semantics on LibTorch
-  // >= 2.4 kFused; otherwise kLoop on the host, kForeach on a GPU.
+  // The fastest measured (BertAdamW::KernelFor has the numbers): on a GPU with LibTorch >= 2.4
+  // kFused; on the host kFused for torch_semantics there, otherwise kLoop; kForeach elsewhere.
   kAuto,
   // distlm's own host loop: one pass over p, g, m, v per element, one parallel region for all
   // parameters. Host float32 contiguous tensors only; the others take kForeach.
@@ -41,8 +41,9 @@ enum class AdamWKernel {
   // operation the reference library's (or torch.optim.AdamW(foreach=True)'s) tensor ops. On
   // CUDA each is one multi-tensor launch; on CPU ATen runs them tensor by tensor, a pass each.
   kForeach,
-  // ATen's _fused_adamw_ (torch.optim.AdamW(fused=True)): torch_semantics on LibTorch >= 2.4
-  // (its CPU kernel) only; elsewhere kForeach. See BertAdamW::HasFused.
+  // ATen's _fused_adamw_ (torch.optim.AdamW(fused=True)) on LibTorch >= 2.4 (CPU and CUDA):
+  // torch's formula as it is, the reference's with eps, lr and weight decay rewritten per step
+  // (BertAdamW::StepFused), not without bias correction; elsewhere kForeach. See HasFused.
   kFused,
 };
 
@@ -82,7 +83,7 @@ class BertAdamW : public Optimizer {
 
   // True for names that get weight decay (not "bias", not "LayerNorm.weight").
   static bool DecayApplies(const std::string& name);
-  // Whether this LibTorch has _fused_adamw_ for tensors on `device` (kFused for torch_semantics).
+  // Whether this LibTorch has _fused_adamw_ for tensors on `device`.
   static bool HasFused(const torch::Device& device);
   // The kernel Step uses for a parameter (kLoop, kForeach or kFused): options.kernel resolved.
   AdamWKernel KernelFor(const torch::Tensor& p) const;

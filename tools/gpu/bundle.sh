@@ -44,8 +44,8 @@ for t in "${targets[@]}"; do ldd "$bin/$t"; done |
   grep -vE "$DISTLM_LIBTORCH|/nvidia/|/torch/lib/" |
   while read -r lib; do cp -L "$lib" "$dir/lib/"; done
 cp tools/gpu/check.sh "$dir/check.sh"
-mkdir -p "$dir/peers"  # BERT-base's random checkpoint is written there, with its transformers
-cp tools/peers/make_checkpoint.py tools/peers/step_common.py "$dir/peers/"
+mkdir -p "$dir/peers"  # BERT-base's random checkpoint (and transformers' update time), with its transformers
+cp tools/peers/make_checkpoint.py tools/peers/step_common.py tools/peers/hf_step_time.py "$dir/peers/"
 ref=../shared/reference
 if [ -f "$ref/bert_tiny_reference/model.safetensors" ] && [ -f "$ref/data/RTE/train.tsv" ]; then
   mkdir -p "$dir/ref/RTE"

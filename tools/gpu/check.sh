@@ -5,7 +5,8 @@
 #   DIR/check.sh          # OUT=FOLDER (default /tmp/distlm_gpu_check) gets log.txt and runs.tgz
 #
 # 1. the unit tests with CUDA paths (device resolution, loss scaler, host staging, Gloo);
-# 2. //part1:bench on BERT-base, batch 32 and 8, sequence 128: fp32, --fp16, --bf16;
+# 2. //part1:bench on BERT-base, batch 32 and 8, sequence 128: fp32, --fp16, --bf16; at batch 32
+#    in bf16 each AdamW formula with the fused and the _foreach_ kernels, and transformers' update;
 # 3. one epoch of part 1 on cpu and cuda (fp32, --fp16, --bf16), tasks 5, 6 and 2b with two
 #    ranks sharing cuda:0 over Gloo and one rank over NCCL, in fp32 and --fp16 (task 3: two ranks
 #    over Gloo, fp32);
@@ -49,6 +50,20 @@ for bs in 32 8; do
     timeout 180 "$B/part1/bench" --model=base --batch_size=$bs --seq_len=128 --steps=30 --device=cuda $p 2>&1 | tail -1
   done
 done
+step "the update's optimizer, one sitting: BERT-base, batch 32, --bf16, each formula with each kernel; transformers"
+for o in "bert_adamw fused" "bert_adamw foreach" "adamw_torch fused" "adamw_torch foreach"; do
+  set -- $o
+  echo "--optim=$1 --adamw_kernel=$2: $(timeout 180 "$B/part1/bench" --model=base --batch_size=32 --seq_len=128 \
+    --steps=30 --device=cuda --bf16 --optim=$1 --adamw_kernel=$2 2>&1 | tail -1)"
+done
+if python3 -c "import transformers" 2>/dev/null; then
+  for a in sdpa eager; do
+    echo "transformers, fused AdamW, $a attention: $(timeout 180 python3 "$G/peers/hf_step_time.py" --model=base \
+      --batch_size=32 --seq_len=128 --steps=30 --device=cuda --bf16 --optim=fused --attn=$a 2>&1 | tail -1)"
+  done
+else
+  echo "transformers is not installed here: its update was not timed"
+fi
 fi
 
 if [ -f "$G/ref/model.safetensors" ]; then
