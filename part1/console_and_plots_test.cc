@@ -74,25 +74,31 @@ TEST(ConsoleAndPlotsTest, NoPlotsWhenAskedNot) {
   EXPECT_FALSE(fs::exists(out + "/plots"));
 }
 
-// --tensorboard: one event file in OUTPUT_DIR/tensorboard, its records intact, the file version
-// first, then one event per update carrying the log line's numbers (train/loss, train/lr, ...)
-// and one per evaluation (eval/accuracy, ...).
+// --report_to=tensorboard: one event file in OUTPUT_DIR/runs/<stage and settings>, its records
+// intact, the file version first, the run's arguments as a text table, then one event per
+// update carrying the log line's numbers (train/loss, train/lr, ...) and one per evaluation
+// (eval/accuracy, ...). (//tools/peers:tensorboard_test reads such files with TensorBoard itself.)
 TEST(ConsoleAndPlotsTest, TensorBoardScalarsPerUpdateAndEvaluation) {
   const std::string out = testing::MakeTempDir("tb") + "/run";
   testing::Command c;
   c.argv = {testing::Runfile("part1/reference"), "--max_steps=5", "--per_gpu_train_batch_size=8",
-            "--max_seq_length=64", "--num_threads=1", "--plots=false", "--tensorboard", "--output_dir=" + out};
+            "--max_seq_length=64", "--num_threads=1", "--plots=false", "--report_to=tensorboard",
+            "--output_dir=" + out};
   auto p = testing::Run(c, 300);
   ASSERT_EQ(p.exit_code, 0) << p.output;
+  const std::string dir = out + "/runs/part1_1rank_fp32_b8_lr5e-05";
+  ASSERT_TRUE(fs::is_directory(dir)) << p.output;
   std::vector<std::string> files;
-  for (const auto& e : fs::directory_iterator(out + "/tensorboard")) files.push_back(e.path().string());
+  for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path().string());
   ASSERT_EQ(files.size(), 1u);
   EXPECT_NE(files[0].find("/events.out.tfevents."), std::string::npos) << files[0];
   const std::vector<std::string> records = tensorboard::ReadRecords(files[0]);
-  ASSERT_GE(records.size(), 7u) << "the file version, 5 updates, at least one evaluation";
+  ASSERT_GE(records.size(), 8u) << "the file version, the arguments, 5 updates, at least one evaluation";
   EXPECT_NE(records[0].find("brain.Event:2"), std::string::npos);
+  EXPECT_NE(records[1].find("| per_gpu_train_batch_size | 8 |"), std::string::npos) << records[1];
+  EXPECT_NE(records[1].find("text"), std::string::npos) << "the text plugin's name";
   int updates = 0, evals = 0;
-  for (size_t i = 1; i < records.size(); ++i) {
+  for (size_t i = 2; i < records.size(); ++i) {
     if (records[i].find("train/loss") != std::string::npos) {
       ++updates;
       EXPECT_NE(records[i].find("train/lr"), std::string::npos) << "update record " << i;
@@ -102,6 +108,14 @@ TEST(ConsoleAndPlotsTest, TensorBoardScalarsPerUpdateAndEvaluation) {
   }
   EXPECT_EQ(updates, 5);
   EXPECT_GE(evals, 1);
+}
+
+TEST(ConsoleAndPlotsTest, ReportToNamesWhatItTakes) {
+  testing::Command c;
+  c.argv = {testing::Runfile("part1/reference"), "--report_to=wandb", "--output_dir=" + testing::MakeTempDir("rt")};
+  auto p = testing::Run(c, 60);
+  EXPECT_NE(p.exit_code, 0);
+  EXPECT_NE(p.output.find("--report_to=wandb: want tensorboard, all"), std::string::npos) << p.output;
 }
 
 }  // namespace

@@ -68,6 +68,13 @@ if [ "${DISTLM_WITH_SLURM:-0}" = 1 ]; then
   PACKAGES+=(slurmctld slurmd slurm-client)
 fi
 
+# DISTLM_WITH_BROWSER=1: Debian's Chromium, for //tools/peers:tensorboard_test's look at
+# TensorBoard's page (headless; .ci/run sets it). Not by default: about 100 MB that neither
+# `./distlm run` nor the other tests need, and the test says SKIPPED for that step without it.
+if [ "${DISTLM_WITH_BROWSER:-0}" = 1 ]; then
+  PACKAGES+=(chromium)
+fi
+
 # With DISTLM_LIBTORCH set (LibTorch 2.x from the torch wheel: tools/torch_wheel.sh), Debian's
 # LibTorch 1.13 is not needed. libgloo-dev still is: the wheel links Gloo into libtorch_cpu but
 # ships none of its headers, which c10d's ProcessGroupGloo.hpp includes.

@@ -78,6 +78,34 @@ std::string ScalarsEvent(double wall_time, int64_t step, const Scalars& scalars)
   return e;
 }
 
+std::string TextEvent(double wall_time, int64_t step, const std::string& tag, const std::string& text) {
+  // What the text plugin reads: a string tensor of shape [1] whose metadata names the plugin
+  // (field numbers of tensorboard/compat/proto/summary.proto, tensor.proto, tensor_shape.proto).
+  std::string plugin_data, metadata, dim, shape, tensor, v, summary;
+  Bytes(plugin_data, 1, "text");      // PluginData.plugin_name (content: empty, version 0)
+  Bytes(metadata, 1, plugin_data);    // SummaryMetadata.plugin_data
+  dim.push_back(0x08);                // TensorShapeProto.Dim.size: field 1, varint
+  Varint(dim, 1);
+  Bytes(shape, 2, dim);               // TensorShapeProto.dim
+  tensor.push_back(0x08);             // TensorProto.dtype: field 1, varint
+  Varint(tensor, 7);                  // DT_STRING
+  Bytes(tensor, 2, shape);            // TensorProto.tensor_shape
+  Bytes(tensor, 8, text);             // TensorProto.string_val
+  Bytes(v, 1, tag);                   // Summary.Value.tag (fields in number order, as protobuf writes them)
+  Bytes(v, 8, tensor);                // Summary.Value.tensor
+  Bytes(v, 9, metadata);              // Summary.Value.metadata
+  Bytes(summary, 1, v);
+  std::string e;
+  e.push_back(0x09);
+  LittleEndian<double>(e, wall_time);
+  if (step != 0) {
+    e.push_back(0x10);
+    Varint(e, static_cast<uint64_t>(step));
+  }
+  Bytes(e, 5, summary);
+  return e;
+}
+
 std::vector<std::string> ReadRecords(const std::string& path) {
   const std::string bytes = ReadFile(path);
   std::vector<std::string> records;
@@ -118,6 +146,10 @@ EventWriter::~EventWriter() {
 }
 
 void EventWriter::Add(int64_t step, const Scalars& scalars) { Write(FramedRecord(ScalarsEvent(Now(), step, scalars))); }
+
+void EventWriter::AddText(int64_t step, const std::string& tag, const std::string& text) {
+  Write(FramedRecord(TextEvent(Now(), step, tag, text)));
+}
 
 void EventWriter::Write(const std::string& record) {
   if (std::fwrite(record.data(), 1, record.size(), file_) != record.size() || std::fflush(file_) != 0) {

@@ -2,7 +2,7 @@
 // `tensorboard --logdir` reads while the run writes it. A file is TFRecord records (length,
 // masked CRC-32C of the length, payload, masked CRC-32C of the payload; little-endian), each
 // payload one Event message: the first {wall_time, file_version "brain.Event:2"}, then
-// {wall_time, step, summary {value {tag, simple_value}...}} per call. The few protobuf fields
+// {wall_time, step, summary {value {tag, simple_value}...}} per call (or a text summary). The few protobuf fields
 // involved are encoded by hand (field numbers from tensorboard/compat/proto/event.proto and
 // summary.proto). docs/design/trace_and_tensorboard.md has the sources and the plan around it.
 #pragma once
@@ -22,6 +22,8 @@ std::string FramedRecord(const std::string& payload);
 // The Event payloads.
 std::string FileVersionEvent(double wall_time);
 std::string ScalarsEvent(double wall_time, int64_t step, const Scalars& scalars);
+// A text summary (TensorBoard's Text tab renders it as Markdown).
+std::string TextEvent(double wall_time, int64_t step, const std::string& tag, const std::string& text);
 
 // The payloads of a file of TFRecord records, both CRCs checked: a UserError naming the file,
 // the record and its offset when one fails or the file ends inside a record.
@@ -38,6 +40,8 @@ class EventWriter {
 
   // One Event at `step` with every scalar, flushed (a running TensorBoard sees it at once).
   void Add(int64_t step, const Scalars& scalars);
+  // One text summary at `step`, flushed.
+  void AddText(int64_t step, const std::string& tag, const std::string& text);
   const std::string& path() const { return path_; }
 
  private:

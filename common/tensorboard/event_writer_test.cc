@@ -5,6 +5,7 @@
 // written file read back record by record, both CRCs checked.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -52,6 +53,17 @@ TEST(EventWriterTest, ScalarIsSummaryValueWithSimpleValue) {
   EXPECT_EQ(Hex(ScalarsEvent(0.0, 300, {{"loss", 0.5f}})), Hex(want));
   // A step of 0 is proto3's default: left out.
   EXPECT_EQ(ScalarsEvent(0.0, 0, {}), std::string("\x09", 1) + std::string(8, '\0') + std::string("\x2a\x00", 2));
+}
+
+TEST(EventWriterTest, TextIsWhatProtobufWrites) {
+  // The bytes tensorboard 2.21.0's own protobuf classes serialize (Python, event_pb2) for
+  // Event{wall_time 1.5, step 3, summary{value{tag "args", tensor{DT_STRING, shape [1],
+  // string_val "| a | b |"}, metadata{plugin_data{plugin_name "text"}}}}}.
+  const std::string want =
+      "09000000000000f83f10032a270a250a04617267734213080712041202080142097c2061207c2062207c4a080a060a0474657874";
+  std::string got = Hex(TextEvent(1.5, 3, "args", "| a | b |"));
+  got.erase(std::remove(got.begin(), got.end(), ' '), got.end());
+  EXPECT_EQ(got, want);
 }
 
 TEST(EventWriterTest, WrittenFileReadsBackRecordByRecord) {

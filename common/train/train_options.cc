@@ -42,9 +42,13 @@ ABSL_FLAG(std::string, device, "cpu",
 ABSL_FLAG(uint64_t, seed, 42, "random seed (model init, shuffling, dropout)");
 ABSL_FLAG(int64_t, logging_steps, 50, "print a progress line every this many updates");
 ABSL_FLAG(bool, plots, true, "write PNG plots of the run into OUTPUT_DIR/plots when it ends (needs gnuplot)");
-ABSL_FLAG(bool, tensorboard, false,
-          "write every logged number of each update and evaluation as TensorBoard scalars into "
-          "OUTPUT_DIR/tensorboard while the run goes (tensorboard --logdir OUTPUT_DIR/tensorboard)");
+ABSL_FLAG(std::string, report_to, "none",
+          "tensorboard (or all, the same here) writes every logged number of each update and evaluation, and the "
+          "run's arguments as text, as TensorBoard event files while the run goes, into --logging_dir; none: not "
+          "(transformers' flag; distlm has no other integration, nothing goes over the network)");
+ABSL_FLAG(std::string, logging_dir, "",
+          "where --report_to=tensorboard writes (default OUTPUT_DIR/runs/STAGE_NRANKS_BACKEND_PRECISION_bBATCH_lrLR, "
+          "so that tensorboard --logdir over several output folders tells the runs apart)");
 ABSL_FLAG(bool, trace, false,
           "write a timeline of each rank (its phases, each collective from launch to completion, memory) as a Chrome "
           "trace, OUTPUT_DIR/trace/rank-R-of-N.json, for the updates --trace_steps names; bazel run //tools:trace -- "
@@ -177,7 +181,15 @@ TrainOptions TrainOptionsFromFlags() {
   o.seed = absl::GetFlag(FLAGS_seed);
   o.logging_steps = absl::GetFlag(FLAGS_logging_steps);
   o.plots = absl::GetFlag(FLAGS_plots);
-  o.tensorboard = absl::GetFlag(FLAGS_tensorboard);
+  {
+    const std::string report_to = absl::GetFlag(FLAGS_report_to);
+    if (report_to != "none" && report_to != "tensorboard" && report_to != "all") {
+      throw UserError("--report_to=" + report_to + ": want tensorboard, all (the same: TensorBoard is the one "
+                      "integration, written to files) or none");
+    }
+    o.tensorboard = report_to != "none";
+    o.logging_dir = absl::GetFlag(FLAGS_logging_dir);
+  }
   o.trace = absl::GetFlag(FLAGS_trace);
   {
     const std::string steps = absl::GetFlag(FLAGS_trace_steps);
@@ -198,7 +210,7 @@ TrainOptions TrainOptionsFromFlags() {
   // Under `bazel run` the working directory is the runfiles tree: relative paths mean the
   // folder the user typed the command in.
   if (const char* wd = std::getenv("BUILD_WORKING_DIRECTORY"); wd != nullptr && *wd != '\0') {
-    for (std::string* path : {&o.data_dir, &o.model_name_or_path, &o.output_dir}) {
+    for (std::string* path : {&o.data_dir, &o.model_name_or_path, &o.output_dir, &o.logging_dir}) {
       if (!path->empty() && (*path)[0] != '/') *path = std::string(wd) + "/" + *path;
     }
   }

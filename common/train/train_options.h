@@ -45,7 +45,10 @@ struct TrainOptions {
   uint64_t seed = 42;
   int64_t logging_steps = 50;
   bool plots = true;  // OUTPUT_DIR/plots/*.png at the end (common/train/plots.h)
-  bool tensorboard = false;  // OUTPUT_DIR/tensorboard/events.out.tfevents.* as the run goes
+  // --report_to=tensorboard (or all): TensorBoard event files as the run goes, in
+  // logging_dir (--logging_dir; empty: OUTPUT_DIR/runs/<the run's name>, transformers' layout).
+  bool tensorboard = false;
+  std::string logging_dir;
   // --trace: updates trace_first..trace_last (1-based) as a timeline per rank,
   // OUTPUT_DIR/trace/rank-R-of-N.json (common/trace/recorder.h); --trace_steps=A:B.
   bool trace = false;

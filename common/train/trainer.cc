@@ -95,12 +95,16 @@ void Trainer::PrepareOutputDir() {
   options_.output_dir = ResolveOutputDir(options_.output_dir, stage_.name());
   if (!is_main_rank()) return;
   PrepareRunDir(options_.output_dir, options_.do_train, options_.overwrite_output_dir);
+  WriteTrainingArgs(options_.output_dir, RunArgs());
+}
+
+json Trainer::RunArgs() const {
   json args = options_.ToJson();
   args["stage"] = stage_.name();
   args["world_size"] = dist_.world_size;
   args["backend"] = dist_.backend;
   args["num_threads"] = at::get_num_threads();
-  WriteTrainingArgs(options_.output_dir, args);
+  return args;
 }
 
 void Trainer::Setup() {
@@ -140,9 +144,7 @@ void Trainer::Setup() {
   }
   PrepareOutputDir();
   StartTrace();
-  if (options_.tensorboard && is_main_rank()) {
-    tensorboard_ = std::make_unique<tensorboard::EventWriter>(options_.output_dir + "/tensorboard");
-  }
+  StartTensorBoard();
   StageContext::Parts parts;
   parts.stage = stage_.name();
   parts.options = &options_;
@@ -206,15 +208,6 @@ void Trainer::LogUpdate(int64_t step, int64_t epoch, double loss, double lr, dou
   }
   if (is_main_rank()) AppendLineDurably(options_.output_dir + "/train_log.jsonl", line.dump());
   AddScalars("train/", step, line);
-}
-
-void Trainer::AddScalars(const std::string& prefix, int64_t step, const json& fields) {
-  if (!tensorboard_) return;
-  tensorboard::Scalars scalars;
-  for (const auto& [k, v] : fields.items()) {
-    if (k != "step" && v.is_number()) scalars.emplace_back(prefix + k, v.get<float>());
-  }
-  tensorboard_->Add(step, scalars);
 }
 
 void Trainer::PrintRunBanner(int64_t total, int64_t updates_per_epoch, int64_t epochs) const {

@@ -121,7 +121,12 @@ class Trainer {
   // snapshot is unusable (the caller tries the one before).
   bool RestoreSnapshot(const TrainingState& state, LoadedSnapshot* snap, int64_t step);
   std::optional<TrainingState> TryResume(LinearSchedule& schedule);
-  // --tensorboard: every number of `fields` (but "step") as a scalar named prefix + key.
+  // What training_args.json and TensorBoard's "args" text hold: the options, stage, ranks.
+  nlohmann::json RunArgs() const;
+  // --report_to=tensorboard (trainer_report.cc): the main rank's event file in --logging_dir
+  // (default OUTPUT_DIR/runs/<stage and settings>), which starts with RunArgs as a table; then
+  // every number of `fields` (but "step") as a scalar named prefix + key.
+  void StartTensorBoard();
   void AddScalars(const std::string& prefix, int64_t step, const nlohmann::json& fields);
 
   nlohmann::json memory_;            // this update's held_* and mem_* fields (FinishUpdate)
@@ -135,7 +140,7 @@ class Trainer {
   NamedParameters named_parameters_;
   std::unique_ptr<StageContext> ctx_;     // what the stage's hooks see (made by Setup)
   std::unique_ptr<Optimizer> optimizer_;  // the stage's (made by Train)
-  std::unique_ptr<tensorboard::EventWriter> tensorboard_;  // --tensorboard, main rank
+  std::unique_ptr<tensorboard::EventWriter> tensorboard_;  // --report_to=tensorboard, main rank
   std::unique_ptr<trace::Recorder> trace_;                 // --trace
   bool trace_written_ = false;
   std::vector<double> losses_;

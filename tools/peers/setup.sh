@@ -12,6 +12,11 @@ TORCH=${DISTLM_PEERS_TORCH:-2.11.0}
 TRANSFORMERS=5.24.0
 TOKENIZERS=0.23.3
 SAFETENSORS=0.8.0
+# TensorBoard reads distlm's event files in //tools/peers:tensorboard_test (its own reader, and
+# its web page in a browser, whose screenshot Pillow reads); installed into an environment made
+# before they were added, too.
+TENSORBOARD=2.21.0
+PILLOW=13.0.0
 
 # The cache in the user's home also where HOME is unset (a Bazel test); torch_wheel.sh reads it too.
 home=${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}
@@ -30,5 +35,10 @@ if [ ! -f "$venv/.complete" ]; then
     "transformers==$TRANSFORMERS" "tokenizers==$TOKENIZERS" "safetensors==$SAFETENSORS" numpy >&2
   "$venv/bin/python" -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)' >&2
   touch "$venv/.complete"
+fi
+if ! "$venv/bin/python" -c "import tensorboard, PIL" 2>/dev/null; then
+  echo "tools/peers/setup.sh: adding tensorboard $TENSORBOARD and Pillow $PILLOW to $venv" >&2
+  PIP_DISABLE_PIP_VERSION_CHECK=1 "$venv/bin/python" -m pip install --quiet "tensorboard==$TENSORBOARD" \
+    "pillow==$PILLOW" >&2
 fi
 echo "$venv/bin/python"
