@@ -106,7 +106,14 @@ nlohmann::json Recorder::ToJson(const nlohmann::json& other) const {
                          {"uncertainty_ns", clock_.uncertainty_ns},
                          {"base_ns", clock_.base_ns},
                          {"synced", clock_.synced}};
-  return {{"traceEvents", std::move(out)}, {"displayTimeUnit", "ms"}, {"otherData", std::move(other_data)}};
+  // Kineto's top-level key for the rank, which HolisticTraceAnalysis reads to tell the files of
+  // a run's ranks apart (without it every file counts as rank 0).
+  json distributed = {{"rank", rank_}, {"world_size", world_size_}};
+  if (other_data.contains("backend")) distributed["backend"] = other_data["backend"];
+  return {{"traceEvents", std::move(out)},
+          {"displayTimeUnit", "ms"},
+          {"distributedInfo", std::move(distributed)},
+          {"otherData", std::move(other_data)}};
 }
 
 Scope::Scope(const char* category, std::string name, nlohmann::json args)

@@ -88,6 +88,7 @@ TEST(RecorderTest, WritesWhatAViewerNeeds) {
   const nlohmann::json t = r.ToJson({{"stage", "task3"}});
   EXPECT_EQ(t["displayTimeUnit"], "ms");
   EXPECT_EQ(t["otherData"]["rank"], 1);
+  EXPECT_EQ(t["distributedInfo"]["rank"], 1) << "HolisticTraceAnalysis's key for the rank";
   EXPECT_EQ(t["otherData"]["stage"], "task3");
   EXPECT_EQ(t["otherData"]["clock"]["offset_ns"], 500);
   std::set<std::pair<int, int>> named;

@@ -283,7 +283,9 @@ void Trainer::WriteTrace() {
                                 {"updates", {options_.trace_first, options_.trace_last}},
                                 {"backend", dist_.backend},
                                 {"device", device_.str()}};
-  WriteFileAtomically(path, trace_->ToJson(other).dump() + "\n");
+  // One key per line (dump(0)), as Python's json and Kineto write: HolisticTraceAnalysis finds a
+  // file's rank with the pattern "rank":<whitespace><digits>, which compact JSON never matches.
+  WriteFileAtomically(path, trace_->ToJson(other).dump(0) + "\n");
   if (is_main_rank()) {
     std::printf("trace: %s/rank-*-of-%d.json (updates %lld to %lld); bazel run //tools:trace -- %s merges the ranks "
                 "and shows what communication compute hid\n",

@@ -27,9 +27,7 @@ for arg in "$@"; do
 done
 [ -n "$part1" ] || { echo "tools/peers/tensorboard_test.sh: --part1=PATH (//part1:reference) is needed" >&2; exit 2; }
 part1=$(cd "$(dirname "$part1")" && pwd)/$(basename "$part1")
-export PYTHONDONTWRITEBYTECODE=1
-home=${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}
-export DISTLM_CACHE=${DISTLM_CACHE:-$home/.cache/distlm}
+name=tensorboard_test
 work=$(mktemp -d "${TEST_TMPDIR:-${TMPDIR:-/tmp}}/tensorboard_test.XXXXXX")
 server=''
 cleanup() {
@@ -37,28 +35,9 @@ cleanup() {
   if [ "$keep" = 1 ]; then echo "tensorboard_test: outputs kept in $work"; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
-say() { echo "tensorboard_test: $*"; }
-failed=0
-not_ok() { say "NOT OK  $*"; failed=1; }
-skipped() {
-  say "********************************************************************************"
-  for line in "$@"; do say "SKIPPED: $line"; done
-  say "********************************************************************************"
-}
-
-# The environment (PyPI the first time).
-if ! python=$(timeout 1500 "$here/setup.sh" 2>"$work/setup.err" | tail -1) || [ ! -x "$python" ]; then
-  tail -n 15 "$work/setup.err" | sed 's/^/  | /'
-  if timeout 60 python3 -c 'import os, urllib.request
-urllib.request.urlopen(os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple").rstrip("/") + "/tensorboard/", timeout=30)' \
-    >/dev/null 2>&1; then
-    not_ok "tools/peers/setup.sh failed, and PyPI answers: a broken set-up, not a missing network"
-    exit 1
-  fi
-  skipped "tools/peers/setup.sh could not make the peers' environment in $DISTLM_CACHE" \
-    "and PyPI cannot be reached: TensorBoard did not read distlm's event files. Rerun online."
-  exit 0
-fi
+# shellcheck source=tools/peers/peer_env.sh
+. "$here/peer_env.sh"
+peer_python "TensorBoard did not read distlm's event files."
 
 # 1. Two runs.
 for lr in 5e-5 2e-4; do
