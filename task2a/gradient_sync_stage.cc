@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common/dist/casting_process_group.h"
+#include "common/runtime/elapsed.h"
 #include "common/runtime/errors.h"
 #include "common/stages/stages.h"
 #include "common/train/distributed.h"
@@ -44,7 +45,7 @@ void GradientSyncStage::SyncGradients(const train::StageContext& ctx) {
   }
   train::SetGradientCompression(ctx.dist(), false);
   figures_ = {};
-  figures_.comm_time_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  figures_.comm_time_ms = MsSince(start);
   figures_.comm = counting.TakeStats();
 }
 

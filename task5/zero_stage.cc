@@ -6,6 +6,7 @@
 
 #include "common/dist/casting_process_group.h"
 #include "common/dist/counting_process_group.h"
+#include "common/runtime/elapsed.h"
 #include "common/runtime/errors.h"
 #include "common/train/distributed.h"
 
@@ -107,7 +108,7 @@ double ZeroStage::OptimizerStep(const train::StageContext& ctx, train::UpdateCon
   opt.AdoptGradients();
   auto start = std::chrono::steady_clock::now();
   const double norm = sharded_step_(*ctx.dist().pg, opt, u.max_grad_norm);
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const double ms = MsSince(start);
   if (opt.step_count() != steps_before + 1) {
     throw UserError(name() + ": ShardedStep must call opt.StepShard() exactly once per update, it called it " +
                     std::to_string(opt.step_count() - steps_before) + " time(s)");

@@ -7,15 +7,12 @@
 #include <torch/utils.h>
 #include <torch/autograd.h>
 
+#include "common/runtime/elapsed.h"
 #include "common/runtime/errors.h"
 #include "task6/fsdp.h"
 
 namespace distlm::task6 {
 namespace {
-
-double MsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
 
 std::string Bytes(int64_t bytes) {
   if (bytes < 1000000) return std::to_string(bytes) + " bytes";

@@ -7,6 +7,7 @@
 #include "absl/flags/flag.h"
 #include "common/dist/casting_process_group.h"
 #include "common/dist/counting_process_group.h"
+#include "common/runtime/elapsed.h"
 #include "common/runtime/errors.h"
 #include "common/train/distributed.h"
 #include "common/zero/sharded_adamw.h"
@@ -128,7 +129,7 @@ double FsdpStage::OptimizerStep(const train::StageContext& ctx, train::UpdateCon
   const int64_t steps_before = m.adam().step_count();
   const auto start = std::chrono::steady_clock::now();
   const double norm = ShardedStep(*ctx.dist().pg, m, u.max_grad_norm);
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const double ms = MsSince(start);
   if (m.adam().step_count() != steps_before + 1) {
     throw UserError(name() + ": ShardedStep must call model.StepShards() exactly once per update, it called it " +
                     std::to_string(m.adam().step_count() - steps_before) + " time(s)");

@@ -8,6 +8,7 @@
 #include <c10/core/StorageImpl.h>
 #include <torch/utils.h>
 
+#include "common/runtime/elapsed.h"
 #include "common/runtime/errors.h"
 #include "common/zero/shard_ops.h"
 
@@ -154,7 +155,7 @@ void FsdpModel::ScaleGradShards(double norm, double max_norm) {
 void FsdpModel::StepShards() {
   const auto start = std::chrono::steady_clock::now();
   adam_->Step();
-  last_step_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  last_step_ms_ = MsSince(start);
 }
 
 void FsdpModel::ZeroGradShards() {

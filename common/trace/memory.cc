@@ -8,6 +8,19 @@
 
 namespace distlm::trace {
 
+namespace {
+
+// What a peak is said to fall in: the innermost span around it, unless that is a whole update
+// (then the phase that ended last before it, "after <phase>"); the update itself when nothing
+// ended before it inside.
+std::string PhaseName(const std::string& inside, const std::string& after) {
+  const bool in_phase = !inside.empty() && inside.rfind("update", 0) != 0;
+  if (in_phase || after.empty()) return inside;
+  return "after " + after;
+}
+
+}  // namespace
+
 int64_t MemoryPeak::other_bytes() const {
   if (peak_bytes < 0 || param_bytes < 0 || grad_bytes < 0) return -1;
   return peak_bytes - param_bytes - grad_bytes - std::max<int64_t>(opt_bytes, 0);
@@ -73,7 +86,7 @@ std::vector<MemoryPeak> MemoryPeaks(const nlohmann::json& trace) {
         after = s.name;
       }
     }
-    p.during = inside.rfind("update", 0) != 0 && !inside.empty() ? inside : after.empty() ? inside : "after " + after;
+    p.during = PhaseName(inside, after);
     p.at_ms = std::isfinite(t0) ? (p.at_ms - t0) / 1000.0 : p.at_ms / 1000.0;
     out.push_back(p);
   }

@@ -53,14 +53,13 @@ std::vector<Update> ReadLog(const std::string& run_dir) {
   return out;
 }
 
-std::string Quoted(const std::string& path) { return GnuplotQuoted(path); }
 
 std::string Header(const std::string& png, const std::string& title, const std::string& xlabel,
                    const std::string& ylabel) {
   std::ostringstream s;
   s << "set terminal pngcairo size " << kPlotWidth << "," << kPlotHeight << " font ',10'\n"
-    << "set output " << Quoted(png) << "\n"
-    << "set title " << Quoted(title) << "\nset xlabel " << Quoted(xlabel) << "\nset ylabel " << Quoted(ylabel)
+    << "set output " << GnuplotQuoted(png) << "\n"
+    << "set title " << GnuplotQuoted(title) << "\nset xlabel " << GnuplotQuoted(xlabel) << "\nset ylabel " << GnuplotQuoted(ylabel)
     << "\nset grid\nset key top right\n";
   return s.str();
 }
@@ -143,7 +142,7 @@ std::vector<std::string> WriteRunPlots(const std::string& run_dir, std::string* 
     for (const auto& u : log) train << u.step << " " << u.loss << " " << u.lr << " " << u.samples_per_s << "\n";
     WriteFileAtomically(dir + "/train.dat", train.str());
     std::ostringstream gp;
-    const std::string data = Quoted(dir + "/train.dat");
+    const std::string data = GnuplotQuoted(dir + "/train.dat");
     gp << Header(dir + "/loss.png", "training loss", "update", "loss") << "plot " << data
        << " using 1:2 with linespoints pointtype 7 pointsize 0.4 title 'loss'\n";
     gp << Header(dir + "/learning_rate.png", "learning rate", "update", "learning rate") << "plot " << data
@@ -161,7 +160,7 @@ std::vector<std::string> WriteRunPlots(const std::string& run_dir, std::string* 
         if (r.is_object()) e << Num(r, "epoch") << " " << Num(r, "accuracy") << " " << Num(r, "f1") << " " << Num(r, "loss") << "\n";
       }
       WriteFileAtomically(dir + "/eval.dat", e.str());
-      const std::string ed = Quoted(dir + "/eval.dat");
+      const std::string ed = GnuplotQuoted(dir + "/eval.dat");
       gp << Header(dir + "/eval.png", "evaluation (dev set)", "epoch", "accuracy, F1") << EvalAxes(evals)
          << "plot " << ed << " using 1:2 with linespoints pointtype 7 title 'accuracy', " << ed
          << " using 1:3 with linespoints pointtype 5 title 'F1', " << ed
@@ -195,7 +194,7 @@ std::vector<std::string> WriteComparisonPlots(const std::vector<std::string>& ru
     for (const auto& u : log) d << u.step << " " << u.loss << "\n";
     const std::string dat = out_dir + "/run" + std::to_string(i) + ".dat";
     WriteFileAtomically(dat, d.str());
-    loss << (i ? ", " : "") << Quoted(dat) << " using 1:2 with lines linewidth 2 title " << Quoted(name);
+    loss << (i ? ", " : "") << GnuplotQuoted(dat) << " using 1:2 with lines linewidth 2 title " << GnuplotQuoted(name);
     // The handout's figure: the mean over iterations 2..40 (the first pays for warming up).
     double sum = 0;
     int n = 0;
@@ -213,7 +212,7 @@ std::vector<std::string> WriteComparisonPlots(const std::vector<std::string>& ru
   WriteFileAtomically(out_dir + "/iteration_time.dat", iter.str());
   bars << Header(out_dir + "/iteration_time.png", "mean iteration time (iterations 2..40)", "run", "ms")
        << "set style fill solid 0.6\nset boxwidth 0.6\nset yrange [0:*]\nunset key\n"
-       << "plot " << Quoted(out_dir + "/iteration_time.dat") << " using 0:2:xtic(1) with boxes\n";
+       << "plot " << GnuplotQuoted(out_dir + "/iteration_time.dat") << " using 0:2:xtic(1) with boxes\n";
   WriteFileAtomically(out_dir + "/compare.gp", loss.str() + bars.str());
   const std::string failed = RunGnuplot(out_dir + "/compare.gp", out_dir + "/gnuplot.log");
   if (!failed.empty()) throw UserError(failed);

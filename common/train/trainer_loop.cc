@@ -14,6 +14,7 @@
 
 #include "common/data/sampler.h"
 #include "common/runtime/atomic_file.h"
+#include "common/runtime/elapsed.h"
 #include "common/runtime/errors.h"
 #include "common/runtime/memory_meter.h"
 #include "common/train/progress.h"
@@ -26,9 +27,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
-double MsSince(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
 
 // Bytes held by the storages of `tensors` (undefined ones skipped), each storage counted once:
 // views of one flat buffer are that buffer.

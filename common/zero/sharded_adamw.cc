@@ -7,6 +7,7 @@
 #include <torch/version.h>
 #include <torch/utils.h>
 
+#include "common/runtime/elapsed.h"
 #include "common/runtime/errors.h"
 #include "common/trace/recorder.h"
 #include "common/zero/shard_ops.h"
@@ -104,7 +105,7 @@ void ShardedAdamW::StepShard() {
   trace::Scope span(trace::cat::kOptimizer, "AdamW (shard)");
   auto start = std::chrono::steady_clock::now();
   shard_opt_->Step();
-  last_step_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  last_step_ms_ = MsSince(start);
 }
 
 void ShardedAdamW::ZeroGrad() {
