@@ -18,6 +18,9 @@ import sys
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator, TENSORS
 from tensorboard.util import tensor_util
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_runs import check_each  # noqa: E402  (a sibling module)
+
 
 def f32(x):
     return struct.unpack("f", struct.pack("f", x))[0]
@@ -64,16 +67,7 @@ def check(out_dir):
 
 
 def main():
-    bad = 0
-    for out_dir in sys.argv[1:]:
-        try:
-            verdict = check(out_dir)
-            ok = " equal to the log's" in verdict
-        except Exception as e:  # noqa: BLE001  (a reader error is the finding)
-            verdict, ok = f"{type(e).__name__}: {e}", False
-        bad += not ok
-        print(f"{'OK' if ok else 'NOT OK':6} {out_dir}: {verdict}")
-    sys.exit(1 if bad else 0)
+    check_each(check, lambda v: " equal to the log's" in v, sys.argv[1:])
 
 
 if __name__ == "__main__":

@@ -19,6 +19,9 @@ from collections import Counter
 
 from hta.trace_analysis import TraceAnalysis
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_runs import check_each  # noqa: E402  (a sibling module)
+
 
 def complete_events(trace, pid=None):
     return [e for e in trace["traceEvents"] if e.get("ph") == "X" and (pid is None or e["pid"] == pid)]
@@ -61,16 +64,7 @@ def check(out_dir):
 
 
 def main():
-    bad = 0
-    for out_dir in sys.argv[1:]:
-        try:
-            verdict = check(out_dir)
-            ok = verdict.startswith("HTA read all")
-        except Exception as e:  # noqa: BLE001  (a reader error is the finding)
-            verdict, ok = f"{type(e).__name__}: {e}", False
-        bad += not ok
-        print(f"{'OK' if ok else 'NOT OK':6} {out_dir}: {verdict}")
-    sys.exit(1 if bad else 0)
+    check_each(check, lambda v: v.startswith("HTA read all"), sys.argv[1:])
 
 
 if __name__ == "__main__":
