@@ -74,13 +74,22 @@ std::vector<std::string> WriteTracePlots(const nlohmann::json& merged, const std
   std::ostringstream boxes, updates, memory;
   boxes.precision(9);
   memory.precision(9);
-  std::map<int, std::vector<std::pair<double, double>>> in_use;  // rank -> (ms, MiB)
+  // rank -> (ms, MiB): the bytes in use, and the model state the rank holds (parameters,
+  // gradients, optimizer state: what ZeRO's formulas count) after each update.
+  std::map<int, std::vector<std::pair<double, double>>> in_use, model_state;
   for (const auto& e : events) {
     const std::string ph = e.value("ph", "");
     const double ms = (e.value("ts", 0.0) - t0) / 1000.0;
     if (ph == "C" && e.value("name", "") == "memory") {
       const auto args = e.value("args", nlohmann::json::object());
       in_use[e.value("pid", 0)].emplace_back(ms, args.value("in_use_bytes", 0.0) / (1 << 20));
+      continue;
+    }
+    if (ph == "C" && e.value("name", "") == "model state") {
+      const auto args = e.value("args", nlohmann::json::object());
+      const double bytes = args.value("held_param_bytes", 0.0) + args.value("held_grad_bytes", 0.0) +
+                           args.value("held_opt_bytes", 0.0);
+      model_state[e.value("pid", 0)].emplace_back(ms, bytes / (1 << 20));
       continue;
     }
     if (ph != "X") continue;
@@ -132,16 +141,21 @@ std::vector<std::string> WriteTracePlots(const nlohmann::json& merged, const std
       << "set xlabel 'ms'\nset ylabel 'MiB'\nset grid\nset key top right\n"
       << updates.str() << "plot ";
     bool first = true;
-    for (auto& [rank, points] : in_use) {
-      std::sort(points.begin(), points.end());
-      const std::string data = dir + "/memory-rank-" + std::to_string(rank) + ".dat";
-      std::ofstream out(data);
-      out.precision(9);
-      for (const auto& [ms, mib] : points) out << ms << " " << mib << "\n";
-      s << (first ? "" : ", ") << GnuplotQuoted(data) << " using 1:2 with steps lw 2 title "
-        << GnuplotQuoted("rank " + std::to_string(rank));
-      first = false;
-    }
+    auto series = [&](std::map<int, std::vector<std::pair<double, double>>>& by_rank, const std::string& file,
+                      const std::string& style, const std::string& what) {
+      for (auto& [rank, points] : by_rank) {
+        std::sort(points.begin(), points.end());
+        const std::string data = dir + "/" + file + "-rank-" + std::to_string(rank) + ".dat";
+        std::ofstream out(data);
+        out.precision(9);
+        for (const auto& [ms, mib] : points) out << ms << " " << mib << "\n";
+        s << (first ? "" : ", ") << GnuplotQuoted(data) << " using 1:2 with steps " << style << " lc " << rank + 1
+          << " title " << GnuplotQuoted("rank " + std::to_string(rank) + what);
+        first = false;
+      }
+    };
+    series(in_use, "memory", "lw 2", ": bytes in use");
+    series(model_state, "model-state", "lw 1 dt 2", ": model state held (parameters, gradients, AdamW)");
     s << "\n";
     std::ofstream(dir + "/memory.gp") << s.str();
     *why = train::RunGnuplot(dir + "/memory.gp", dir + "/gnuplot.log");

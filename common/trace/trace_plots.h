@@ -3,7 +3,8 @@
 //   DIR/timeline.png  a row per rank's main thread and per communication lane, each span a box
 //                     coloured by phase (forward, backward, synchronisation, optimizer step with
 //                     clipping and AdamW inside it, snapshot; collectives), updates marked
-//   DIR/memory.png    each rank's bytes in use through the traced updates (the memory counter)
+//   DIR/memory.png    each rank's bytes in use through the traced updates (the memory counter), and
+//                     the model state it holds after each update (dashed: parameters, gradients, AdamW)
 #pragma once
 
 #include <string>

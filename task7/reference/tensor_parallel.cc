@@ -1,0 +1,80 @@
+// Task 7a reference: f and g as autograd functions, and the two parallel linears built on them.
+#include "task7/tensor_parallel.h"
+
+#include <torch/autograd.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace distlm::task7 {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// The group travels through the autograd context as the address of its front: the caller's
+// GroupPtr outlives every backward that uses it (the Trainer holds it for the whole run).
+int64_t Handle(const dist::GroupPtr& pg) { return reinterpret_cast<int64_t>(pg.get()); }
+c10d::ProcessGroup& GroupOf(AutogradContext* ctx) {
+  return *reinterpret_cast<c10d::ProcessGroup*>(ctx->saved_data["pg"].toInt());
+}
+
+torch::Tensor SumOverGroup(c10d::ProcessGroup& pg, const torch::Tensor& t) {
+  std::vector<torch::Tensor> buffer = {t.contiguous().clone()};
+  pg.allreduce(buffer)->wait();
+  return buffer[0];
+}
+
+struct CopyToGroup : torch::autograd::Function<CopyToGroup> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t pg) {
+    ctx->saved_data["pg"] = pg;
+    return x;  // autograd makes the returned input a view with this node as its history
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+    return {SumOverGroup(GroupOf(ctx), grad[0]), torch::Tensor()};
+  }
+};
+
+struct ReduceFromGroup : torch::autograd::Function<ReduceFromGroup> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t pg) {
+    ctx->saved_data["pg"] = pg;
+    return SumOverGroup(GroupOf(ctx), x);
+  }
+  static variable_list backward(AutogradContext*, variable_list grad) { return {grad[0], torch::Tensor()}; }
+};
+
+torch::Tensor Block(const torch::Tensor& full, int dim, int rank, int world) {
+  const int64_t n = full.size(dim);
+  if (world < 1 || rank < 0 || rank >= world || n % world != 0) {
+    throw std::invalid_argument("cannot cut dimension " + std::to_string(dim) + " of size " + std::to_string(n) +
+                                " into " + std::to_string(world) + " equal blocks for rank " + std::to_string(rank));
+  }
+  return full.narrow(dim, rank * (n / world), n / world).clone();
+}
+
+}  // namespace
+
+torch::Tensor CopyToTensorParallel(const torch::Tensor& x, const dist::GroupPtr& pg) {
+  return CopyToGroup::apply(x, Handle(pg));
+}
+
+torch::Tensor ReduceFromTensorParallel(const torch::Tensor& x, const dist::GroupPtr& pg) {
+  return ReduceFromGroup::apply(x, Handle(pg));
+}
+
+torch::Tensor ColumnParallelLinear(const torch::Tensor& x, const torch::Tensor& weight_shard,
+                                   const torch::Tensor& bias_shard, const dist::GroupPtr& pg) {
+  return torch::matmul(CopyToTensorParallel(x, pg), weight_shard.t()) + bias_shard;
+}
+
+torch::Tensor RowParallelLinear(const torch::Tensor& x_shard, const torch::Tensor& weight_shard,
+                                const torch::Tensor& bias, const dist::GroupPtr& pg) {
+  return ReduceFromTensorParallel(torch::matmul(x_shard, weight_shard.t()), pg) + bias;
+}
+
+torch::Tensor ShardRows(const torch::Tensor& full, int rank, int world) { return Block(full, 0, rank, world); }
+
+torch::Tensor ShardColumns(const torch::Tensor& full, int rank, int world) { return Block(full, 1, rank, world); }
+
+}  // namespace distlm::task7
