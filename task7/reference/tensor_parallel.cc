@@ -10,8 +10,8 @@
 namespace distlm::task7 {
 namespace {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+namespace autograd = torch::autograd;
+using autograd::AutogradContext;
 
 // The group travels through the autograd context as the address of its front: the caller's
 // GroupPtr outlives every backward that uses it (the Trainer holds it for the whole run).
@@ -26,22 +26,22 @@ torch::Tensor SumOverGroup(c10d::ProcessGroup& pg, const torch::Tensor& t) {
   return buffer[0];
 }
 
-struct CopyToGroup : torch::autograd::Function<CopyToGroup> {
+struct CopyToGroup : autograd::Function<CopyToGroup> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t pg) {
     ctx->saved_data["pg"] = pg;
     return x;  // autograd makes the returned input a view with this node as its history
   }
-  static variable_list backward(AutogradContext* ctx, variable_list grad) {
+  static autograd::variable_list backward(AutogradContext* ctx, autograd::variable_list grad) {
     return {SumOverGroup(GroupOf(ctx), grad[0]), torch::Tensor()};
   }
 };
 
-struct ReduceFromGroup : torch::autograd::Function<ReduceFromGroup> {
+struct ReduceFromGroup : autograd::Function<ReduceFromGroup> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t pg) {
     ctx->saved_data["pg"] = pg;
     return SumOverGroup(GroupOf(ctx), x);
   }
-  static variable_list backward(AutogradContext*, variable_list grad) { return {grad[0], torch::Tensor()}; }
+  static autograd::variable_list backward(AutogradContext*, autograd::variable_list grad) { return {grad[0], torch::Tensor()}; }
 };
 
 torch::Tensor Block(const torch::Tensor& full, int dim, int rank, int world) {
