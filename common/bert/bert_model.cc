@@ -4,6 +4,8 @@
 #include "common/bert/layer_ops.h"
 
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include <torch/version.h>
 #include <torch/utils.h>
@@ -62,8 +64,9 @@ BertSelfAttentionImpl::BertSelfAttentionImpl(const BertConfig& c)
   value = register_module("value", torch::nn::Linear(c.hidden_size, c.hidden_size));
 }
 
-torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& hidden,
+torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& hidden_in,
                                              const torch::Tensor& additive_mask) {
+  const torch::Tensor hidden = tp != nullptr ? tp->CopyIn(hidden_in) : hidden_in;
   const int64_t batch = hidden.size(0), seq = hidden.size(1), heads = num_heads, d = head_size;
   // One product for query, key and value: the three weights side by side (their gradients flow
   // back to the three parameters through the concatenation).
@@ -96,7 +99,9 @@ torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& hidden,
   auto mask = additive_mask.expand({batch, heads, 1, seq}).reshape({batch * heads, 1, seq});
   auto scores = torch::baddbmm(mask, q, k.transpose(1, 2), /*beta=*/1.0,
                                /*alpha=*/1.0 / std::sqrt(static_cast<double>(d)));
-  auto probs = MaybeDropout(torch::softmax(scores, -1), dropout_p, is_training());
+  auto probs = tp == nullptr ? MaybeDropout(torch::softmax(scores, -1), dropout_p, is_training())
+                             : DropoutOfHeads(torch::softmax(scores, -1), dropout_p, is_training(), total_heads,
+                                              head_offset, heads);
   // [batch * heads, seq, head_size] -> [batch, seq, hidden]
   return torch::bmm(probs, v).view({batch, heads, seq, d}).permute({0, 2, 1, 3}).reshape({batch, seq, heads * d});
 }
@@ -108,7 +113,10 @@ BertResidualOutputImpl::BertResidualOutputImpl(int64_t in_features, const BertCo
 }
 
 torch::Tensor BertResidualOutputImpl::forward(const torch::Tensor& x, const torch::Tensor& residual) {
-  return LayerNorm(MaybeDropout(ApplyLinear(dense, x), dropout_p, is_training()) + residual);
+  // Row-parallel: the ranks' partial products summed, then the (whole) bias once.
+  const torch::Tensor y = tp == nullptr ? ApplyLinear(dense, x)
+                                        : tp->ReduceOut(torch::linear(x, dense->weight)) + dense->bias;
+  return LayerNorm(MaybeDropout(y, dropout_p, is_training()) + residual);
 }
 
 BertAttentionImpl::BertAttentionImpl(const BertConfig& c) {
@@ -125,7 +133,7 @@ BertIntermediateImpl::BertIntermediateImpl(const BertConfig& c) : act(c.hidden_a
 }
 
 torch::Tensor BertIntermediateImpl::forward(const torch::Tensor& x) {
-  return Activation(act, ApplyLinear(dense, x));
+  return Activation(act, ApplyLinear(dense, tp != nullptr ? tp->CopyIn(x) : x));
 }
 
 BertLayerImpl::BertLayerImpl(const BertConfig& c) {
@@ -217,6 +225,46 @@ void BertForSequenceClassificationImpl::InitClassifier() {
   torch::NoGradGuard no_grad;
   classifier->weight.normal_(0.0, config_.initializer_range);
   classifier->bias.zero_();
+}
+
+namespace {
+
+// Replaces p's data with its block `rank` of `world` along `dim` (rows 0, columns 1).
+void KeepBlock(torch::Tensor& p, int dim, int rank, int world) {
+  const int64_t n = p.size(dim) / world;
+  p.set_data(p.detach().narrow(dim, rank * n, n).clone());
+}
+
+}  // namespace
+
+void BertForSequenceClassificationImpl::ShardForTensorParallel(const model::ParallelOps* ops) {
+  const int T = ops->world(), r = ops->rank();
+  if (config_.num_attention_heads % T != 0 || config_.intermediate_size % T != 0) {
+    throw std::invalid_argument("tensor parallelism over " + std::to_string(T) + " ranks needs the heads (" +
+                                std::to_string(config_.num_attention_heads) + ") and the intermediate size (" +
+                                std::to_string(config_.intermediate_size) + ") to divide by it");
+  }
+  torch::NoGradGuard no_grad;
+  for (const auto& module : *bert->layers) {
+    auto* layer = module->as<BertLayer>();
+    auto& self = *layer->attention->self;
+    // Heads are contiguous blocks of head_size rows of Q, K and V (and columns of the output).
+    for (torch::nn::Linear* l : {&self.query, &self.key, &self.value}) {
+      KeepBlock((*l)->weight, 0, r, T);
+      KeepBlock((*l)->bias, 0, r, T);
+    }
+    self.total_heads = self.num_heads;
+    self.num_heads /= T;
+    self.head_offset = r * self.num_heads;
+    self.tp = ops;
+    KeepBlock(layer->attention->output->dense->weight, 1, r, T);
+    layer->attention->output->tp = ops;
+    KeepBlock(layer->intermediate->dense->weight, 0, r, T);
+    KeepBlock(layer->intermediate->dense->bias, 0, r, T);
+    layer->intermediate->tp = ops;
+    KeepBlock(layer->output->dense->weight, 1, r, T);
+    layer->output->tp = ops;
+  }
 }
 
 std::vector<model::Unit> BertForSequenceClassificationImpl::Units() {

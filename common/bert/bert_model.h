@@ -16,6 +16,7 @@
 #include <torch/nn/modules/container/modulelist.h>
 
 #include "common/bert/bert_config.h"
+#include "common/model/parallel_ops.h"
 #include "common/model/unit_hooks.h"
 
 namespace distlm::bert {
@@ -42,6 +43,10 @@ class BertSelfAttentionImpl : public torch::nn::Module {
   torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};
   int64_t num_heads, head_size;
   double dropout_p;
+  // Tensor parallelism (ShardForTensorParallel): the input goes through tp->CopyIn, and this
+  // module holds heads [head_offset, head_offset + num_heads) of total_heads. Null: all heads.
+  const model::ParallelOps* tp = nullptr;
+  int64_t total_heads = 0, head_offset = 0;
 };
 TORCH_MODULE(BertSelfAttention);
 
@@ -54,6 +59,9 @@ class BertResidualOutputImpl : public torch::nn::Module {
   torch::nn::Linear dense{nullptr};
   torch::nn::LayerNorm LayerNorm{nullptr};
   double dropout_p;
+  // Tensor parallelism: dense holds this rank's columns (a row-parallel product); its partial
+  // product goes through tp->ReduceOut before the bias. Null: the whole product.
+  const model::ParallelOps* tp = nullptr;
 };
 TORCH_MODULE(BertResidualOutput);
 
@@ -74,6 +82,7 @@ class BertIntermediateImpl : public torch::nn::Module {
 
   torch::nn::Linear dense{nullptr};
   std::string act;
+  const model::ParallelOps* tp = nullptr;  // column-parallel: the input through tp->CopyIn
 };
 TORCH_MODULE(BertIntermediate);
 
@@ -147,6 +156,15 @@ class BertForSequenceClassificationImpl : public torch::nn::Module {
   void set_unit_hooks(const model::UnitHooks* hooks) { hooks_ = hooks; }
 
   const BertConfig& config() const { return config_; }
+
+  // Task 7a: every encoder layer's matrix products split over ops->world() ranks, this rank
+  // ops->rank() (Megatron-LM's layout): query, key and value keep this rank's heads' rows, the
+  // attention's output projection its columns; the intermediate linear this rank's rows, the
+  // output linear its columns. Parameters keep their names and change shape in place (cut from
+  // the whole weights every rank loaded); embeddings, LayerNorms, pooler and classifier stay
+  // whole. `ops` outlives the model. std::invalid_argument when heads or the intermediate size
+  // do not divide by the number of ranks.
+  void ShardForTensorParallel(const model::ParallelOps* ops);
 
   BertModel bert{nullptr};
   torch::nn::Linear classifier{nullptr};

@@ -71,9 +71,34 @@ uint64_t DrawKey() {
   return at::check_generator<at::CPUGeneratorImpl>(gen)->random64();
 }
 
+// Where a run of contiguous elements of the input sits in the tensor whose element indices
+// key the mask: x's elements [local, local + n) are that tensor's [global, global + n).
+struct Segment {
+  int64_t local, global, n;
+};
+
+// The mask and output of one segment, split at 2^32-element block boundaries of the global
+// index (within a block the index is 32 bits).
+void FillSegment(const float* xp, float* yp, uint8_t* kp, Segment s, uint64_t key, uint32_t threshold, float scale) {
+  int64_t done = 0;
+  while (done < s.n) {
+    const int64_t g = s.global + done;
+    const uint64_t block = static_cast<uint64_t>(g) >> 32;
+    const int64_t take = std::min<int64_t>(s.n - done, static_cast<int64_t>((block + 1) << 32) - g);
+    uint32_t k0, k1;
+    BlockKeys(key, block, &k0, &k1);
+    ForwardRange(xp + s.local + done, yp + s.local + done, kp + s.local + done, static_cast<uint32_t>(g), take, k0, k1,
+                 threshold, scale);
+    done += take;
+  }
+}
+
 class DropoutFunction : public torch::autograd::Function<DropoutFunction> {
  public:
-  static Variable forward(AutogradContext* ctx, const Variable& input, double p) {
+  // heads == 0: x is the whole tensor (element i keyed by i). Otherwise x holds local_heads of
+  // `heads` heads from head_offset on, [batch * local_heads, ...] (DropoutOfHeads).
+  static Variable forward(AutogradContext* ctx, const Variable& input, double p, int64_t heads, int64_t head_offset,
+                          int64_t local_heads) {
     const torch::Tensor x = input.contiguous();
     const float scale = 1.0f / static_cast<float>(1.0 - p);
     const uint64_t key = DrawKey();
@@ -83,18 +108,20 @@ class DropoutFunction : public torch::autograd::Function<DropoutFunction> {
     const float* xp = x.data_ptr<float>();
     float* yp = y.data_ptr<float>();
     uint8_t* kp = keep.data_ptr<uint8_t>();
-    at::parallel_for(0, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
-      // Split at 2^32-element block boundaries; within a block the index is 32 bits.
-      while (begin < end) {
-        const uint64_t block = static_cast<uint64_t>(begin) >> 32;
-        const int64_t block_end = std::min<int64_t>(end, static_cast<int64_t>((block + 1) << 32));
-        uint32_t k0, k1;
-        BlockKeys(key, block, &k0, &k1);
-        ForwardRange(xp + begin, yp + begin, kp + begin, static_cast<uint32_t>(begin), block_end - begin, k0, k1,
-                     threshold, scale);
-        begin = block_end;
-      }
-    });
+    if (heads == 0) {
+      at::parallel_for(0, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
+        FillSegment(xp, yp, kp, {begin, begin, end - begin}, key, threshold, scale);
+      });
+    } else {
+      // One segment per (example, local head): its elements are contiguous in both tensors.
+      const int64_t per_head = x.numel() / x.size(0), batch = x.size(0) / local_heads;
+      at::parallel_for(0, batch * local_heads, std::max<int64_t>(1, kGrain / per_head), [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          const int64_t b = i / local_heads, h = head_offset + i % local_heads;
+          FillSegment(xp, yp, kp, {i * per_head, (b * heads + h) * per_head, per_head}, key, threshold, scale);
+        }
+      });
+    }
     ctx->saved_data["keep"] = keep;
     ctx->saved_data["scale"] = static_cast<double>(scale);
     return y;
@@ -111,7 +138,7 @@ class DropoutFunction : public torch::autograd::Function<DropoutFunction> {
     at::parallel_for(0, dy.numel(), kGrain, [&](int64_t begin, int64_t end) {
       BackwardRange(dyp + begin, kp + begin, dxp + begin, end - begin, scale);
     });
-    return {dx, Variable()};
+    return {dx, Variable(), Variable(), Variable(), Variable()};
   }
 };
 
@@ -132,7 +159,21 @@ torch::Tensor Dropout(const torch::Tensor& x, double p, bool training) {
     // Other dtypes and devices (a CUDA build of LibTorch) keep LibTorch's own dropout.
     return torch::dropout(x, p, /*train=*/true);
   }
-  return DropoutFunction::apply(x, p);
+  return DropoutFunction::apply(x, p, int64_t{0}, int64_t{0}, int64_t{0});
+}
+
+torch::Tensor DropoutOfHeads(const torch::Tensor& x, double p, bool training, int64_t heads, int64_t head_offset,
+                             int64_t local_heads) {
+  if (local_heads == heads) return Dropout(x, p, training);  // the whole tensor: the same keys
+  if (!(p >= 0.0 && p < 1.0)) {
+    throw UserError("dropout probability " + std::to_string(p) + " is outside [0, 1)");
+  }
+  if (p == 0.0 || !training) return x;
+  if (x.scalar_type() != torch::kFloat || x.device().type() != torch::kCPU || x.size(0) % local_heads != 0) {
+    throw UserError("tensor-parallel attention dropout needs a float32 host tensor of [batch x heads, ...]: got " +
+                    std::string(c10::toString(x.scalar_type())) + " on " + x.device().str());
+  }
+  return DropoutFunction::apply(x, p, heads, head_offset, local_heads);
 }
 
 }  // namespace distlm::bert

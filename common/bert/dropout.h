@@ -27,6 +27,13 @@ namespace distlm::bert {
 // refused (a config error upstream).
 torch::Tensor Dropout(const torch::Tensor& x, double p, bool training);
 
+// Dropout of this rank's heads of a tensor that tensor parallelism splits by heads (task 7a):
+// x is [batch * local_heads, ...] holding heads [head_offset, head_offset + local_heads) of
+// `heads`, and each element gets the bit its element of the whole [batch * heads, ...] tensor
+// would get from Dropout: with the ranks' generators in step, the same masks as one process.
+torch::Tensor DropoutOfHeads(const torch::Tensor& x, double p, bool training, int64_t heads, int64_t head_offset,
+                             int64_t local_heads);
+
 // The mask bit of element `index` for a call keyed `key`: true when kept. Exposed for tests.
 bool DropoutKeeps(uint64_t key, uint64_t index, double p);
 
