@@ -248,6 +248,7 @@ void BertForSequenceClassificationImpl::ShardForTensorParallel(const model::Para
   for (const auto& module : *bert->layers) {
     auto* layer = module->as<BertLayer>();
     auto& self = *layer->attention->self;
+    if (self.tp != nullptr) throw std::logic_error("ShardForTensorParallel called twice: the weights are cut already");
     // Heads are contiguous blocks of head_size rows of Q, K and V (and columns of the output).
     for (torch::nn::Linear* l : {&self.query, &self.key, &self.value}) {
       KeepBlock((*l)->weight, 0, r, T);

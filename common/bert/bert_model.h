@@ -162,8 +162,8 @@ class BertForSequenceClassificationImpl : public torch::nn::Module {
   // attention's output projection its columns; the intermediate linear this rank's rows, the
   // output linear its columns. Parameters keep their names and change shape in place (cut from
   // the whole weights every rank loaded); embeddings, LayerNorms, pooler and classifier stay
-  // whole. `ops` outlives the model. std::invalid_argument when heads or the intermediate size
-  // do not divide by the number of ranks.
+  // whole. Once per model; `ops` outlives it. std::invalid_argument when heads or the
+  // intermediate size do not divide by the number of ranks.
   void ShardForTensorParallel(const model::ParallelOps* ops);
 
   BertModel bert{nullptr};
