@@ -144,6 +144,18 @@ class DropoutFunction : public torch::autograd::Function<DropoutFunction> {
 
 }  // namespace
 
+namespace {
+
+// Whether dropout changes x at all; UserError for p outside [0, 1).
+bool Applies(double p, bool training) {
+  if (!(p >= 0.0 && p < 1.0)) {
+    throw UserError("dropout probability " + std::to_string(p) + " is outside [0, 1)");
+  }
+  return p != 0.0 && training;
+}
+
+}  // namespace
+
 bool DropoutKeeps(uint64_t key, uint64_t index, double p) {
   uint32_t k0, k1;
   BlockKeys(key, index >> 32, &k0, &k1);
@@ -151,10 +163,7 @@ bool DropoutKeeps(uint64_t key, uint64_t index, double p) {
 }
 
 torch::Tensor Dropout(const torch::Tensor& x, double p, bool training) {
-  if (!(p >= 0.0 && p < 1.0)) {
-    throw UserError("dropout probability " + std::to_string(p) + " is outside [0, 1)");
-  }
-  if (p == 0.0 || !training) return x;
+  if (!Applies(p, training)) return x;
   if (x.scalar_type() != torch::kFloat || x.device().type() != torch::kCPU) {
     // Other dtypes and devices (a CUDA build of LibTorch) keep LibTorch's own dropout.
     return torch::dropout(x, p, /*train=*/true);
@@ -165,10 +174,7 @@ torch::Tensor Dropout(const torch::Tensor& x, double p, bool training) {
 torch::Tensor DropoutOfHeads(const torch::Tensor& x, double p, bool training, int64_t heads, int64_t head_offset,
                              int64_t local_heads) {
   if (local_heads == heads) return Dropout(x, p, training);  // the whole tensor: the same keys
-  if (!(p >= 0.0 && p < 1.0)) {
-    throw UserError("dropout probability " + std::to_string(p) + " is outside [0, 1)");
-  }
-  if (p == 0.0 || !training) return x;
+  if (!Applies(p, training)) return x;
   if (x.scalar_type() != torch::kFloat || x.device().type() != torch::kCPU || x.size(0) % local_heads != 0) {
     throw UserError("tensor-parallel attention dropout needs a float32 host tensor of [batch x heads, ...]: got " +
                     std::string(c10::toString(x.scalar_type())) + " on " + x.device().str());

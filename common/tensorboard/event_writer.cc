@@ -35,6 +35,19 @@ void Bytes(std::string& out, int field, const std::string& body) {
   out += body;
 }
 
+// Event{wall_time, step, summary}: the envelope of every event but the file version.
+std::string SummaryEvent(double wall_time, int64_t step, const std::string& summary) {
+  std::string e;
+  e.push_back(0x09);  // Event.wall_time: field 1, fixed64
+  LittleEndian<double>(e, wall_time);
+  if (step != 0) {  // proto3: a zero step is the default, left out
+    e.push_back(0x10);  // Event.step: field 2, varint (two's complement)
+    Varint(e, static_cast<uint64_t>(step));
+  }
+  Bytes(e, 5, summary);  // Event.summary
+  return e;
+}
+
 double Now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -67,15 +80,7 @@ std::string ScalarsEvent(double wall_time, int64_t step, const Scalars& scalars)
     LittleEndian<float>(v, value);
     Bytes(summary, 1, v);  // Summary.value (repeated)
   }
-  std::string e;
-  e.push_back(0x09);
-  LittleEndian<double>(e, wall_time);
-  if (step != 0) {  // proto3: a zero step is the default, left out
-    e.push_back(0x10);  // Event.step: field 2, varint (two's complement)
-    Varint(e, static_cast<uint64_t>(step));
-  }
-  Bytes(e, 5, summary);  // Event.summary
-  return e;
+  return SummaryEvent(wall_time, step, summary);
 }
 
 std::string TextEvent(double wall_time, int64_t step, const std::string& tag, const std::string& text) {
@@ -95,15 +100,7 @@ std::string TextEvent(double wall_time, int64_t step, const std::string& tag, co
   Bytes(v, 8, tensor);                // Summary.Value.tensor
   Bytes(v, 9, metadata);              // Summary.Value.metadata
   Bytes(summary, 1, v);
-  std::string e;
-  e.push_back(0x09);
-  LittleEndian<double>(e, wall_time);
-  if (step != 0) {
-    e.push_back(0x10);
-    Varint(e, static_cast<uint64_t>(step));
-  }
-  Bytes(e, 5, summary);
-  return e;
+  return SummaryEvent(wall_time, step, summary);
 }
 
 std::vector<std::string> ReadRecords(const std::string& path) {
