@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "common/dist/counting_process_group.h"
 #include "common/runtime/atomic_file.h"
 #include "common/runtime/errors.h"
@@ -17,6 +18,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+// The parameter --embedding_sync=rows takes out of the DDP (HuggingFace's name for BERT's).
+constexpr char kWordEmbeddingSuffix[] = "word_embeddings.weight";
 
 dist::CountingProcessGroup& Counting(const train::StageContext& ctx) { return train::CountingGroup(ctx.dist()); }
 
@@ -91,7 +95,17 @@ void DdpStage::BeforeTraining(const train::StageContext& ctx) {
   train::RecordCommDtype(ctx, comm_dtype_);
   const DdpFlags flags = DdpFlagsFromCommandLine();
   std::vector<NamedParameter> params;
-  for (const auto& [name, tensor] : ctx.named_parameters()) params.push_back({name, tensor});
+  for (const auto& [name, tensor] : ctx.named_parameters()) {
+    if (flags.embedding_rows && !embedding_rows_ && absl::EndsWith(name, kWordEmbeddingSuffix)) {
+      embedding_rows_ = std::make_unique<EmbeddingRowSync>(name, tensor, ctx.dist().pg);
+      continue;
+    }
+    params.push_back({name, tensor});
+  }
+  if (flags.embedding_rows && !embedding_rows_) {
+    throw UserError("--embedding_sync=rows: the model has no parameter named *" + std::string(kWordEmbeddingSuffix) +
+                    " (a BERT's word embedding); use --embedding_sync=dense");
+  }
   if (flags.unused_parameter) {
     // Registered last, as a head added after the model would be: its gradient would come first.
     params.push_back({kUnusedParameterName, torch::zeros({16}, torch::requires_grad())});
@@ -113,6 +127,10 @@ void DdpStage::BeforeTraining(const train::StageContext& ctx) {
   if (ctx.is_main_rank()) {
     std::printf("%s: your %s over %d rank(s) (%s)\n", name().c_str(), what.c_str(), ctx.dist().world_size,
                 ctx.dist().backend.c_str());
+    if (embedding_rows_) {
+      std::printf("%s: %s averaged by rows after your DDP (--embedding_sync=rows)\n", name().c_str(),
+                  embedding_rows_->name().c_str());
+    }
     std::fflush(stdout);
   }
 }
@@ -152,8 +170,10 @@ void DdpStage::WriteLayout(const train::StageContext& ctx, const dist::CommStats
 void DdpStage::SyncGradients(const train::StageContext& ctx) {
   const Clock::time_point backward_end = Clock::now();
   in_update_ = false;
+  int64_t embedding_rows_sent = -1;
   try {
     ddp_->FinishGradientSync();
+    if (embedding_rows_) embedding_rows_sent = embedding_rows_->Sync();
   } catch (...) {
     train::SetGradientCompression(ctx.dist(), false);
     throw;
@@ -165,6 +185,7 @@ void DdpStage::SyncGradients(const train::StageContext& ctx) {
   overlap.no_sync_calls = no_sync_calls_;
   figures_ = {};
   figures_.fields = overlap.ToJson();
+  if (embedding_rows_sent >= 0) figures_.fields["embedding_rows_sent"] = embedding_rows_sent;
   figures_.comm_time_ms = Ms(finish_end - backward_end);
   if (!layout_written_) WriteLayout(ctx, stats);
   figures_.comm = std::move(stats);

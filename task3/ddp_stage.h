@@ -20,6 +20,9 @@
 // the parameters it handed the DDP, in order, to <output_dir>/ddp_parameters.json
 // ([{name, numel}]). --ddp_unused_parameter adds one that no loss uses
 // (kUnusedParameterName), to see FinishGradientSync name it.
+// --embedding_sync=rows keeps the word embedding out of the DDP and averages its gradient by
+// rows after FinishGradientSync (task3/embedding_row_sync.h); its two all-reduces count in the
+// update's figures like the DDP's.
 // --comm_dtype=fp16|bf16 casts the all-reduces launched from the synchronised backward to that
 // dtype and back (PyTorch's fp16_compress_hook), without the student's code changing.
 #pragma once
@@ -32,6 +35,7 @@
 
 #include "common/train/stage.h"
 #include "task3/ddp.h"
+#include "task3/embedding_row_sync.h"
 
 namespace distlm::task3 {
 
@@ -56,6 +60,7 @@ class DdpStage : public train::Stage {
 
   at::ScalarType comm_dtype_ = at::kFloat;
   std::unique_ptr<DataParallel> ddp_;
+  std::unique_ptr<EmbeddingRowSync> embedding_rows_;  // --embedding_sync=rows
   bool in_update_ = false;        // a backward of the current update has been seen
   Clock::time_point sync_start_;  // the update's synchronised backward began
   int64_t no_sync_calls_ = 0;     // collectives during the update's no_sync backward passes
