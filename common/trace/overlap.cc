@@ -99,14 +99,15 @@ std::vector<UpdateOverlap> AnalyseOverlap(const nlohmann::json& trace) {
     bool paired = true;
     for (const auto& [rank, l] : by_rank) paired = paired && l.size() == n;
     if (!paired) continue;
-    int64_t waited = 0;
+    // A union, not a sum: collectives launched together wait for the slower rank together.
+    std::vector<Interval> waits;
     const auto& mine = by_rank.at(row.rank);
     for (size_t i = 0; i < n; ++i) {
       int64_t last = mine[i];
       for (const auto& [rank, l] : by_rank) last = std::max(last, l[i]);
-      waited += last - mine[i];
+      waits.push_back({mine[i], last});
     }
-    row.waiting_ms = Ms(waited);
+    row.waiting_ms = Ms(Length(Union(waits)));
   }
   std::sort(rows.begin(), rows.end(), [](const UpdateOverlap& a, const UpdateOverlap& b) {
     return a.update < b.update || (a.update == b.update && a.rank < b.rank);

@@ -5,8 +5,9 @@
 //       less the stage's unit hooks inside them (task 6 waits for its gathers there)
 //   M = the union of its collectives, launch to completion
 //   busy = |M|, hidden = |M ∩ C|, exposed = busy - hidden, idle = |W| - |C ∪ M|,
-//   waiting = for each collective, how much later the last rank launched it than this one did
-//             (the time this rank's collective could not progress for want of a slower rank).
+//   waiting = the union over its collectives of [this rank's launch, the last rank's launch]
+//             (the time some collective of this rank could not progress for want of a slower
+//             rank; a union, so that 25 buckets launched 40 ms early count 40 ms, not 1 s).
 // HolisticTraceAnalysis and torchtitan's overlap analysis measure hidden communication the same
 // way (an intersection of merged intervals); waiting needs the ranks on one clock (clock_sync.h).
 #pragma once

@@ -190,6 +190,26 @@ TEST(OverlapTest, UnitHooksAreNotCompute) {
   EXPECT_DOUBLE_EQ(rows[0].idle_ms, 50e-3 - 20e-3 - 4e-3);
 }
 
+// Two collectives that rank 0 launched 10 us before rank 1, 1 us apart: it waited 11 us (from
+// the first launch to rank 1's second), not 20.
+TEST(OverlapTest, WaitingForTheSlowerRankIsAUnionOfTheWaits) {
+  nlohmann::json events = nlohmann::json::array();
+  auto x = [&](int pid, const char* c, double ts, double dur, nlohmann::json args = nullptr) {
+    nlohmann::json e = {{"ph", "X"}, {"pid", pid}, {"tid", 1}, {"cat", c}, {"name", c}, {"ts", ts}, {"dur", dur}};
+    if (!args.is_null()) e["args"] = args;
+    events.push_back(e);
+  };
+  for (int pid : {0, 1}) x(pid, "update", 0, 50, {{"update", 1}});
+  x(0, "comm", 0, 30);
+  x(0, "comm", 1, 30);
+  x(1, "comm", 10, 20);
+  x(1, "comm", 11, 20);
+  const auto rows = AnalyseOverlap({{"traceEvents", events}});
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_DOUBLE_EQ(rows[0].waiting_ms, 11e-3);
+  EXPECT_DOUBLE_EQ(rows[1].waiting_ms, 0.0);
+}
+
 TEST(OverlapTest, ATwoRankTraceGivesItsClosedForm) {
   const auto rows = AnalyseOverlap(TwoRankTrace());
   ASSERT_EQ(rows.size(), 2u);
