@@ -191,7 +191,47 @@ mpi_repository = repository_rule(
     local = True,
 )
 
+def _protobuf_lite_impl(rctx):
+    # Linked statically, its symbols kept out of the binaries' dynamic symbol tables
+    # (--exclude-libs): LibTorch 2.x's wheel carries a protobuf of another version inside
+    # libtorch_cpu.so and exports some of its symbols, and two protobufs must not meet behind
+    # one set of names. Debian's archive is built as position-independent executable code, so it
+    # can go into binaries (which is where Bazel links a linkstatic library), not into a .so.
+    archive = _first_existing(rctx, [d + "/libprotobuf-lite.a" for d in [
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/usr/lib",
+    ]])
+    protoc = rctx.which("protoc")
+    if archive == None or protoc == None:
+        fail("distlm: protobuf's static lite library or protoc is missing (libprotobuf-dev, protobuf-compiler). Run tools/setup.sh first.")
+    _symlink_entries(rctx, "/usr/include", ["google/protobuf"])
+    rctx.symlink(archive, "lib/libprotobuf-lite.a")
+    rctx.symlink(protoc, "protoc")
+    rctx.file("BUILD.bazel", _BUILD_HEADER + """
+exports_files(["protoc"])
+
+cc_import(
+    name = "protobuf_lite_archive",
+    static_library = "lib/libprotobuf-lite.a",
+)
+
+cc_library(
+    name = "protobuf_lite",
+    hdrs = glob(["include/**"]),
+    includes = ["include"],
+    linkopts = ["-Wl,--exclude-libs,libprotobuf-lite.a", "-pthread"],
+    deps = [":protobuf_lite_archive"],
+)
+""")
+
+protobuf_lite_repository = repository_rule(
+    implementation = _protobuf_lite_impl,
+    local = True,
+)
+
 def distlm_system_libraries():
+    protobuf_lite_repository(name = "protobuf_lite")
     libtorch_repository(name = "libtorch")
     mpi_repository(name = "mpi")
     system_library(

@@ -46,6 +46,8 @@ PACKAGES=(
   libtorch-dev libopenblas0-openmp libgloo-dev
   # the grader's seccomp filter (grading/no_spawn.cc; linked statically)
   libseccomp-dev
+  # TensorBoard's event messages (common/tensorboard: protoc, the static lite runtime)
+  libprotobuf-dev protobuf-compiler
   # MPI backend
   libopenmpi-dev openmpi-bin
   # libraries the code uses

@@ -9,17 +9,10 @@
 #include "common/runtime/atomic_file.h"
 #include "common/runtime/errors.h"
 #include "common/tensorboard/crc32c.h"
+#include "common/tensorboard/event.pb.h"
 
 namespace distlm::tensorboard {
 namespace {
-
-void Varint(std::string& out, uint64_t v) {
-  while (v >= 0x80) {
-    out.push_back(static_cast<char>((v & 0x7F) | 0x80));
-    v >>= 7;
-  }
-  out.push_back(static_cast<char>(v));
-}
 
 template <typename T>
 void LittleEndian(std::string& out, T v) {  // x86-64 and every platform LibTorch supports here
@@ -28,24 +21,10 @@ void LittleEndian(std::string& out, T v) {  // x86-64 and every platform LibTorc
   out.append(bytes, sizeof(T));
 }
 
-// A length-delimited field (wire type 2).
-void Bytes(std::string& out, int field, const std::string& body) {
-  Varint(out, static_cast<uint64_t>(field) << 3 | 2);
-  Varint(out, body.size());
-  out += body;
-}
-
-// Event{wall_time, step, summary}: the envelope of every event but the file version.
-std::string SummaryEvent(double wall_time, int64_t step, const std::string& summary) {
-  std::string e;
-  e.push_back(0x09);  // Event.wall_time: field 1, fixed64
-  LittleEndian<double>(e, wall_time);
-  if (step != 0) {  // proto3: a zero step is the default, left out
-    e.push_back(0x10);  // Event.step: field 2, varint (two's complement)
-    Varint(e, static_cast<uint64_t>(step));
-  }
-  Bytes(e, 5, summary);  // Event.summary
-  return e;
+std::string Serialized(const proto::Event& e) {
+  std::string out;
+  if (!e.SerializeToString(&out)) throw UserError("TensorBoard event: protobuf could not serialize it");
+  return out;
 }
 
 double Now() {
@@ -64,43 +43,38 @@ std::string FramedRecord(const std::string& payload) {
 }
 
 std::string FileVersionEvent(double wall_time) {
-  std::string e;
-  e.push_back(0x09);  // Event.wall_time: field 1, fixed64
-  LittleEndian<double>(e, wall_time);
-  Bytes(e, 3, "brain.Event:2");  // Event.file_version
-  return e;
+  proto::Event e;
+  e.set_wall_time(wall_time);
+  e.set_file_version("brain.Event:2");
+  return Serialized(e);
 }
 
 std::string ScalarsEvent(double wall_time, int64_t step, const Scalars& scalars) {
-  std::string summary;
+  proto::Event e;
+  e.set_wall_time(wall_time);
+  e.set_step(step);
+  proto::Summary* summary = e.mutable_summary();
   for (const auto& [tag, value] : scalars) {
-    std::string v;
-    Bytes(v, 1, tag);   // Summary.Value.tag
-    v.push_back(0x15);  // Summary.Value.simple_value: field 2, fixed32
-    LittleEndian<float>(v, value);
-    Bytes(summary, 1, v);  // Summary.value (repeated)
+    proto::Summary::Value* v = summary->add_value();
+    v->set_tag(tag);
+    v->set_simple_value(value);
   }
-  return SummaryEvent(wall_time, step, summary);
+  return Serialized(e);
 }
 
 std::string TextEvent(double wall_time, int64_t step, const std::string& tag, const std::string& text) {
-  // What the text plugin reads: a string tensor of shape [1] whose metadata names the plugin
-  // (field numbers of tensorboard/compat/proto/summary.proto, tensor.proto, tensor_shape.proto).
-  std::string plugin_data, metadata, dim, shape, tensor, v, summary;
-  Bytes(plugin_data, 1, "text");      // PluginData.plugin_name (content: empty, version 0)
-  Bytes(metadata, 1, plugin_data);    // SummaryMetadata.plugin_data
-  dim.push_back(0x08);                // TensorShapeProto.Dim.size: field 1, varint
-  Varint(dim, 1);
-  Bytes(shape, 2, dim);               // TensorShapeProto.dim
-  tensor.push_back(0x08);             // TensorProto.dtype: field 1, varint
-  Varint(tensor, 7);                  // DT_STRING
-  Bytes(tensor, 2, shape);            // TensorProto.tensor_shape
-  Bytes(tensor, 8, text);             // TensorProto.string_val
-  Bytes(v, 1, tag);                   // Summary.Value.tag (fields in number order, as protobuf writes them)
-  Bytes(v, 8, tensor);                // Summary.Value.tensor
-  Bytes(v, 9, metadata);              // Summary.Value.metadata
-  Bytes(summary, 1, v);
-  return SummaryEvent(wall_time, step, summary);
+  // What the text plugin reads: a string tensor of shape [1] whose metadata names the plugin.
+  proto::Event e;
+  e.set_wall_time(wall_time);
+  e.set_step(step);
+  proto::Summary::Value* v = e.mutable_summary()->add_value();
+  v->set_tag(tag);
+  proto::TensorProto* tensor = v->mutable_tensor();
+  tensor->set_dtype(7);  // DT_STRING
+  tensor->mutable_tensor_shape()->add_dim()->set_size(1);
+  tensor->add_string_val(text);
+  v->mutable_metadata()->mutable_plugin_data()->set_plugin_name("text");
+  return Serialized(e);
 }
 
 std::vector<std::string> ReadRecords(const std::string& path) {

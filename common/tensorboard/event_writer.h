@@ -1,10 +1,11 @@
-// TensorBoard scalars without TensorFlow or protobuf: an events.out.tfevents.* file that
+// TensorBoard scalars and text without TensorFlow: an events.out.tfevents.* file that
 // `tensorboard --logdir` reads while the run writes it. A file is TFRecord records (length,
 // masked CRC-32C of the length, payload, masked CRC-32C of the payload; little-endian), each
 // payload one Event message: the first {wall_time, file_version "brain.Event:2"}, then
-// {wall_time, step, summary {value {tag, simple_value}...}} per call (or a text summary). The few protobuf fields
-// involved are encoded by hand (field numbers from tensorboard/compat/proto/event.proto and
-// summary.proto). docs/design/trace_and_tensorboard.md has the sources and the plan around it.
+// {wall_time, step, summary {value {tag, simple_value}...}} per call (or a text summary). The
+// Events are protobuf messages (event.proto, TensorBoard's field numbers; protobuf's lite
+// runtime serializes them); the framing and CRC are here. docs/design/trace_and_tensorboard.md
+// has the sources and the plan around it.
 #pragma once
 
 #include <cstdint>

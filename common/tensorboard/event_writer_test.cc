@@ -46,13 +46,14 @@ TEST(EventWriterTest, FileVersionRecordIsTensorBoardsGolden) {
 }
 
 TEST(EventWriterTest, ScalarIsSummaryValueWithSimpleValue) {
-  // Event{wall_time 0, step 300, summary{value{tag "loss", simple_value 0.5}}}:
-  // 09 <8 zero bytes> | 10 ac 02 | 2a 0d 0a 0b (0a 04 "loss" 15 00 00 00 3f)
+  // Event{wall_time 1.5, step 300, summary{value{tag "loss", simple_value 0.5}}}, encoded by hand
+  // from the field numbers: 09 <1.5 as 8 bytes> | 10 ac 02 | 2a 0d 0a 0b (0a 04 "loss" 15 00 00 00 3f)
   const std::string value = std::string("\x0a\x04", 2) + "loss" + std::string("\x15\x00\x00\x00\x3f", 5);
-  const std::string want = std::string("\x09", 1) + std::string(8, '\0') + "\x10\xac\x02" + "\x2a\x0d" + "\x0a\x0b" + value;
-  EXPECT_EQ(Hex(ScalarsEvent(0.0, 300, {{"loss", 0.5f}})), Hex(want));
-  // A step of 0 is proto3's default: left out.
-  EXPECT_EQ(ScalarsEvent(0.0, 0, {}), std::string("\x09", 1) + std::string(8, '\0') + std::string("\x2a\x00", 2));
+  const std::string want = std::string("\x09\x00\x00\x00\x00\x00\x00\xf8\x3f", 9) + "\x10\xac\x02" + "\x2a\x0d" +
+                           "\x0a\x0b" + value;
+  EXPECT_EQ(Hex(ScalarsEvent(1.5, 300, {{"loss", 0.5f}})), Hex(want));
+  // proto3: a zero wall time and step are the defaults, left out; an empty summary is still there.
+  EXPECT_EQ(Hex(ScalarsEvent(0.0, 0, {})), Hex(std::string("\x2a\x00", 2)));
 }
 
 TEST(EventWriterTest, TextIsWhatProtobufWrites) {
@@ -80,8 +81,8 @@ TEST(EventWriterTest, WrittenFileReadsBackRecordByRecord) {
   ASSERT_EQ(records.size(), 3u);
   EXPECT_NE(records[0].find("brain.Event:2"), std::string::npos);
   EXPECT_NE(records[1].find("train/lr"), std::string::npos);
-  // All but the wall time (bytes 1..8) as encoded by hand above.
-  EXPECT_EQ(records[2].substr(9), ScalarsEvent(0.0, 2, {{"train/loss", 0.5f}}).substr(9));
+  // All but the wall time (bytes 1..8), as ScalarsEvent encodes it.
+  EXPECT_EQ(records[2].substr(9), ScalarsEvent(1.0, 2, {{"train/loss", 0.5f}}).substr(9));
   // A flipped payload byte, and a file cut inside a record, are named.
   std::string bytes = ReadFile(path);
   bytes[bytes.size() - 6] ^= 1;
