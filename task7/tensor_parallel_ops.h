@@ -1,6 +1,9 @@
-// The model's ParallelOps (common/model/parallel_ops.h) made of task 7a's f and g over a group:
-// what a stage hands BertForSequenceClassification::ShardForTensorParallel.
+// The model's ParallelOps (common/model/parallel_ops.h) made of task 7a's column- and
+// row-parallel linears over a group: what the stage hands the model to split it.
 #pragma once
+
+#include <utility>
+#include <vector>
 
 #include "common/dist/c10d_compat.h"
 #include "common/model/parallel_ops.h"
@@ -11,8 +14,19 @@ namespace distlm::task7 {
 class GroupParallelOps : public model::ParallelOps {
  public:
   explicit GroupParallelOps(dist::GroupPtr pg) : pg_(std::move(pg)) {}
-  torch::Tensor CopyIn(const torch::Tensor& x) const override { return CopyToTensorParallel(x, pg_); }
-  torch::Tensor ReduceOut(const torch::Tensor& x) const override { return ReduceFromTensorParallel(x, pg_); }
+  torch::Tensor ColumnLinear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) const override {
+    return ColumnParallelLinear(x, w, b, pg_);
+  }
+  torch::Tensor RowLinear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) const override {
+    return RowParallelLinear(x, w, b, pg_);
+  }
+  torch::Tensor GatherBlocks(const torch::Tensor& block, int64_t dim) const override {
+    std::vector<std::vector<torch::Tensor>> out(1);
+    for (int r = 0; r < world(); ++r) out[0].push_back(torch::empty_like(block));
+    std::vector<torch::Tensor> in = {block.detach().contiguous()};
+    pg_->allgather(out, in)->wait();
+    return torch::cat(out[0], dim);
+  }
   int rank() const override { return pg_->getRank(); }
   int world() const override { return pg_->getSize(); }
 

@@ -111,6 +111,19 @@ RANK_CASE(bert) {
     }
   }
   if (shards != 2 * 10) Fail("expected 20 sharded tensors in 2 layers, found " + std::to_string(shards));
+
+  // Put back whole (what evaluation and saving see): every weight the whole model's, bit for
+  // bit; cut again, the same forward.
+  for (auto& p : split->parameters()) p.mutable_grad() = torch::Tensor();
+  split->UnshardTensorParallel();
+  if (split->tensor_parallel()) Fail("UnshardTensorParallel left the model split");
+  for (const auto& item : split->named_parameters()) {
+    if (!torch::equal(item.value(), whole_params[item.key()])) Fail(item.key() + ": not the whole weight once put back");
+  }
+  split->ShardForTensorParallel(&ops);
+  torch::manual_seed(5);
+  const auto again = split->forward(b.ids, b.types, b.mask, b.labels);
+  if (!torch::equal(again.logits, got.logits)) Fail("cut again, the forward differs from the first cut's");
 }
 
 TEST(Task7TensorParallelBert, EqualsTheWholeModelWithDropoutOnTwoRanks) { EXPECT_RANKS_PASS("bert", 2); }

@@ -66,14 +66,14 @@ BertSelfAttentionImpl::BertSelfAttentionImpl(const BertConfig& c)
 
 torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& hidden_in,
                                              const torch::Tensor& additive_mask) {
-  const torch::Tensor hidden = tp != nullptr ? tp->CopyIn(hidden_in) : hidden_in;
-  const int64_t batch = hidden.size(0), seq = hidden.size(1), heads = num_heads, d = head_size;
+  const int64_t batch = hidden_in.size(0), seq = hidden_in.size(1), heads = num_heads, d = head_size;
   // One product for query, key and value: the three weights side by side (their gradients flow
-  // back to the three parameters through the concatenation).
+  // back to the three parameters through the concatenation). Tensor parallel: one
+  // column-parallel product of this rank's heads' rows of all three.
   auto w = torch::cat({query->weight, key->weight, value->weight});
   auto b = torch::cat({query->bias, key->bias, value->bias});
   // [batch, seq, 3 * hidden] -> [3, batch * heads, seq, head_size], one copy for all three.
-  auto qkv = torch::linear(hidden, w, b)
+  auto qkv = (tp != nullptr ? tp->ColumnLinear(hidden_in, w, b) : torch::linear(hidden_in, w, b))
                  .view({batch, seq, 3, heads, d})
                  .permute({2, 0, 3, 1, 4})
                  .contiguous()
@@ -114,8 +114,7 @@ BertResidualOutputImpl::BertResidualOutputImpl(int64_t in_features, const BertCo
 
 torch::Tensor BertResidualOutputImpl::forward(const torch::Tensor& x, const torch::Tensor& residual) {
   // Row-parallel: the ranks' partial products summed, then the (whole) bias once.
-  const torch::Tensor y = tp == nullptr ? ApplyLinear(dense, x)
-                                        : tp->ReduceOut(torch::linear(x, dense->weight)) + dense->bias;
+  const torch::Tensor y = tp == nullptr ? ApplyLinear(dense, x) : tp->RowLinear(x, dense->weight, dense->bias);
   return LayerNorm(MaybeDropout(y, dropout_p, is_training()) + residual);
 }
 
@@ -133,7 +132,7 @@ BertIntermediateImpl::BertIntermediateImpl(const BertConfig& c) : act(c.hidden_a
 }
 
 torch::Tensor BertIntermediateImpl::forward(const torch::Tensor& x) {
-  return Activation(act, ApplyLinear(dense, tp != nullptr ? tp->CopyIn(x) : x));
+  return Activation(act, tp != nullptr ? tp->ColumnLinear(x, dense->weight, dense->bias) : ApplyLinear(dense, x));
 }
 
 BertLayerImpl::BertLayerImpl(const BertConfig& c) {
@@ -235,6 +234,32 @@ void KeepBlock(torch::Tensor& p, int dim, int rank, int world) {
   p.set_data(p.detach().narrow(dim, rank * n, n).clone());
 }
 
+// Every encoder layer's cut parameters with the dimension each is cut along: the heads' rows of
+// query, key and value (weights and biases), the attention output's columns, the intermediate's
+// rows, the output's columns.
+template <typename Fn>
+void ForEachCut(torch::nn::ModuleList& layers, Fn&& fn) {
+  for (const auto& module : *layers) {
+    auto* layer = module->as<BertLayer>();
+    auto& self = *layer->attention->self;
+    for (torch::nn::Linear* l : {&self.query, &self.key, &self.value}) {
+      fn(*layer, (*l)->weight, 0);
+      fn(*layer, (*l)->bias, 0);
+    }
+    fn(*layer, layer->attention->output->dense->weight, 1);
+    fn(*layer, layer->intermediate->dense->weight, 0);
+    fn(*layer, layer->intermediate->dense->bias, 0);
+    fn(*layer, layer->output->dense->weight, 1);
+  }
+}
+
+void SetOps(BertLayerImpl& layer, const model::ParallelOps* ops) {
+  layer.attention->self->tp = ops;
+  layer.attention->output->tp = ops;
+  layer.intermediate->tp = ops;
+  layer.output->tp = ops;
+}
+
 }  // namespace
 
 void BertForSequenceClassificationImpl::ShardForTensorParallel(const model::ParallelOps* ops) {
@@ -244,28 +269,34 @@ void BertForSequenceClassificationImpl::ShardForTensorParallel(const model::Para
                                 std::to_string(config_.num_attention_heads) + ") and the intermediate size (" +
                                 std::to_string(config_.intermediate_size) + ") to divide by it");
   }
+  if (tp_ != nullptr) throw std::logic_error("ShardForTensorParallel called twice: the weights are cut already");
   torch::NoGradGuard no_grad;
+  ForEachCut(bert->layers, [&](BertLayerImpl&, torch::Tensor& p, int dim) { KeepBlock(p, dim, r, T); });
   for (const auto& module : *bert->layers) {
     auto* layer = module->as<BertLayer>();
     auto& self = *layer->attention->self;
-    if (self.tp != nullptr) throw std::logic_error("ShardForTensorParallel called twice: the weights are cut already");
     // Heads are contiguous blocks of head_size rows of Q, K and V (and columns of the output).
-    for (torch::nn::Linear* l : {&self.query, &self.key, &self.value}) {
-      KeepBlock((*l)->weight, 0, r, T);
-      KeepBlock((*l)->bias, 0, r, T);
-    }
-    self.total_heads = self.num_heads;
-    self.num_heads /= T;
+    self.total_heads = config_.num_attention_heads;
+    self.num_heads = config_.num_attention_heads / T;
     self.head_offset = r * self.num_heads;
-    self.tp = ops;
-    KeepBlock(layer->attention->output->dense->weight, 1, r, T);
-    layer->attention->output->tp = ops;
-    KeepBlock(layer->intermediate->dense->weight, 0, r, T);
-    KeepBlock(layer->intermediate->dense->bias, 0, r, T);
-    layer->intermediate->tp = ops;
-    KeepBlock(layer->output->dense->weight, 1, r, T);
-    layer->output->tp = ops;
+    SetOps(*layer, ops);
   }
+  tp_ = ops;
+}
+
+void BertForSequenceClassificationImpl::UnshardTensorParallel() {
+  if (tp_ == nullptr) return;
+  torch::NoGradGuard no_grad;
+  ForEachCut(bert->layers, [&](BertLayerImpl&, torch::Tensor& p, int dim) { p.set_data(tp_->GatherBlocks(p, dim)); });
+  for (const auto& module : *bert->layers) {
+    auto* layer = module->as<BertLayer>();
+    auto& self = *layer->attention->self;
+    self.num_heads = config_.num_attention_heads;
+    self.total_heads = 0;
+    self.head_offset = 0;
+    SetOps(*layer, nullptr);
+  }
+  tp_ = nullptr;
 }
 
 std::vector<model::Unit> BertForSequenceClassificationImpl::Units() {

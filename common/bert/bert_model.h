@@ -43,8 +43,8 @@ class BertSelfAttentionImpl : public torch::nn::Module {
   torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};
   int64_t num_heads, head_size;
   double dropout_p;
-  // Tensor parallelism (ShardForTensorParallel): the input goes through tp->CopyIn, and this
-  // module holds heads [head_offset, head_offset + num_heads) of total_heads. Null: all heads.
+  // Tensor parallelism (ShardForTensorParallel): query, key and value in one tp->ColumnLinear,
+  // and this module holds heads [head_offset, head_offset + num_heads) of total_heads. Null: all heads.
   const model::ParallelOps* tp = nullptr;
   int64_t total_heads = 0, head_offset = 0;
 };
@@ -59,8 +59,8 @@ class BertResidualOutputImpl : public torch::nn::Module {
   torch::nn::Linear dense{nullptr};
   torch::nn::LayerNorm LayerNorm{nullptr};
   double dropout_p;
-  // Tensor parallelism: dense holds this rank's columns (a row-parallel product); its partial
-  // product goes through tp->ReduceOut before the bias. Null: the whole product.
+  // Tensor parallelism: dense holds this rank's columns, a row-parallel product through
+  // tp->RowLinear (the partial products summed, then the bias once). Null: the whole product.
   const model::ParallelOps* tp = nullptr;
 };
 TORCH_MODULE(BertResidualOutput);
@@ -82,7 +82,7 @@ class BertIntermediateImpl : public torch::nn::Module {
 
   torch::nn::Linear dense{nullptr};
   std::string act;
-  const model::ParallelOps* tp = nullptr;  // column-parallel: the input through tp->CopyIn
+  const model::ParallelOps* tp = nullptr;  // column-parallel, through tp->ColumnLinear
 };
 TORCH_MODULE(BertIntermediate);
 
@@ -162,9 +162,13 @@ class BertForSequenceClassificationImpl : public torch::nn::Module {
   // attention's output projection its columns; the intermediate linear this rank's rows, the
   // output linear its columns. Parameters keep their names and change shape in place (cut from
   // the whole weights every rank loaded); embeddings, LayerNorms, pooler and classifier stay
-  // whole. Once per model; `ops` outlives it. std::invalid_argument when heads or the
-  // intermediate size do not divide by the number of ranks.
+  // whole. `ops` outlives its use. std::invalid_argument when heads or the intermediate size do
+  // not divide by the number of ranks; std::logic_error when the model is cut already.
   void ShardForTensorParallel(const model::ParallelOps* ops);
+  // The inverse (a collective: every rank calls it): every cut weight gathered whole through
+  // the ops' GatherBlocks, all heads this module's again, no ops. Nothing when not cut.
+  void UnshardTensorParallel();
+  bool tensor_parallel() const { return tp_ != nullptr; }
 
   BertModel bert{nullptr};
   torch::nn::Linear classifier{nullptr};
@@ -172,6 +176,7 @@ class BertForSequenceClassificationImpl : public torch::nn::Module {
  private:
   BertConfig config_;
   const model::UnitHooks* hooks_ = nullptr;
+  const model::ParallelOps* tp_ = nullptr;  // set while the encoder is cut
 };
 TORCH_MODULE(BertForSequenceClassification);
 

@@ -1,10 +1,13 @@
-// Tensor parallelism's two communication points, as a model's modules see them (task 7a).
+// Tensor parallelism's products, as a model's modules see them (task 7a).
 //
-// A stage that splits the encoder's matrix products over T ranks hands the model one of these;
-// the modules call CopyIn on the input of a column-parallel product (the identity forward, the
-// gradient summed over the ranks backward: Megatron-LM's f) and ReduceOut on the partial output
-// of a row-parallel one (the sum over the ranks forward, the identity backward: g). The model
-// layer declares it and task 7 implements it, so common/bert needs nothing of task 7.
+// A stage that splits the encoder's matrix products over T ranks hands the model one of these.
+// The modules call ColumnLinear for a product whose weight holds this rank's rows (output
+// features: its input passes Megatron-LM's f, the identity forward and the gradient summed over
+// the ranks backward) and RowLinear for one whose weight holds this rank's columns (its partial
+// product passes g, the sum over the ranks forward and the identity backward, and the whole
+// bias is added once after). GatherBlocks puts a weight cut that way back together, for uses of
+// the whole model (evaluation, saving). The model layer declares it and task 7 implements it
+// with the student's functions, so common/bert needs nothing of task 7.
 #pragma once
 
 #include <torch/types.h>
@@ -14,8 +17,14 @@ namespace distlm::model {
 class ParallelOps {
  public:
   virtual ~ParallelOps() = default;
-  virtual torch::Tensor CopyIn(const torch::Tensor& x) const = 0;
-  virtual torch::Tensor ReduceOut(const torch::Tensor& x) const = 0;
+  // y_r = f(x) W_r^T + b_r: this rank's slice of the output features.
+  virtual torch::Tensor ColumnLinear(const torch::Tensor& x, const torch::Tensor& weight_rows,
+                                     const torch::Tensor& bias_rows) const = 0;
+  // y = g(x_r W_r^T) + b: the whole output on every rank, from this rank's slice of the input.
+  virtual torch::Tensor RowLinear(const torch::Tensor& x_slice, const torch::Tensor& weight_columns,
+                                  const torch::Tensor& bias) const = 0;
+  // Every rank's block of a tensor cut along `dim`, concatenated in rank order (a collective).
+  virtual torch::Tensor GatherBlocks(const torch::Tensor& block, int64_t dim) const = 0;
   virtual int rank() const = 0;
   virtual int world() const = 0;
 };

@@ -84,6 +84,14 @@ class BertGlueTask : public ModelTask {
   void Save(const std::string& dir) override { bert::SavePretrained(dir, model_, vocab_path_); }
   std::vector<model::Unit> Units() override { return model_->Units(); }
   void SetUnitHooks(const model::UnitHooks* hooks) override { model_->set_unit_hooks(hooks); }
+  void SetTensorParallel(const model::ParallelOps* ops) override {
+    if (ops == nullptr) return model_->UnshardTensorParallel();
+    try {
+      model_->ShardForTensorParallel(ops);
+    } catch (const std::invalid_argument& e) {
+      throw UserError(e.what());
+    }
+  }
 
  private:
   bool dynamic_padding_;

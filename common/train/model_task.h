@@ -15,6 +15,7 @@
 #include <torch/utils.h>
 #include <torch/nn/module.h>
 
+#include "common/model/parallel_ops.h"
 #include "common/model/unit_hooks.h"
 #include "common/train/train_options.h"
 
@@ -55,6 +56,11 @@ class ModelTask {
   // shards or cuts the model by units builds on.
   virtual std::vector<model::Unit> Units() = 0;
   virtual void SetUnitHooks(const model::UnitHooks* hooks) = 0;
+
+  // Task 7a: the encoder's matrix products split over ops's ranks (ops outlives the split), or,
+  // with null, put back whole (a collective). A UserError where the model has no such split or
+  // its sizes do not divide by the ranks.
+  virtual void SetTensorParallel(const model::ParallelOps* ops) = 0;
 };
 
 // The task the options name (--model_type, --task_name, --model_name_or_path, --data_dir, ...),

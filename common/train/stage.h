@@ -32,6 +32,7 @@
 #include <torch/types.h>
 
 #include "common/dist/counting_process_group.h"
+#include "common/model/parallel_ops.h"
 #include "common/model/unit_hooks.h"
 #include "common/train/dist_info.h"
 #include "common/train/eval_result.h"
@@ -57,6 +58,7 @@ class StageContext {
     std::function<EvalResult(int64_t epoch)> evaluate;
     std::vector<model::Unit> units;                    // the model's, in forward order
     std::function<void(const model::UnitHooks*)> set_unit_hooks;
+    std::function<void(const model::ParallelOps*)> set_tensor_parallel;
   };
   explicit StageContext(Parts parts) : p_(std::move(parts)) {}
 
@@ -76,6 +78,9 @@ class StageContext {
   // and evaluation alike (null: none). The stage keeps `hooks` alive for the run.
   const std::vector<model::Unit>& units() const { return p_.units; }
   void SetUnitHooks(const model::UnitHooks* hooks) const { p_.set_unit_hooks(hooks); }
+  // Task 7a: the model's encoder split over `ops`'s ranks (ModelTask::SetTensorParallel), or put
+  // back whole with null (a collective). The stage keeps `ops` alive while the model is split.
+  void SetTensorParallel(const model::ParallelOps* ops) const { p_.set_tensor_parallel(ops); }
 
  private:
   Parts p_;
@@ -139,8 +144,9 @@ class Stage {
   // what they then hold; a collective there, so the Trainer calls it on every rank.
   virtual void WithFullParameters(const StageContext&, const std::function<void()>& use) { use(); }
 
-  // For grading's mutation tests only: every rank reads the whole data set in the same order
-  // (as if the distributed sampler were forgotten).
+  // Every rank reads the whole data set in the same order (as if the distributed sampler were
+  // forgotten): one data-parallel replica. Task 7a's ranks share each batch; grading's mutation
+  // tests use it as a mistake.
   virtual bool every_rank_reads_all_data() const { return false; }
 
  protected:

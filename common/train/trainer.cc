@@ -155,6 +155,7 @@ void Trainer::Setup() {
   parts.evaluate = [this](int64_t epoch) { return Evaluate(epoch); };
   parts.units = task_->Units();
   parts.set_unit_hooks = [this](const model::UnitHooks* hooks) { task_->SetUnitHooks(hooks); };
+  parts.set_tensor_parallel = [this](const model::ParallelOps* ops) { task_->SetTensorParallel(ops); };
   ctx_ = std::make_unique<StageContext>(std::move(parts));
   setup_done_ = true;
 }
@@ -214,11 +215,14 @@ void Trainer::PrintRunBanner(int64_t total, int64_t updates_per_epoch, int64_t e
   if (!is_main_rank()) return;
   const int64_t B = options_.per_device_train_batch_size;
   const int64_t accum = options_.gradient_accumulation_steps;
-  std::printf("%s: %lld training examples, %d rank(s) x batch %lld x accumulation %lld = %lld per update; "
+  // Ranks that share every batch (task 7a) say so rather than multiply it.
+  const std::string ranks = std::to_string(dist_.world_size) + " rank(s) " +
+                            (DataReplicas() == dist_.world_size ? "x batch " : "sharing each batch of ");
+  std::printf("%s: %lld training examples, %s%lld x accumulation %lld = %lld per update; "
               "%lld updates (%lld per epoch, %lld epoch(s)); output in %s\n",
-              stage_.name().c_str(), static_cast<long long>(task_->train_size()), dist_.world_size,
+              stage_.name().c_str(), static_cast<long long>(task_->train_size()), ranks.c_str(),
               static_cast<long long>(B), static_cast<long long>(accum),
-              static_cast<long long>(B * accum * dist_.world_size), static_cast<long long>(total),
+              static_cast<long long>(B * accum * DataReplicas()), static_cast<long long>(total),
               static_cast<long long>(updates_per_epoch), static_cast<long long>(epochs),
               options_.output_dir.c_str());
   if (precision_ != Precision::kFp32) {

@@ -212,7 +212,7 @@ void Trainer::TrainEpoch(int64_t epoch, const std::vector<std::vector<int64_t>>&
     }
     micro = 0;
 
-    const int64_t global_samples = samples * dist_.world_size;
+    const int64_t global_samples = samples * DataReplicas();
     const Stepped stepped = FinishUpdate(u, ++at->update, epoch, loss_sum, global_samples, update_start);
     if (print_loss) print();
     epoch_samples += global_samples;

@@ -92,6 +92,11 @@ class VitCifarTask : public ModelTask {
   void Save(const std::string& dir) override { vit::SavePretrainedViT(dir, model_); }
   std::vector<model::Unit> Units() override { return model_->Units(); }
   void SetUnitHooks(const model::UnitHooks* hooks) override { model_->set_unit_hooks(hooks); }
+  void SetTensorParallel(const model::ParallelOps* ops) override {
+    if (ops != nullptr) {
+      throw UserError("--model_type=vit: the ViT has no tensor-parallel split yet (task 7a splits BERT's encoder)");
+    }
+  }
 
  private:
   uint64_t seed_;

@@ -28,10 +28,4 @@ std::vector<PipelineStep> StageSteps(PipelineSchedule schedule, int stages, int 
   return steps;
 }
 
-std::string StepsToString(const std::vector<PipelineStep>& steps) {
-  std::string out;
-  for (const auto& s : steps) out += (out.empty() ? "" : " ") + std::string(s.forward ? "F" : "B") + std::to_string(s.micro_batch);
-  return out;
-}
-
 }  // namespace distlm::task7

@@ -3,8 +3,6 @@
 
 #include <torch/autograd.h>
 
-#include <stdexcept>
-#include <string>
 #include <vector>
 
 namespace distlm::task7 {
@@ -44,15 +42,6 @@ struct ReduceFromGroup : autograd::Function<ReduceFromGroup> {
   static autograd::variable_list backward(AutogradContext*, autograd::variable_list grad) { return {grad[0], torch::Tensor()}; }
 };
 
-torch::Tensor Block(const torch::Tensor& full, int dim, int rank, int world) {
-  const int64_t n = full.size(dim);
-  if (world < 1 || rank < 0 || rank >= world || n % world != 0) {
-    throw std::invalid_argument("cannot cut dimension " + std::to_string(dim) + " of size " + std::to_string(n) +
-                                " into " + std::to_string(world) + " equal blocks for rank " + std::to_string(rank));
-  }
-  return full.narrow(dim, rank * (n / world), n / world).clone();
-}
-
 }  // namespace
 
 torch::Tensor CopyToTensorParallel(const torch::Tensor& x, const dist::GroupPtr& pg) {
@@ -65,16 +54,12 @@ torch::Tensor ReduceFromTensorParallel(const torch::Tensor& x, const dist::Group
 
 torch::Tensor ColumnParallelLinear(const torch::Tensor& x, const torch::Tensor& weight_shard,
                                    const torch::Tensor& bias_shard, const dist::GroupPtr& pg) {
-  return torch::matmul(CopyToTensorParallel(x, pg), weight_shard.t()) + bias_shard;
+  return torch::linear(CopyToTensorParallel(x, pg), weight_shard, bias_shard);
 }
 
 torch::Tensor RowParallelLinear(const torch::Tensor& x_shard, const torch::Tensor& weight_shard,
                                 const torch::Tensor& bias, const dist::GroupPtr& pg) {
-  return ReduceFromTensorParallel(torch::matmul(x_shard, weight_shard.t()), pg) + bias;
+  return ReduceFromTensorParallel(torch::linear(x_shard, weight_shard), pg) + bias;
 }
-
-torch::Tensor ShardRows(const torch::Tensor& full, int rank, int world) { return Block(full, 0, rank, world); }
-
-torch::Tensor ShardColumns(const torch::Tensor& full, int rank, int world) { return Block(full, 1, rank, world); }
 
 }  // namespace distlm::task7

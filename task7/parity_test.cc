@@ -1,0 +1,175 @@
+// Task 7a (tensor parallel BERT) against part 1: splitting every encoder layer's products over
+// the ranks must not change training. Every rank reads the whole batch of 8 that part 1 reads;
+// 5 updates of the tiny BERT (2 heads) on 2 ranks over Gloo and MPI, with dropout on (the
+// attention's masks drawn per head as part 1 draws them, the hidden ones whole); a random BERT
+// of 4 heads on 4 ranks; the same losses and gradient norms within 1e-5 relative. Then what an
+// update sends (4 all-reduces of batch x sequence x hidden per layer, the norm's, the loss's),
+// evaluation and the saved model through the whole weights, exact resume, and bad input.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "common/safetensors/safetensors.h"
+#include "common/testing/subprocess.h"
+#include "common/testing/training_runs.h"
+#include "grading/parity_cases.h"
+#include "grading/stage_runner.h"
+
+namespace distlm::grading {
+namespace {
+
+double Worst(const std::vector<double>& want, const std::vector<double>& got) {
+  double worst = 0;
+  for (size_t i = 0; i < std::min(want.size(), got.size()); ++i) {
+    worst = std::max(worst, std::abs(got[i] - want[i]) / std::abs(want[i]));
+  }
+  return worst;
+}
+
+void ExpectSame(const StageRun& want, const StageRun& got, const std::string& name) {
+  ASSERT_EQ(want.exit_code, 0) << want.output;
+  ASSERT_FALSE(got.timed_out) << name << " hung:\n" << got.output;
+  ASSERT_EQ(got.exit_code, 0) << name << ":\n" << got.output;
+  ASSERT_EQ(want.losses().size(), kSteps) << want.output;
+  EXPECT_EQ(CompareLosses(want.losses(), got.losses(), kSteps, kTol), "") << name;
+  EXPECT_LT(Worst(want.grad_norms(), got.grad_norms()), kTol) << name;
+  std::printf("task7 %s: worst relative difference over %zu updates: loss %.3g, gradient norm %.3g\n", name.c_str(),
+              kSteps, Worst(want.losses(), got.losses()), Worst(want.grad_norms(), got.grad_norms()));
+}
+
+std::vector<std::string> WithDropout(std::vector<std::string> flags) {
+  for (std::string& f : flags) {
+    if (f == "--hidden_dropout_prob=0") f = "--hidden_dropout_prob=0.1";
+    if (f == "--attention_probs_dropout_prob=0") f = "--attention_probs_dropout_prob=0.1";
+  }
+  return flags;
+}
+
+TEST(TensorParallelParityTest, TwoRanksWithDropoutMatchPart1OverGlooAndMpi) {
+  const std::vector<std::string> flags = WithDropout(Flags(8));
+  const StageRun want = RunStage(Bin("part1/reference"), 1, Launcher::kSingle, flags, 120);
+  for (Launcher l : {Launcher::kLaunch, Launcher::kMpirun}) {
+    if (l == Launcher::kMpirun && MpirunBinary().empty()) {
+      std::printf("SKIPPED: no mpirun, the MPI case did not run\n");
+      continue;
+    }
+    const StageRun r = RunStage(Bin("task7/reference"), 2, l, flags, 180);
+    ExpectSame(want, r, Name({2, l}) + " with dropout");
+    EXPECT_NE(r.output.find("task7: tensor parallel over 2 rank(s)"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("2 rank(s) sharing each batch of 8 x accumulation 1 = 8 per update"), std::string::npos)
+        << r.output;
+  }
+}
+
+// The communication of an update, from the formula: per layer and micro-batch, two all-reduces
+// forward (attention output, MLP output) and two backward (the inputs of query/key/value and of
+// the intermediate linear), each of batch x sequence x hidden float32; one of the cut tensors'
+// squared norms (10 per layer); one of the previous update's loss (from the second update on).
+TEST(TensorParallelParityTest, AnUpdateSendsWhatTheFormulaSays) {
+  const StageRun r = RunStage(Bin("task7/reference"), 2, Launcher::kLaunch, Flags(8), 180);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_EQ(r.log.size(), kSteps);
+  const int64_t layers = 2, batch = 8, seq = 64, hidden = 128;
+  const int64_t activation = batch * seq * hidden * 4;
+  for (size_t u = 1; u < r.log.size(); ++u) {
+    const auto& line = r.log[u];
+    EXPECT_EQ(line["comm_ops"].value("allreduce", 0), 4 * layers + 2) << line.dump();
+    EXPECT_EQ(line["comm_bytes"].get<int64_t>(), 4 * layers * activation + 10 * layers * 4 + 8) << line.dump();
+  }
+}
+
+TEST(TensorParallelParityTest, FourRanksOfAFourHeadBertMatchPart1) {
+  const std::string model = testing::MakeTempDir("bert4heads");
+  const auto made = testing::Run({{Bin("task3/make_bench_model"), "--output_dir=" + model, "--hidden_size=128",
+                                   "--num_hidden_layers=2", "--num_attention_heads=4", "--intermediate_size=512"},
+                                  {}},
+                                 120);
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  std::vector<std::string> flags = Flags(8);
+  flags.push_back("--model_name_or_path=" + model);
+  const StageRun want = RunStage(Bin("part1/reference"), 1, Launcher::kSingle, flags, 120);
+  ExpectSame(want, RunStage(Bin("task7/reference"), 4, Launcher::kLaunch, flags, 240), "x4 (gloo), 4 heads");
+}
+
+// Evaluation and the saved model go through the whole weights: part 1's accuracy and weights.
+TEST(TensorParallelParityTest, EvaluationAndSavedModelAreWhole) {
+  std::vector<std::string> flags = Flags(8);
+  for (std::string& f : flags) {
+    if (f == "--do_eval=false") f = "--do_eval=true";
+    if (f == "--max_steps=5") f = "--max_steps=6";  // one epoch of the 48 examples
+  }
+  const StageRun want = RunStage(Bin("part1/reference"), 1, Launcher::kSingle, flags, 120);
+  const StageRun r = RunStage(Bin("task7/reference"), 2, Launcher::kLaunch, flags, 180);
+  ASSERT_EQ(want.exit_code, 0) << want.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto eval_line = [](const std::string& out) {
+    const size_t at = out.find("eval after epoch 1:");
+    return at == std::string::npos ? std::string("(none)") : out.substr(at, out.find(" (", at) - at);
+  };
+  EXPECT_EQ(eval_line(r.output), eval_line(want.output));
+  const auto want_weights = safetensors::LoadFile(want.output_dir + "/model.safetensors");
+  const auto got_weights = safetensors::LoadFile(r.output_dir + "/model.safetensors");
+  ASSERT_EQ(want_weights.size(), got_weights.size());
+  double worst = 0;
+  for (size_t i = 0; i < want_weights.size(); ++i) {
+    ASSERT_EQ(want_weights[i].first, got_weights[i].first);
+    ASSERT_EQ(want_weights[i].second.sizes(), got_weights[i].second.sizes()) << want_weights[i].first;
+    worst = std::max(worst, (want_weights[i].second - got_weights[i].second).abs().max().item<double>());
+  }
+  EXPECT_LT(worst, 1e-5) << "the saved weights differ from part 1's";
+  std::printf("task7's saved model against part 1's: worst difference %.3g over %zu tensors\n", worst,
+              got_weights.size());
+}
+
+// Killed after 7 updates and started again: the snapshot's whole optimizer state is cut again,
+// and the run goes on bit for bit as one never interrupted.
+TEST(TensorParallelParityTest, KilledAndResumedRunIsBitForBitTheSame) {
+  auto argv = [](const std::string& out) {
+    return std::vector<std::string>{Bin("tools/launch"), "--nproc_per_node=2", "--", Bin("task7/reference"),
+                                    "--max_steps=10", "--save_steps=2", "--num_threads=1", "--max_seq_length=32",
+                                    "--per_gpu_train_batch_size=4", "--output_dir=" + out};
+  };
+  const std::string whole = testing::MakeTempDir("task7_whole");
+  auto r = testing::Run({argv(whole), {}}, 180);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string out = testing::MakeTempDir("task7_killed");
+  auto k = testing::RunAndKillAfterUpdates(argv(out), out, 7, 180);
+  ASSERT_EQ(k.exit_code, 0) << "finished before it could be killed: " << k.output;
+  r = testing::Run({argv(out), {}}, 180);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resuming from"), std::string::npos) << r.output;
+  EXPECT_EQ(testing::LoggedLosses(out), testing::LoggedLosses(whole));
+}
+
+// What task 7a cannot split is refused in one line, exit 2, before any update.
+TEST(TensorParallelBadInputTest, RefusedInOneLine) {
+  struct BadCase {
+    int ranks;
+    std::string flag, want;
+  };
+  const std::vector<BadCase> cases = {
+      {4, "", "error: tensor parallelism over 4 ranks needs the heads (2) and the intermediate size (512) to divide by it"},
+      {2, "--comm_dtype=bf16", "error: --comm_dtype=bf16 is not supported by task7"}};
+  for (const auto& c : cases) {
+    std::vector<std::string> flags = Flags(8);
+    if (!c.flag.empty()) flags.push_back(c.flag);
+    const StageRun r = RunStage(Bin("task7/reference"), c.ranks, Launcher::kLaunch, flags, 120);
+    EXPECT_EQ(r.exit_code, 2) << c.flag << ":\n" << r.output;
+    EXPECT_NE(r.output.find(c.want), std::string::npos) << c.flag << ":\n" << r.output;
+    EXPECT_TRUE(r.log.empty()) << c.flag << ": an update was logged";
+  }
+}
+
+TEST(TensorParallelStudentKitTest, TheStubSaysWhatToDo) {
+  const StageRun r = RunStage(Bin("task7/student"), 2, Launcher::kLaunch, Flags(8), 120);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("TODO(student): task7 ColumnParallelLinear is not implemented yet; see docs/handout/part7.md, "
+                          "section 'Task 7a'"),
+            std::string::npos)
+      << r.output;
+}
+
+}  // namespace
+}  // namespace distlm::grading

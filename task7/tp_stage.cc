@@ -1,0 +1,176 @@
+#include "task7/tp_stage.h"
+
+#include <torch/utils.h>
+
+#include <cmath>
+#include <cstdio>
+#include <utility>
+
+#include "common/dist/casting_process_group.h"
+#include "common/dist/counting_process_group.h"
+#include "common/runtime/errors.h"
+#include "common/train/distributed.h"
+#include "task7/tensor_parallel.h"
+#include "task7/tensor_parallel_ops.h"
+
+namespace distlm::task7 {
+namespace {
+
+// The Trainer's optimizer with the shards' state inside; snapshots see it whole: GatherState
+// puts each cut tensor's blocks together (a collective), LoadState keeps this rank's block.
+class TensorParallelOptimizer : public train::Optimizer {
+ public:
+  TensorParallelOptimizer(std::unique_ptr<train::Optimizer> inner, const model::ParallelOps* ops,
+                          std::vector<int> cut_dim, c10d::ProcessGroup* pg)
+      : inner_(std::move(inner)), ops_(ops), cut_dim_(std::move(cut_dim)), pg_(pg) {}
+
+  void Step() override { inner_->Step(); }
+  void ZeroGrad() override { inner_->ZeroGrad(); }
+  double lr() const override { return inner_->lr(); }
+  void set_lr(double lr) override { inner_->set_lr(lr); }
+  int64_t step_count() const override { return inner_->step_count(); }
+  int64_t StateBytes() const override { return inner_->StateBytes(); }
+  // The shards' gradients differ between ranks: an fp16 overflow in one is voted on by all.
+  c10d::ProcessGroup* overflow_vote_group() const override { return pg_; }
+
+  train::OptimizerState GatherState() override {
+    train::OptimizerState s = inner_->GatherState();
+    for (size_t i = 0; i < cut_dim_.size() && i < s.exp_avg.size(); ++i) {
+      if (cut_dim_[i] < 0) continue;
+      s.exp_avg[i] = ops_->GatherBlocks(s.exp_avg[i], cut_dim_[i]);
+      s.exp_avg_sq[i] = ops_->GatherBlocks(s.exp_avg_sq[i], cut_dim_[i]);
+    }
+    return s;
+  }
+
+  void LoadState(const train::OptimizerState& whole) override {
+    train::OptimizerState live = inner_->GatherState();
+    if (whole.exp_avg.size() != live.exp_avg.size() || whole.exp_avg_sq.size() != live.exp_avg_sq.size()) {
+      throw UserError("optimizer state has " + std::to_string(whole.exp_avg.size()) + " tensors, the model has " +
+                      std::to_string(live.exp_avg.size()) + " parameters");
+    }
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < live.exp_avg.size(); ++i) {
+      const int dim = i < cut_dim_.size() ? cut_dim_[i] : -1;
+      auto mine = [&](const torch::Tensor& t) {
+        return dim < 0 ? t : (dim == 0 ? ShardRows(t, ops_->rank(), ops_->world())
+                                       : ShardColumns(t, ops_->rank(), ops_->world()));
+      };
+      live.exp_avg[i] = mine(whole.exp_avg[i]);
+      live.exp_avg_sq[i] = mine(whole.exp_avg_sq[i]);
+    }
+    live.step = whole.step;
+    inner_->LoadState(live);
+  }
+
+ private:
+  std::unique_ptr<train::Optimizer> inner_;
+  const model::ParallelOps* ops_;
+  std::vector<int> cut_dim_;
+  c10d::ProcessGroup* pg_;
+};
+
+}  // namespace
+
+TensorParallelStage::TensorParallelStage(std::string name, train::TrainStep step)
+    : Stage(std::move(name), std::move(step)) {}
+
+TensorParallelStage::~TensorParallelStage() = default;
+
+train::DistInfo TensorParallelStage::Connect() {
+  const at::ScalarType comm_dtype = train::CommDtypeFromFlags();
+  if (comm_dtype != at::kFloat) {
+    throw UserError("--comm_dtype=" + dist::CommDtypeName(comm_dtype) + " is not supported by " + name() +
+                    ": its all-reduces carry activations, not gradients (--comm_dtype applies to task2b and task3)");
+  }
+  return train::InitDistributedFromFlags();
+}
+
+std::unique_ptr<train::Optimizer> TensorParallelStage::MakeOptimizer(const train::StageContext& ctx) {
+  std::vector<std::vector<int64_t>> whole;
+  for (const auto& [name, p] : ctx.named_parameters()) whole.push_back(p.sizes().vec());
+  ops_ = std::make_unique<GroupParallelOps>(ctx.dist().pg);
+  counting_ = &train::CountingGroup(ctx.dist());
+  ctx.SetTensorParallel(ops_.get());  // a UserError naming the sizes when they do not divide
+  split_ = true;
+  cut_dim_.clear();
+  int64_t cut = 0;
+  for (size_t i = 0; i < whole.size(); ++i) {
+    const auto now = ctx.named_parameters()[i].second.sizes();
+    int dim = -1;
+    for (size_t d = 0; d < now.size(); ++d) {
+      if (now[d] != whole[i][d]) dim = static_cast<int>(d);
+    }
+    cut_dim_.push_back(dim);
+    cut += dim >= 0;
+  }
+  if (ctx.is_main_rank()) {
+    std::printf("%s: tensor parallel over %d rank(s) (%s): %lld of %zu parameters cut, every rank reads every batch\n",
+                name().c_str(), ctx.dist().world_size, ctx.dist().backend.c_str(), static_cast<long long>(cut),
+                cut_dim_.size());
+    std::fflush(stdout);
+  }
+  return std::make_unique<TensorParallelOptimizer>(Stage::MakeOptimizer(ctx), ops_.get(), cut_dim_,
+                                                   ctx.dist().pg.get());
+}
+
+double TensorParallelStage::OptimizerStep(const train::StageContext& ctx, train::UpdateContext& u) {
+  // Part 1's norm of the whole model: each tensor's norm, then the norm of those (float32). A
+  // cut tensor's squared norm is the sum of its blocks'.
+  torch::Tensor total;
+  {
+    torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> grads;
+    std::vector<size_t> cut_index;
+    for (size_t i = 0; i < u.parameters.size(); ++i) {
+      if (!u.parameters[i].grad().defined()) continue;
+      if (cut_dim_[i] >= 0) cut_index.push_back(grads.size());
+      grads.push_back(u.parameters[i].grad());
+    }
+    if (grads.empty()) return step().optimizer_step(u);
+    std::vector<torch::Tensor> norms = at::_foreach_norm(grads, 2);
+    if (!cut_index.empty()) {
+      std::vector<torch::Tensor> cut_norms;
+      for (size_t k : cut_index) cut_norms.push_back(norms[k]);
+      std::vector<torch::Tensor> squares = {torch::stack(cut_norms).square()};
+      ctx.dist().pg->allreduce(squares)->wait();
+      const torch::Tensor whole = squares[0].sqrt();
+      for (size_t k = 0; k < cut_index.size(); ++k) norms[cut_index[k]] = whole[static_cast<int64_t>(k)];
+    }
+    total = torch::stack(norms).norm(2);
+    if (u.max_grad_norm > 0) {
+      const double coef = (u.max_grad_norm / (total + 1e-6)).item<double>();
+      if (coef < 1.0) at::_foreach_mul_(grads, coef);
+    }
+  }
+  // Part 1's step: its clip sees this rank's share of the clipped gradients, whose norm is
+  // below the limit, and leaves them.
+  step().optimizer_step(u);
+  return total.item<double>();
+}
+
+void TensorParallelStage::WithFullParameters(const train::StageContext& ctx, const std::function<void()>& use) {
+  if (!split_) return use();
+  ctx.SetTensorParallel(nullptr);
+  try {
+    use();
+  } catch (...) {
+    ctx.SetTensorParallel(ops_.get());
+    throw;
+  }
+  ctx.SetTensorParallel(ops_.get());
+}
+
+train::UpdateFigures TensorParallelStage::TakeFigures() {
+  train::UpdateFigures f;
+  // Every collective since the last update's figures: the forward's and backward's all-reduces,
+  // the norm's, and the Trainer's averaging of the previous update's loss.
+  if (counting_ != nullptr) f.comm = counting_->TakeStats();
+  return f;
+}
+
+std::unique_ptr<train::Stage> MakeTensorParallelStage(std::string name, train::TrainStep step) {
+  return std::make_unique<TensorParallelStage>(std::move(name), std::move(step));
+}
+
+}  // namespace distlm::task7
