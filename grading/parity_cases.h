@@ -2,8 +2,14 @@
 // flags of a short, deterministic run and the cases they run it in.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
+
+#include <torch/types.h>
+
+#include "common/safetensors/safetensors.h"
 
 #include "common/testing/subprocess.h"
 #include "grading/stage_runner.h"
@@ -28,6 +34,36 @@ inline std::vector<std::string> Flags(int per_rank_batch, int accumulation = 1) 
 }
 
 inline std::string Bin(const std::string& target) { return testing::Runfile(target); }
+
+// The largest |got - want| / |want| over the first min(sizes) values (losses, norms).
+inline double WorstRelative(const std::vector<double>& want, const std::vector<double>& got) {
+  double worst = 0;
+  for (size_t i = 0; i < std::min(want.size(), got.size()); ++i) {
+    worst = std::max(worst, std::abs(got[i] - want[i]) / std::abs(want[i]));
+  }
+  return worst;
+}
+
+// The largest absolute difference between two runs' saved models (<dir>/model.safetensors),
+// tensor by tensor; *why says what does not match (names, order, shapes), and then -1.
+inline double WorstSavedWeightDifference(const std::string& want_dir, const std::string& got_dir, std::string* why) {
+  const auto want = safetensors::LoadFile(want_dir + "/model.safetensors");
+  const auto got = safetensors::LoadFile(got_dir + "/model.safetensors");
+  if (want.size() != got.size()) {
+    *why = std::to_string(got.size()) + " tensors saved, " + std::to_string(want.size()) + " expected";
+    return -1;
+  }
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (want[i].first != got[i].first || want[i].second.sizes() != got[i].second.sizes()) {
+      *why = "tensor " + std::to_string(i) + " is " + got[i].first + " " + c10::str(got[i].second.sizes()) + ", not " +
+             want[i].first + " " + c10::str(want[i].second.sizes());
+      return -1;
+    }
+    worst = std::max(worst, (want[i].second - got[i].second).abs().max().item<double>());
+  }
+  return worst;
+}
 
 struct Case {
   int ranks;
