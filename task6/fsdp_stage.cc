@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "absl/flags/flag.h"
-#include "common/dist/casting_process_group.h"
 #include "common/dist/counting_process_group.h"
 #include "common/runtime/elapsed.h"
 #include "common/runtime/errors.h"
@@ -76,12 +75,7 @@ FsdpStage::~FsdpStage() = default;
 
 train::DistInfo FsdpStage::Connect() {
   overlap_ = ParseOverlap(absl::GetFlag(FLAGS_fsdp));  // before any rank connects: a bad flag is one line
-  const at::ScalarType comm_dtype = train::CommDtypeFromFlags();
-  if (comm_dtype != at::kFloat) {
-    throw UserError("--comm_dtype=" + dist::CommDtypeName(comm_dtype) + " is not supported by " + name() +
-                    ": its all-gathers and reduce-scatters send float32 (--comm_dtype applies to task2b and task3)");
-  }
-  return train::InitDistributedFromFlags();
+  return train::InitDistributedFloat32Only(name(), "its all-gathers and reduce-scatters send float32");
 }
 
 std::unique_ptr<train::Optimizer> FsdpStage::MakeOptimizer(const train::StageContext& ctx) {

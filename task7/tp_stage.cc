@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <utility>
 
-#include "common/dist/casting_process_group.h"
 #include "common/dist/counting_process_group.h"
 #include "common/runtime/errors.h"
 #include "common/train/distributed.h"
@@ -78,12 +77,7 @@ TensorParallelStage::TensorParallelStage(std::string name, train::TrainStep step
 TensorParallelStage::~TensorParallelStage() = default;
 
 train::DistInfo TensorParallelStage::Connect() {
-  const at::ScalarType comm_dtype = train::CommDtypeFromFlags();
-  if (comm_dtype != at::kFloat) {
-    throw UserError("--comm_dtype=" + dist::CommDtypeName(comm_dtype) + " is not supported by " + name() +
-                    ": its all-reduces carry activations, not gradients (--comm_dtype applies to task2b and task3)");
-  }
-  return train::InitDistributedFromFlags();
+  return train::InitDistributedFloat32Only(name(), "its all-reduces carry activations, not gradients");
 }
 
 std::unique_ptr<train::Optimizer> TensorParallelStage::MakeOptimizer(const train::StageContext& ctx) {

@@ -21,6 +21,16 @@ namespace distlm::train {
 
 at::ScalarType CommDtypeFromFlags() { return dist::ParseCommDtype(absl::GetFlag(FLAGS_comm_dtype)); }
 
+DistInfo InitDistributedFloat32Only(const std::string& stage, const std::string& why) {
+  // The binary links --comm_dtype with the other stages' flags; refuse it rather than ignore it.
+  const at::ScalarType comm_dtype = CommDtypeFromFlags();
+  if (comm_dtype != at::kFloat) {
+    throw UserError("--comm_dtype=" + dist::CommDtypeName(comm_dtype) + " is not supported by " + stage + ": " + why +
+                    " (--comm_dtype applies to task2b and task3)");
+  }
+  return InitDistributedFromFlags();
+}
+
 DistInfo InitDistributedFromFlags(at::ScalarType comm_dtype) {
   dist::DistConfig config = dist::DistConfigFromFlagsAndEnv();
   if (comm_dtype == at::kBFloat16 && config.backend == "gloo" && !dist::kGlooHasBfloat16) {

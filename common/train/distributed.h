@@ -24,6 +24,11 @@ namespace distlm::train {
 // for bf16 on gloo (Gloo in LibTorch 1.13 cannot reduce bfloat16).
 DistInfo InitDistributedFromFlags(at::ScalarType comm_dtype = at::kFloat);
 
+// The Connect() of a stage whose collectives stay float32 (tasks 5 to 7): a UserError naming
+// --comm_dtype, the stage and `why` (what it sends) when the flag asks for another dtype; then
+// InitDistributedFromFlags().
+DistInfo InitDistributedFloat32Only(const std::string& stage, const std::string& why);
+
 // --comm_dtype: fp32, fp16 or bf16; a UserError naming the flag otherwise. Which stages take
 // it is each stage's Connect() to decide.
 at::ScalarType CommDtypeFromFlags();
