@@ -243,13 +243,13 @@ void ForEachCut(torch::nn::ModuleList& layers, Fn&& fn) {
     auto* layer = module->as<BertLayer>();
     auto& self = *layer->attention->self;
     for (torch::nn::Linear* l : {&self.query, &self.key, &self.value}) {
-      fn(*layer, (*l)->weight, 0);
-      fn(*layer, (*l)->bias, 0);
+      fn((*l)->weight, 0);
+      fn((*l)->bias, 0);
     }
-    fn(*layer, layer->attention->output->dense->weight, 1);
-    fn(*layer, layer->intermediate->dense->weight, 0);
-    fn(*layer, layer->intermediate->dense->bias, 0);
-    fn(*layer, layer->output->dense->weight, 1);
+    fn(layer->attention->output->dense->weight, 1);
+    fn(layer->intermediate->dense->weight, 0);
+    fn(layer->intermediate->dense->bias, 0);
+    fn(layer->output->dense->weight, 1);
   }
 }
 
@@ -271,7 +271,7 @@ void BertForSequenceClassificationImpl::ShardForTensorParallel(const model::Para
   }
   if (tp_ != nullptr) throw std::logic_error("ShardForTensorParallel called twice: the weights are cut already");
   torch::NoGradGuard no_grad;
-  ForEachCut(bert->layers, [&](BertLayerImpl&, torch::Tensor& p, int dim) { KeepBlock(p, dim, r, T); });
+  ForEachCut(bert->layers, [&](torch::Tensor& p, int dim) { KeepBlock(p, dim, r, T); });
   for (const auto& module : *bert->layers) {
     auto* layer = module->as<BertLayer>();
     auto& self = *layer->attention->self;
@@ -287,7 +287,7 @@ void BertForSequenceClassificationImpl::ShardForTensorParallel(const model::Para
 void BertForSequenceClassificationImpl::UnshardTensorParallel() {
   if (tp_ == nullptr) return;
   torch::NoGradGuard no_grad;
-  ForEachCut(bert->layers, [&](BertLayerImpl&, torch::Tensor& p, int dim) { p.set_data(tp_->GatherBlocks(p, dim)); });
+  ForEachCut(bert->layers, [&](torch::Tensor& p, int dim) { p.set_data(tp_->GatherBlocks(p, dim)); });
   for (const auto& module : *bert->layers) {
     auto* layer = module->as<BertLayer>();
     auto& self = *layer->attention->self;
