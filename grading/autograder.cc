@@ -150,19 +150,22 @@ const Trace& Autograder::Impl::Expected() {
 const std::vector<KnownMistake>& Autograder::Impl::Mistakes() {
   return RunMistakes({"no_sync", "sum_without_average", "some_params_only", "rank0_keeps_own", "root_only_average",
                       "same_data"},
-                     &mistakes_tried, &mistakes, config.mutant_binary, "grading/mutant_stage");
+                     &mistakes_tried, &mistakes, config.mutant_binary, "grading/mutant_stage", config.ranks,
+                     config.ranks);
 }
 
 const std::vector<KnownMistake>& Autograder::Impl::OwnMistakes(const stages::Stage& st) {
   const StageGrading& grading = GradingOf(st.id);
+  const int ranks = st.RunRanks(config.ranks);
   return RunMistakes(grading.OwnMistakes(), &own_mistakes_tried[st.id], &own_mistakes[st.id], "",
-                     grading.MutantBinary());
+                     grading.MutantBinary(), ranks, st.Replicas(ranks));
 }
 
 const std::vector<KnownMistake>& Autograder::Impl::RunMistakes(const std::vector<std::string>& names, bool* tried,
                                                                std::vector<KnownMistake>* out,
                                                                const std::string& configured,
-                                                               const std::string& runfile) {
+                                                               const std::string& runfile, int ranks,
+                                                               int replicas) {
   if (*tried || !config.recognise_mistakes) return *out;
   *tried = true;
   std::vector<KnownMistake>& mistakes = *out;
@@ -176,9 +179,9 @@ const std::vector<KnownMistake>& Autograder::Impl::RunMistakes(const std::vector
   for (const std::string& m : names) {
     Progress("running the known mistake '" + m + "' to compare with");
     StageRunOptions o = RunOptions("mistake_" + m, nullptr);
-    std::vector<std::string> flags = Flags(config.ranks);
+    std::vector<std::string> flags = Flags(replicas);
     flags.push_back("--mutation=" + m);
-    StageRun r = RunStage(binary, config.ranks, Launcher::kLaunch, flags, o);
+    StageRun r = RunStage(binary, ranks, Launcher::kLaunch, flags, o);
     if (r.exit_code != 0 || r.log.size() < kSteps) {
       mistakes_note = "the grader's run of the known mistake '" + m + "' failed; it is not recognised";
       continue;
@@ -201,14 +204,14 @@ Autograder::Autograder(GraderConfig config) : impl_(std::make_unique<Impl>()) {
 
 Autograder::~Autograder() = default;
 
-std::vector<std::string> Autograder::RunFlags(int ranks, const std::string& model_type, const std::string& data_dir,
+std::vector<std::string> Autograder::RunFlags(int replicas, const std::string& model_type, const std::string& data_dir,
                                               uint64_t seed) {
   // What grading/parity_test.cc uses: the tiny built-in model and data, no dropout, a learning
   // rate that makes a wrong update visible at once, one thread per rank (2 cores, 4 ranks).
   // The ViT's as grading/vit_parity_test.cc: its augmentation stays on (it depends on the seed,
   // the epoch and the example only, so every rank and stage sees the same pixels).
   std::vector<std::string> flags = {"--max_steps=" + std::to_string(kSteps),
-                                    "--per_gpu_train_batch_size=" + std::to_string(kTotalBatch / ranks),
+                                    "--per_gpu_train_batch_size=" + std::to_string(kTotalBatch / replicas),
                                     "--learning_rate=1e-3",
                                     "--hidden_dropout_prob=0",
                                     "--attention_probs_dropout_prob=0",
@@ -268,7 +271,14 @@ GradeReport Autograder::Grade(const GradeRequest& req) {
   for (const auto& i : sub.ignored) report.notes.push_back("ignored: " + i);
   std::vector<const stages::Stage*> graded;
   for (const auto& st : stages::All()) {
-    if (!st.grading.optional || sub.stages.at(st.id).folder_present) {
+    if (!st.Trains(im.config.model_type)) {
+      if (sub.stages.at(st.id).folder_present) {
+        std::string models;
+        for (const auto& m : st.models) models += (models.empty() ? "" : ", ") + m;
+        report.notes.push_back(st.id + "/ is not graded with --model_type=" + im.config.model_type + ": " + st.id +
+                               " trains " + models + " only");
+      }
+    } else if (!st.grading.optional || sub.stages.at(st.id).folder_present) {
       graded.push_back(&st);
     } else {
       report.notes.push_back(st.id + "/ is optional and was not submitted: not graded");

@@ -112,9 +112,10 @@ class Autograder {
 
   GradeReport Grade(const GradeRequest& request);
 
-  // The flags of every graded run: the total batch of 8 split over `ranks`, `seed` (0: the
-  // trainer's default, 42). For model_type "vit", data_dir is the CIFAR-10-format folder.
-  static std::vector<std::string> RunFlags(int ranks, const std::string& model_type = "bert",
+  // The flags of every graded run: the total batch of 8 split over `replicas` (the ranks of a
+  // data-parallel stage; stages::Stage::Replicas), `seed` (0: the trainer's default, 42). For
+  // model_type "vit", data_dir is the CIFAR-10-format folder.
+  static std::vector<std::string> RunFlags(int replicas, const std::string& model_type = "bert",
                                            const std::string& data_dir = "", uint64_t seed = 0);
 
  private:

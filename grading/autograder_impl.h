@@ -45,7 +45,8 @@ struct Autograder::Impl {
     if (config.progress) config.progress(line);
   }
 
-  std::vector<std::string> Flags(int ranks) const { return RunFlags(ranks, config.model_type, data_dir, seed); }
+  // The flags of a run that trains `replicas` model replicas (each reads 8 / replicas examples).
+  std::vector<std::string> Flags(int replicas) const { return RunFlags(replicas, config.model_type, data_dir, seed); }
 
   // --- the grader's own runs (autograder.cc) ------------------------------------------------
 
@@ -77,10 +78,11 @@ struct Autograder::Impl {
   // The grader's runs of the known mistakes, made once, when a failing trace needs a name.
   const std::vector<KnownMistake>& Mistakes();
   const std::vector<KnownMistake>& OwnMistakes(const stages::Stage& st);
-  // `configured`: a path given in the config ("" : the runfile `runfile`).
+  // `configured`: a path given in the config ("" : the runfile `runfile`); each run on `ranks`
+  // ranks that make `replicas` model replicas (stages::Stage::RunRanks, Replicas).
   const std::vector<KnownMistake>& RunMistakes(const std::vector<std::string>& names, bool* tried,
                                                std::vector<KnownMistake>* out, const std::string& configured,
-                                               const std::string& runfile);
+                                               const std::string& runfile, int ranks, int replicas);
 
   // --- judging a run (grade_stage.cc) -------------------------------------------------------
 

@@ -36,8 +36,8 @@ using testing_support::MutationSuite;
 using testing_support::SubmissionFrom;
 
 // The tests of a grading of every stage: part1, task2a, task2b, task3 (3 + 6 DDP tests), task5,
-// task6 (4 + prefetch and overlap), on either model.
-constexpr size_t kTestsOfEveryStage = 3 + 4 + 4 + 9 + 4 + 6;
+// task6 (4 + prefetch and overlap), task7 (3) on the tiny BERT (task 7 splits BERT only).
+constexpr size_t kTestsOfEveryStage = 3 + 4 + 4 + 9 + 4 + 6 + 3;
 
 // Every stage's reference solution, as a submission and as its prebuilt binary.
 GradeReport GradeReferences(Autograder& grader) {
@@ -56,7 +56,7 @@ GradeReport GradeReferences(Autograder& grader) {
 TEST(AutograderTest, ReferenceSolutionsScoreFullMarks) {
   GradeReport r = GradeReferences(Grader());
   EXPECT_EQ(r.score(), r.max_score());
-  EXPECT_EQ(r.max_score(), 115);  // 75, and 20 each for the optional tasks 5 and 6
+  EXPECT_EQ(r.max_score(), 127);  // 75, 20 each for the optional tasks 5 and 6, 12 for task 7
   for (const auto& t : r.tests) EXPECT_TRUE(t.passed) << t.name << ":\n" << t.output;
   EXPECT_EQ(r.tests.size(), kTestsOfEveryStage);
 }
@@ -78,10 +78,14 @@ TEST(AutograderTest, UntouchedStubsScoreZeroAndSaySo) {
                                                    {"task2a", "your part1 Backward still calls StudentTodo"},
                                                    {"task2b", "your part1 Backward still calls StudentTodo"},
                                                    {"task3", "your task3b BucketedDdp (constructor) still calls StudentTodo"},
-                                                   {"task5", "your part1 Backward still calls StudentTodo"}};
+                                                   {"task5", "your part1 Backward still calls StudentTodo"},
+                                                   // the split model's forward reaches task 7's linears first
+                                                   {"task7", "your task7 ColumnParallelLinear still calls StudentTodo"}};
   for (const auto& [id, message] : todo) {
     const stages::Stage* st = stages::Find(id);
-    const TestResult& run = Find(r, id + ": runs 5 updates on " + (st->grading.ranks > 1 ? "4 ranks" : "one process"));
+    const int ranks = st->RunRanks(4);
+    const TestResult& run =
+        Find(r, id + ": runs 5 updates on " + (ranks > 1 ? std::to_string(ranks) + " ranks" : "one process"));
     EXPECT_FALSE(run.passed);
     EXPECT_NE(run.output.find(message), std::string::npos) << run.output;
     EXPECT_NE(run.output.find("see docs/handout/"), std::string::npos) << run.output;

@@ -16,6 +16,17 @@ std::string Diagnose(const Trace& got, const Trace& want, const stages::Stage& s
              " on: the gradients were corrupted (uninitialised buffers? a division by zero?).";
     }
   }
+  if (st.grading.model_parallel > 0) {
+    // The ranks share one replica and each reads the whole batch: the data-parallel mistakes and
+    // heuristics below do not apply. The stage's own grading knows what its code does.
+    std::string own = grading.Diagnose(got, want, own_mistakes());
+    if (!own.empty()) return own;
+    return RelDiff(got.losses[0], want.losses[0]) > kParityTol
+               ? "the very first loss (computed before any optimizer step) already differs: the split model's "
+                 "forward does not compute the whole model's."
+               : "the first loss matches but the training that follows does not: the split model's backward "
+                 "or its update differs from the whole model's.";
+  }
   // Update 1's loss is computed before any optimizer step: only the data can differ.
   const bool first_matches = RelDiff(got.losses[0], want.losses[0]) <= kParityTol;
   if (!first_matches) {

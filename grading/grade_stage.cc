@@ -37,14 +37,15 @@ std::string JoinOps(const std::vector<std::string>& ops, const std::string& last
 }  // namespace
 
 std::string Autograder::Impl::Diagnose(const Trace& got, const Trace& want, const stages::Stage& st) {
-  return grading::Diagnose(got, want, st, GradingOf(st.id), st.grading.ranks > 1 ? config.ranks : 1,
+  return grading::Diagnose(got, want, st, GradingOf(st.id), st.RunRanks(config.ranks),
                            [this]() -> const std::vector<KnownMistake>& { return Mistakes(); },
                            [this, &st]() -> const std::vector<KnownMistake>& { return OwnMistakes(st); });
 }
 
 void Autograder::Impl::GradeStage(const stages::Stage& st, const SubmittedStage& sub, const BuildOutcome& build,
                                   GradeReport* report) {
-  const std::string ranks_text = st.grading.ranks > 1 ? std::to_string(config.ranks) + " ranks" : "one process";
+  const int ranks = st.RunRanks(config.ranks);
+  const std::string ranks_text = ranks > 1 ? std::to_string(ranks) + " ranks" : "one process";
   TestResult t_build{st.id + ": builds", 0, 0, build.ok, ""};
   TestResult t_run{st.id + ": runs " + std::to_string(kSteps) + " updates on " + ranks_text, 0, 0, false, ""};
   TestResult t_parity{st.id + ": losses and gradient norms match the single-node run", 0, static_cast<double>(st.grading.parity_points), false,
@@ -82,14 +83,13 @@ void Autograder::Impl::GradeStage(const stages::Stage& st, const SubmittedStage&
     return;
   }
 
-  const int ranks = st.grading.ranks > 1 ? config.ranks : 1;
   int runs = 0;
   // The submission's binary on n ranks with the grader's flags, then `extra` (later flags win).
   auto run = [&](int n, const std::vector<std::string>& extra_flags, double timeout_s) {
     std::string said;
     for (const auto& f : extra_flags) said += " " + f;
     Progress("running " + st.id + " on " + (n > 1 ? std::to_string(n) + " ranks" : "one process") + said);
-    std::vector<std::string> flags = Flags(n);
+    std::vector<std::string> flags = Flags(st.Replicas(n));
     flags.insert(flags.end(), build.flags.begin(), build.flags.end());
     const std::vector<std::string> own = grading.RunFlags(config.model_type);
     flags.insert(flags.end(), own.begin(), own.end());

@@ -34,10 +34,17 @@ def _row(
         optional = False,
         grading = False,
         takes_comm_dtype = False,
-        pattern = "none"):
+        pattern = "none",
+        model_parallel = 0,
+        models = ["bert", "vit"]):
     """One stage; stages.h says what each field means."""
     if pattern not in _PATTERNS:
         fail("stage %s: pattern '%s' is not one of %s" % (id, pattern, ", ".join(_PATTERNS.keys())))
+    if model_parallel < 0 or (model_parallel > 0 and ranks < 2):
+        fail("stage %s: model_parallel = %d needs a distributed row (ranks > 1)" % (id, model_parallel))
+    for m in models:
+        if m not in ["bert", "vit"]:
+            fail("stage %s: model '%s' is not bert or vit" % (id, m))
     for text in [id, what] + files + required_ops + forbidden_ops:
         if "\"" in text or "'" in text or "$" in text or "\\" in text:
             fail("stage %s: '%s' holds a quote, a backslash or a $ (the C++ table is generated from it)" % (id, text))
@@ -55,6 +62,8 @@ def _row(
         grading = grading,
         takes_comm_dtype = takes_comm_dtype,
         pattern = pattern,
+        model_parallel = model_parallel,
+        models = models,
     )
 
 # In the order the course takes them (and the grader reports them). Points follow the work
@@ -90,6 +99,15 @@ STAGES = [
     _row("task6", ["fsdp.cc"], "GatherUnit / ReshardUnit / ReduceScatterGrad / ShardedStep (fully sharded)",
          parity_points = 12, comm_points = 4, required_ops = ["allgather"], optional = True,
          grading = True, pattern = "allreduce_two_allgathers"),
+    # Tensor parallelism (7a, Megatron-LM's layout): the model split over 2 ranks that share one
+    # replica, so each reads the whole batch (model_parallel = 2: the tiny BERT's 2 heads allow
+    # no more). Advanced, graded when submitted. Its all-reduces carry activations, not
+    # gradients: no traffic pattern of task 4's (docs/handout/part7.md has its bytes per
+    # update); the ViT's layers are not split (models). task7/grading names its mistakes.
+    # 7b's schedules (pipeline_schedule.cc) are the student's too, not yet graded.
+    _row("task7", ["tensor_parallel.cc", "pipeline_schedule.cc"],
+         "f, g, ColumnParallelLinear and RowParallelLinear (tensor parallel)",
+         parity_points = 12, optional = True, grading = True, model_parallel = 2, models = ["bert"]),
 ]
 
 def _rows(distributed):
@@ -145,7 +163,7 @@ def stages_cc_rows():
     """The C++ rows of stages.h's table: //common/stages:stages_table writes them to stages_table.inc."""
     rows = []
     for s in STAGES:
-        grading = "{%d, %d, %d, %s, %s, %s, %s}" % (
+        grading = "{%d, %d, %d, %s, %s, %s, %s, %d}" % (
             s.ranks,
             s.parity_points,
             s.comm_points,
@@ -153,14 +171,16 @@ def stages_cc_rows():
             _strings(s.forbidden_ops),
             _bool(s.optional),
             _bool(s.grading),
+            s.model_parallel,
         )
-        rows.append("{\"%s\", %s, \"%s\", %s, %s, {SyncPattern::%s}},\n" % (
+        rows.append("{\"%s\", %s, \"%s\", %s, %s, {SyncPattern::%s}, %s},\n" % (
             s.id,
             _strings(s.files),
             s.what,
             _bool(s.takes_comm_dtype),
             grading,
             _PATTERNS[s.pattern],
+            _strings(s.models),
         ))
     return "".join(rows)
 

@@ -34,6 +34,10 @@ struct Grading {
   // The stage's folder has a grading/ package: what the grader knows of it beyond this row
   // (run flags, its own mistakes and messages, tests beyond parity; grading/stage_grading.h).
   bool has_grading = false;
+  // Ranks that share one model replica (model parallelism: each holds part of every layer and
+  // reads the replica's whole batch); 0: data parallel, every rank a replica of its own. A
+  // model-parallel stage runs on exactly this many ranks, whatever the grader's --ranks.
+  int model_parallel = 0;
 };
 
 // How task 4's report runs it (pattern kNone: not in the report).
@@ -52,8 +56,22 @@ struct Stage {
   bool takes_comm_dtype = false;
   Grading grading;
   Report report;
+  std::vector<std::string> models;  // the --model_type values it trains (bert, vit)
   // The reference binary, as a workspace-relative runfile.
   std::string reference_binary() const { return id + "/reference"; }
+  // The ranks a grading runs it on when the grader's --ranks is `grader_ranks`.
+  int RunRanks(int grader_ranks) const {
+    if (grading.model_parallel > 0) return grading.model_parallel;
+    return grading.ranks > 1 ? grader_ranks : 1;
+  }
+  // The model replicas `ranks` ranks make: each reads total_batch / Replicas(ranks) examples.
+  int Replicas(int ranks) const { return grading.model_parallel > 0 ? ranks / grading.model_parallel : ranks; }
+  bool Trains(const std::string& model_type) const {
+    for (const auto& m : models) {
+      if (m == model_type) return true;
+    }
+    return false;
+  }
 };
 
 // In the order the course takes them (and the grader reports them): the rows of STAGES in

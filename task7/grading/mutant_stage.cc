@@ -1,0 +1,80 @@
+// //task7/grading:mutant_stage -- task 7's stage with the reference (task7/reference/
+// tensor_parallel.cc, under the names of reference_tensor_parallel.h) carrying one deliberate
+// mistake, chosen by --mutation. The grader runs them (grading.cc: OwnMistakes) to recognise a
+// submission's by its trace; the grading suite grades every one as a task 7 submission and
+// checks what it loses, and with which message.
+//
+// Grader-private, as all of grading/: --mutation=tp_none is the reference.
+#include <torch/nn/functional/linear.h>
+
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "common/runtime/errors.h"
+#include "common/train/run_stage.h"
+#include "grading/mutation_flag.h"
+#include "part1/train_step.h"
+#include "task7/grading/reference_tensor_parallel.h"
+#include "task7/tensor_parallel.h"
+#include "task7/tp_stage.h"
+
+ABSL_FLAG(std::string, mutation, "tp_none",
+          "tp_none (correct), tp_f_no_backward, tp_g_no_reduce, tp_g_backward_reduced, tp_bias_per_rank");
+
+namespace distlm::task7 {
+namespace {
+
+const char* const kMutations[] = {"tp_none", "tp_f_no_backward", "tp_g_no_reduce", "tp_g_backward_reduced",
+                                  "tp_bias_per_rank"};
+
+std::string& Mutation() {
+  static std::string m = "tp_none";
+  return m;
+}
+
+bool Is(const char* m) { return Mutation() == m; }
+
+}  // namespace
+
+// tp_f_no_backward: f the plain identity, so backward never sums the input's gradient.
+torch::Tensor CopyToTensorParallel(const torch::Tensor& x, const dist::GroupPtr& pg) {
+  return Is("tp_f_no_backward") ? x : ReferenceCopyToTensorParallel(x, pg);
+}
+
+// tp_g_no_reduce: each rank keeps its partial product. tp_g_backward_reduced: g's backward sums
+// the gradient too (f then g: forward the sum, backward the sum of the gradients).
+torch::Tensor ReduceFromTensorParallel(const torch::Tensor& x, const dist::GroupPtr& pg) {
+  if (Is("tp_g_no_reduce")) return x;
+  if (Is("tp_g_backward_reduced")) return ReferenceReduceFromTensorParallel(ReferenceCopyToTensorParallel(x, pg), pg);
+  return ReferenceReduceFromTensorParallel(x, pg);
+}
+
+torch::Tensor ColumnParallelLinear(const torch::Tensor& x, const torch::Tensor& weight_shard,
+                                   const torch::Tensor& bias_shard, const dist::GroupPtr& pg) {
+  return torch::linear(CopyToTensorParallel(x, pg), weight_shard, bias_shard);
+}
+
+// tp_bias_per_rank: every rank adds the bias to its partial product, so the sum holds it T times.
+torch::Tensor RowParallelLinear(const torch::Tensor& x_shard, const torch::Tensor& weight_shard,
+                                const torch::Tensor& bias, const dist::GroupPtr& pg) {
+  if (Is("tp_bias_per_rank")) return ReduceFromTensorParallel(torch::linear(x_shard, weight_shard, bias), pg);
+  return ReduceFromTensorParallel(torch::linear(x_shard, weight_shard), pg) + bias;
+}
+
+}  // namespace distlm::task7
+
+int main(int argc, char** argv) {
+  const std::string mutation = distlm::grading::FlagFromArgv(argc, argv, "--mutation", "tp_none");
+  bool known = false;
+  std::string names;
+  for (const char* k : distlm::task7::kMutations) {
+    known = known || mutation == k;
+    names += (names.empty() ? "" : ", ") + std::string(k);
+  }
+  if (!known) {
+    return distlm::RunMain([&]() -> int { throw distlm::UserError("--mutation=" + mutation + " is not one of " + names); });
+  }
+  distlm::task7::Mutation() = mutation;
+  return distlm::train::RunStageMain(argc, argv,
+                                     distlm::task7::MakeTensorParallelStage("task7", distlm::part1::MakeTrainStep()));
+}

@@ -1,0 +1,19 @@
+// Task 7's reference solution (task7/reference/tensor_parallel.cc) compiled under other names
+// (BUILD's renamed_reference), for the mutant: task7/tensor_parallel.h's functions with
+// "Reference" in front. Grader-private, as every grading/ folder.
+#pragma once
+
+#include <torch/types.h>
+
+#include "task7/tensor_parallel.h"
+
+namespace distlm::task7 {
+
+torch::Tensor ReferenceCopyToTensorParallel(const torch::Tensor& x, const dist::GroupPtr& pg);
+torch::Tensor ReferenceReduceFromTensorParallel(const torch::Tensor& x, const dist::GroupPtr& pg);
+torch::Tensor ReferenceColumnParallelLinear(const torch::Tensor& x, const torch::Tensor& weight_shard,
+                                            const torch::Tensor& bias_shard, const dist::GroupPtr& pg);
+torch::Tensor ReferenceRowParallelLinear(const torch::Tensor& x_shard, const torch::Tensor& weight_shard,
+                                         const torch::Tensor& bias, const dist::GroupPtr& pg);
+
+}  // namespace distlm::task7
