@@ -190,10 +190,13 @@ double FirstExpectedLoss(const TestResult& parity) {
 
 TEST(AutograderVitTest, ReferenceSolutionsScoreFullMarksInTheSameTests) {
   GradeReport r = GradeReferences(VitGrader());
-  EXPECT_EQ(r.score(), 115);
+  EXPECT_EQ(r.score(), 115);  // task 7 splits BERT only: not graded on the ViT, and said so
   EXPECT_EQ(r.max_score(), 115);
   for (const auto& t : r.tests) EXPECT_TRUE(t.passed) << t.name << ":\n" << t.output;
-  EXPECT_EQ(r.tests.size(), kTestsOfEveryStage);
+  EXPECT_EQ(r.tests.size(), kTestsOfEveryStage - 3);
+  bool said = false;
+  for (const auto& n : r.notes) said = said || n.find("task7/ is not graded with --model_type=vit") != std::string::npos;
+  EXPECT_TRUE(said) << r.Summary();
   // It trained the ViT: a random 10-class head starts near ln 10 = 2.303 (the tiny BERT's two
   // labels near ln 2 = 0.693).
   const double first = FirstExpectedLoss(Find(r, "task2b" + kParity));

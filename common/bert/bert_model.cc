@@ -4,6 +4,7 @@
 #include "common/bert/layer_ops.h"
 
 #include <cmath>
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -171,12 +172,22 @@ BertOutputs BertModelImpl::forward(const torch::Tensor& input_ids, const torch::
 
 torch::Tensor BertModelImpl::Encode(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids,
                                     const torch::Tensor& attention_mask, const model::UnitHooks* hooks) {
+  return EncodeUnits(0, static_cast<int>(layers->size()), torch::Tensor(), input_ids, token_type_ids, attention_mask,
+                     hooks);
+}
+
+torch::Tensor BertModelImpl::EncodeUnits(int first, int last, torch::Tensor hidden, const torch::Tensor& input_ids,
+                                         const torch::Tensor& token_type_ids, const torch::Tensor& attention_mask,
+                                         const model::UnitHooks* hooks) {
   auto mask = attention_mask.to(torch::kFloat).unsqueeze(1).unsqueeze(2);
   auto additive_mask = (1.0 - mask) * -10000.0;
-  torch::Tensor hidden = model::RunUnit(hooks, 0, [&] { return embeddings(input_ids, token_type_ids); });
-  int u = 0;
-  for (const auto& layer : *layers) {
-    hidden = model::RunUnit(hooks, ++u, [&] { return layer->as<BertLayer>()->forward(hidden, additive_mask); });
+  for (int u = first; u <= last; ++u) {
+    if (u == 0) {
+      hidden = model::RunUnit(hooks, 0, [&] { return embeddings(input_ids, token_type_ids); });
+    } else {
+      const auto& layer = (*layers)[u - 1];
+      hidden = model::RunUnit(hooks, u, [&] { return layer->as<BertLayer>()->forward(hidden, additive_mask); });
+    }
   }
   return hidden;
 }
@@ -193,14 +204,35 @@ ClassifierOutputs BertForSequenceClassificationImpl::forward(const torch::Tensor
                                                              const torch::Tensor& labels) {
   ClassifierOutputs result;
   result.sequence_output = bert->Encode(input_ids, token_type_ids, attention_mask, hooks_);
-  result.logits = model::RunUnit(hooks_, config_.num_hidden_layers + 1, [&] {
-    result.pooled_output = bert->pooler(result.sequence_output);
-    return classifier(MaybeDropout(result.pooled_output, config_.hidden_dropout_prob, is_training()));
-  });
+  result.logits = Head(result.sequence_output, &result.pooled_output);
   if (labels.defined()) {
     result.loss = F::cross_entropy(result.logits.view({-1, config_.num_labels}), labels.view({-1}));
   }
   return result;
+}
+
+torch::Tensor BertForSequenceClassificationImpl::Head(const torch::Tensor& sequence_output, torch::Tensor* pooled) {
+  return model::RunUnit(hooks_, static_cast<int>(config_.num_hidden_layers) + 1, [&] {
+    torch::Tensor p = bert->pooler(sequence_output);
+    if (pooled != nullptr) *pooled = p;
+    return classifier(MaybeDropout(p, config_.hidden_dropout_prob, is_training()));
+  });
+}
+
+torch::Tensor BertForSequenceClassificationImpl::ForwardUnits(int first, int last, const torch::Tensor& hidden,
+                                                              const torch::Tensor& input_ids,
+                                                              const torch::Tensor& token_type_ids,
+                                                              const torch::Tensor& attention_mask) {
+  const int layers = static_cast<int>(config_.num_hidden_layers);
+  if (first < 0 || last > layers + 1 || first > last) {
+    throw std::invalid_argument("units " + std::to_string(first) + " to " + std::to_string(last) +
+                                " of a BERT with units 0 to " + std::to_string(layers + 1));
+  }
+  torch::Tensor out = hidden;
+  if (first <= layers) {
+    out = bert->EncodeUnits(first, std::min(last, layers), out, input_ids, token_type_ids, attention_mask, hooks_);
+  }
+  return last == layers + 1 ? Head(out, nullptr) : out;
 }
 
 void BertForSequenceClassificationImpl::InitWeights() {

@@ -121,6 +121,11 @@ class BertModelImpl : public torch::nn::Module {
   // `hooks`; null: none): the sequence output.
   torch::Tensor Encode(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids,
                        const torch::Tensor& attention_mask, const model::UnitHooks* hooks = nullptr);
+  // Units [first, last] of those (0 the embeddings, u the layer u - 1) on `hidden`, the output
+  // of unit first - 1 (unused when first is 0).
+  torch::Tensor EncodeUnits(int first, int last, torch::Tensor hidden, const torch::Tensor& input_ids,
+                            const torch::Tensor& token_type_ids, const torch::Tensor& attention_mask,
+                            const model::UnitHooks* hooks);
 
   BertEmbeddings embeddings{nullptr};
   torch::nn::ModuleList layers{nullptr};  // registered as encoder.layer
@@ -157,6 +162,13 @@ class BertForSequenceClassificationImpl : public torch::nn::Module {
 
   const BertConfig& config() const { return config_; }
 
+  // Task 7b: units [first, last] of forward alone (model/unit_hooks.h's numbering: 0 the
+  // embeddings, 1..L the encoder layers, L + 1 the head), on `hidden`, the output of unit
+  // first - 1 (unused when first is 0): what one pipeline stage computes. Returns unit last's
+  // output (the logits when it is the head). std::invalid_argument for a range outside [0, L + 1].
+  torch::Tensor ForwardUnits(int first, int last, const torch::Tensor& hidden, const torch::Tensor& input_ids,
+                             const torch::Tensor& token_type_ids, const torch::Tensor& attention_mask);
+
   // Task 7a: every encoder layer's matrix products split over ops->world() ranks, this rank
   // ops->rank() (Megatron-LM's layout): query, key and value keep this rank's heads' rows, the
   // attention's output projection its columns; the intermediate linear this rank's rows, the
@@ -174,6 +186,10 @@ class BertForSequenceClassificationImpl : public torch::nn::Module {
   torch::nn::Linear classifier{nullptr};
 
  private:
+  // The head (pooler, dropout, classifier) as unit L + 1: the logits; the pooled output into
+  // *pooled when not null.
+  torch::Tensor Head(const torch::Tensor& sequence_output, torch::Tensor* pooled);
+
   BertConfig config_;
   const model::UnitHooks* hooks_ = nullptr;
   const model::ParallelOps* tp_ = nullptr;  // set while the encoder is cut

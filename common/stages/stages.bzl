@@ -104,8 +104,9 @@ STAGES = [
     # no more). Advanced, graded when submitted. Its all-reduces carry activations, not
     # gradients: no traffic pattern of task 4's (docs/handout/part7.md has its bytes per
     # update); the ViT's layers are not split (models). task7/grading names its mistakes.
-    # 7b's schedules (pipeline_schedule.cc) are the student's too, not yet graded.
-    _row("task7", ["tensor_parallel.cc", "pipeline_schedule.cc"],
+    # 7b's schedules and loop (pipeline_schedule.cc, pipeline_parallel.cc) are the student's
+    # too, checked by their local tests, not graded yet.
+    _row("task7", ["tensor_parallel.cc", "pipeline_schedule.cc", "pipeline_parallel.cc"],
          "f, g, ColumnParallelLinear and RowParallelLinear (tensor parallel)",
          parity_points = 12, optional = True, grading = True, model_parallel = 2, models = ["bert"]),
 ]

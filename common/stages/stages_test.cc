@@ -25,9 +25,23 @@ TEST(StagesTest, TheTableHoldsTogether) {
     EXPECT_GT(s.grading.parity_points + s.grading.comm_points, 0) << s.id << " is worth no points";
     if (&s != &All()[0]) {
       EXPECT_GT(s.grading.ranks, 1) << s.id << ": only part 1 runs on one process";
-      EXPECT_NE(s.report.pattern, SyncPattern::kNone) << s.id << ": its traffic has no pattern";
+      // Model-parallel stages send activations, not gradients: task 4's patterns do not apply.
+      if (s.grading.model_parallel == 0) {
+        EXPECT_NE(s.report.pattern, SyncPattern::kNone) << s.id << ": its traffic has no pattern";
+      }
     }
+    EXPECT_TRUE(s.Trains("bert")) << s.id;
   }
+  // Task 7a: 2 ranks share one replica of the tiny BERT (its 2 heads), each reading the whole batch.
+  const Stage& t7 = Get("task7");
+  EXPECT_EQ(t7.grading.model_parallel, 2);
+  EXPECT_EQ(t7.RunRanks(4), 2);
+  EXPECT_EQ(t7.Replicas(2), 1);
+  EXPECT_FALSE(t7.Trains("vit"));
+  EXPECT_EQ(Get("task2b").RunRanks(4), 4);
+  EXPECT_EQ(Get("task2b").Replicas(4), 4);
+  EXPECT_EQ(Get("part1").RunRanks(4), 1);
+  EXPECT_TRUE(Get("task6").Trains("vit"));
   EXPECT_TRUE(Find("task3")->grading.has_grading) << "task 3's DDP tests live in task3/grading";
   EXPECT_EQ(Find("task2a")->grading.forbidden_ops.size(), 4u);
   EXPECT_EQ(Find("nope"), nullptr);
