@@ -1,0 +1,195 @@
+"""Times HuggingFace BERT training steps under PyTorch's own tensor or pipeline parallelism, on Gloo, one host.
+
+    python model_parallel_step_time.py --layout=tensor --world_size=4 --model=base --batch_size=8 --threads=1
+    python model_parallel_step_time.py --layout=1f1b --world_size=4 --micro_batches=8 --model=base --batch_size=8
+
+Task 7's peers (docs/design/task7_plan.md's cost table). Spawns --world_size processes that join
+a Gloo group over tcp://127.0.0.1 (as fsdp_step_time.py), each building hf_step_time.py's model
+with the same seed, and times hf_step_time.py's step (forward, backward, clip_grad_norm_(1.0),
+AdamW, zero_grad) on the same batch, each step's time its slowest rank's.
+
+--layout=tensor: torch.distributed.tensor.parallel on a one-dimensional CPU mesh, Megatron-LM's
+  layout as task 7a cuts it: in every encoder layer query, key, value and the intermediate
+  linear ColwiseParallel, the attention's output projection and the output linear
+  RowwiseParallel; embeddings, LayerNorms, pooler and classifier replicated. Every rank reads
+  the whole batch (--batch_size). The gradient norm is the whole model's (the DTensor shards'
+  squared norms summed over the mesh, the replicated ones once), as task 7a computes it.
+--layout=gpipe|1f1b: torch.distributed.pipelining, the model cut as task 7b cuts it (stage s
+  holds layers [s L / P, (s + 1) L / P), the embeddings on stage 0, pooler, classifier and
+  loss on the last), ScheduleGPipe or Schedule1F1B over --micro_batches; --batch_size is the
+  whole batch. The attention mask is all ones (random_batch's), so the stages pass hidden states
+  only. The gradient norm is the whole model's (an all-reduce of the stages' squared norms).
+
+Rank 0 prints one JSON line: {"impl": "pytorch_tensor_parallel" | "pytorch_pipelining",
+"ms_per_step": median of the steps' maxima, ...}. Float32, dropout --dropout (0.1).
+"""
+import argparse
+import datetime
+import gc
+import json
+import os
+import socket
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import transformers
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hf_step_time import VOCAB, add_flags, build, check_flags, make_optimizer, median  # noqa: E402
+from step_common import slowest_rank_ms  # noqa: E402
+
+transformers.utils.logging.disable_progress_bar()
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def whole_norm_clip(params, max_norm, reduce_squares):
+    """clip_grad_norm_ with the whole model's norm: reduce_squares(local sum of squares) -> total."""
+    import time
+    grads = [p.grad for p in params if p.grad is not None]
+    local = [g.to_local() if hasattr(g, "to_local") else g for g in grads]
+    total = reduce_squares(torch.stack([torch.sum(g * g) for g in local]).sum() if local else torch.zeros(()))
+    norm = total.sqrt()
+    coef = torch.clamp(max_norm / (norm + 1e-6), max=1.0)
+    for g in local:
+        g.mul_(coef)
+    return norm
+
+
+def tensor_parallel(model, mesh):
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    plan = {"attention.self.query": ColwiseParallel(), "attention.self.key": ColwiseParallel(),
+            "attention.self.value": ColwiseParallel(), "attention.output.dense": RowwiseParallel(),
+            "intermediate.dense": ColwiseParallel(), "output.dense": RowwiseParallel()}
+    for layer in model.bert.encoder.layer:
+        parallelize_module(layer, mesh, plan)
+    params = [p for p in model.parameters() if p.requires_grad]
+
+    def reduce_squares(local_sum):
+        # The shards' squares add over the ranks; the replicated tensors' would be counted T times.
+        sharded = sum(torch.sum(p.grad.to_local() ** 2) for p in params
+                      if isinstance(p, DTensor) and p.grad is not None and not p.placements[0].is_replicate())
+        t = torch.stack([torch.as_tensor(sharded, dtype=torch.float32)])
+        dist.all_reduce(t)
+        return local_sum - sharded + t[0]
+    return params, reduce_squares
+
+
+class Stage(torch.nn.Module):
+    """Stage s of P: its layers, the embeddings first on stage 0, the head last on stage P - 1."""
+
+    def __init__(self, model, s, p):
+        super().__init__()
+        layers = len(model.bert.encoder.layer)
+        self.embeddings = model.bert.embeddings if s == 0 else None
+        self.layers = torch.nn.ModuleList(model.bert.encoder.layer[s * layers // p:(s + 1) * layers // p])
+        self.head = s == p - 1
+        if self.head:
+            self.pooler, self.dropout, self.classifier = model.bert.pooler, model.dropout, model.classifier
+
+    def forward(self, x):
+        h = self.embeddings(input_ids=x) if self.embeddings is not None else x
+        for layer in self.layers:
+            out = layer(h)
+            h = out[0] if isinstance(out, tuple) else out
+        if self.head:
+            return self.classifier(self.dropout(self.pooler(h)))
+        return h
+
+
+def worker(rank, a, port):
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    torch.set_num_threads(a.threads)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=a.world_size, timeout=datetime.timedelta(seconds=a.timeout_s))
+    model = opt = schedule = None
+    try:
+        model, _, _, batch = build(a)
+        if a.layout == "tensor":
+            from torch.distributed.device_mesh import init_device_mesh
+            params, reduce_squares = tensor_parallel(model, init_device_mesh("cpu", (a.world_size,)))
+            opt = make_optimizer(params, a.optim)
+
+            def step():
+                import time
+                t0 = time.perf_counter()
+                loss = model(**batch).loss
+                t1 = time.perf_counter()
+                loss.backward()
+                t2 = time.perf_counter()
+                whole_norm_clip(params, 1.0, reduce_squares)
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                return t1 - t0, t2 - t1, time.perf_counter() - t2
+            impl = "pytorch_tensor_parallel"
+        else:
+            from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+            stage_module = Stage(model, rank, a.world_size)
+            params = [p for p in stage_module.parameters() if p.requires_grad]
+            opt = make_optimizer(params, a.optim)
+            stage = PipelineStage(stage_module, rank, a.world_size, torch.device("cpu"))
+            loss_fn = lambda logits, target: torch.nn.functional.cross_entropy(logits, target)  # noqa: E731
+            kind = ScheduleGPipe if a.layout == "gpipe" else Schedule1F1B
+            schedule = kind(stage, n_microbatches=a.micro_batches, loss_fn=loss_fn)
+
+            def reduce_squares(local_sum):
+                t = local_sum.reshape(1).clone()
+                dist.all_reduce(t)
+                return t[0]
+
+            def step():
+                import time
+                t0 = time.perf_counter()
+                if rank == 0:
+                    schedule.step(batch["input_ids"])
+                elif rank == a.world_size - 1:
+                    schedule.step(target=batch["labels"])
+                else:
+                    schedule.step()
+                t1 = time.perf_counter()
+                whole_norm_clip(params, 1.0, reduce_squares)
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                return 0.0, t1 - t0, time.perf_counter() - t1  # forward and backward interleave: one figure
+            impl = "pytorch_pipelining"
+        ms = slowest_rank_ms(step, a.steps, rank)
+        if rank == 0:
+            print(json.dumps({
+                "impl": impl, "layout": a.layout, "backend": "gloo", "world_size": a.world_size,
+                "micro_batches": a.micro_batches if a.layout != "tensor" else None, "model": a.model,
+                "batch_size": a.batch_size, "seq_len": a.seq_len, "threads": torch.get_num_threads(),
+                "ms_per_step": median(ms), "optim": a.optim, "dropout": a.dropout, "steps": a.steps,
+                "torch": torch.__version__, "transformers": transformers.__version__}), flush=True)
+    finally:
+        model = opt = schedule = None
+        gc.collect()
+        dist.destroy_process_group()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--layout", choices=["tensor", "gpipe", "1f1b"], required=True)
+    ap.add_argument("--world_size", type=int, default=2)
+    ap.add_argument("--micro_batches", type=int, default=4)
+    ap.add_argument("--timeout_s", type=int, default=120, help="Gloo timeout: joining and each collective")
+    add_flags(ap, sorted(VOCAB))
+    a = ap.parse_args()
+    check_flags(ap, a)
+    if a.world_size < 2:
+        ap.error("need --world_size >= 2")
+    if a.layout != "tensor" and (a.micro_batches < 1 or a.batch_size % a.micro_batches != 0):
+        ap.error(f"--micro_batches={a.micro_batches} must divide --batch_size={a.batch_size}")
+    if a.device != "cpu" or a.bf16:
+        ap.error("--device=cuda and --bf16 are not supported: a CPU mesh over Gloo, float32")
+    mp.spawn(worker, args=(a, free_port()), nprocs=a.world_size, join=True)
+
+
+if __name__ == "__main__":
+    main()
