@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include <torch/optim/adamw.h>
+
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
@@ -116,16 +118,36 @@ int Main() {
   b.token_type_ids = torch::zeros({batch, seq}, torch::kLong);
   b.attention_mask = torch::ones({batch, seq}, torch::kLong);
   b.labels = torch::randint(0, c.num_labels, {batch}, torch::kLong);
+  // What each stage's block holds: its parameters (a stage trains only these: with their
+  // gradients and AdamW's two moments, 4x this between updates).
+  const UnitRange mine = StageUnits(static_cast<int>(c.num_hidden_layers), stages, stage);
+  const auto units = model->Units();
+  double param_bytes = 0;
+  const auto named = model->named_parameters();
+  for (int u = mine.first; u <= mine.last; ++u) {
+    for (const auto& name : units[u].parameters) param_bytes += static_cast<double>(named[name].nbytes());
+  }
+  // The update ends with AdamW on the stage's own parameters (what the stage trains).
+  std::vector<torch::Tensor> own;
+  for (int u = mine.first; u <= mine.last; ++u) {
+    for (const auto& name : units[u].parameters) own.push_back(named[name]);
+  }
+  torch::optim::AdamW adamw(own, torch::optim::AdamWOptions(1e-5));
+  const double most_params = Reduce(dist.pg, param_bytes, c10d::ReduceOp::MAX) / (1 << 20);
+  const double stage0_params = Reduce(dist.pg, stage == 0 ? param_bytes : 0, c10d::ReduceOp::SUM) / (1 << 20);
+  if (stage == 0) {
+    std::printf("parameters per stage: stage 0 %.1f MiB, the most %.1f MiB\n", stage0_params, most_params);
+  }
   if (stage == 0) {
     std::printf("pipeline of %d stages: BERT of %lld layers, hidden %lld, batch %lld x %lld tokens, %d timed update(s) each\n",
                 stages, static_cast<long long>(c.num_hidden_layers), static_cast<long long>(c.hidden_size),
                 static_cast<long long>(batch), static_cast<long long>(seq), updates);
-    std::printf("%-26s %4s %10s %14s %9s %16s %16s %14s\n", "schedule", "M", "update ms", "bubble (mean)", "formula",
+    std::printf("%-26s %4s %10s %9s %14s %9s %16s %16s %14s\n", "schedule", "M", "update ms", "AdamW ms", "bubble (mean)", "formula",
                 "stage 0 held MiB", "stage 0 peak MiB", "sent/stage MiB");
   }
   for (const auto& [name, schedule] : schedules) {
     for (int m : counts) {
-      double update_ms = 0, bubble = 0, held0 = 0, peak0 = 0;
+      double update_ms = 0, adamw_ms = 0, bubble = 0, held0 = 0, peak0 = 0;
       for (int u = 0; u <= updates; ++u) {
         for (auto& p : model->parameters()) {
           if (p.grad().defined()) p.grad().zero_();
@@ -138,6 +160,9 @@ int Main() {
         const int64_t start = NowNs();
         RunPipelineSteps(st, StageSteps(schedule, stages, stage, m));
         const int64_t end = NowNs();
+        adamw.step();
+        const double step_ms =
+            Reduce(dist.pg, static_cast<double>(NowNs() - end) / 1e6, c10d::ReduceOp::MAX);
         const double peak = static_cast<double>(runtime::MemoryMeter::PeakBytes() - before) / (1 << 20);
         int64_t held = 0;
         for (const StepTiming& t : timings) held = std::max(held, t.bytes_in_use - before);
@@ -145,7 +170,8 @@ int Main() {
         const double span = Reduce(dist.pg, static_cast<double>(end - start) / 1e6, c10d::ReduceOp::MAX);
         const double idle = Reduce(dist.pg, 1 - f.busy_ms / span, c10d::ReduceOp::SUM) / stages;
         if (u == 0) continue;  // the first: allocations, caches
-        update_ms += span / updates;
+        update_ms += (span + step_ms) / updates;
+        adamw_ms += step_ms / updates;
         bubble += idle / updates;
         held0 = std::max(held0, static_cast<double>(held) / (1 << 20));
         peak0 = std::max(peak0, peak);
@@ -154,7 +180,7 @@ int Main() {
         const double formula = static_cast<double>(stages - 1) / (m + stages - 1);
         // A middle stage sends every micro-batch's activation forward and its gradient back.
         const double sent = 2.0 * batch * seq * c.hidden_size * 4 / (1 << 20);
-        std::printf("%-26s %4d %10.1f %13.1f%% %8.1f%% %16.1f %16.1f %14.1f\n", name.c_str(), m, update_ms, 100 * bubble,
+        std::printf("%-26s %4d %10.1f %9.1f %13.1f%% %8.1f%% %16.1f %16.1f %14.1f\n", name.c_str(), m, update_ms, adamw_ms, 100 * bubble,
                     100 * formula, held0, peak0, sent);
       }
     }

@@ -51,7 +51,6 @@ def free_port():
 
 def whole_norm_clip(params, max_norm, reduce_squares):
     """clip_grad_norm_ with the whole model's norm: reduce_squares(local sum of squares) -> total."""
-    import time
     grads = [p.grad for p in params if p.grad is not None]
     local = [g.to_local() if hasattr(g, "to_local") else g for g in grads]
     total = reduce_squares(torch.stack([torch.sum(g * g) for g in local]).sum() if local else torch.zeros(()))
@@ -70,6 +69,10 @@ def tensor_parallel(model, mesh):
             "intermediate.dense": ColwiseParallel(), "output.dense": RowwiseParallel()}
     for layer in model.bert.encoder.layer:
         parallelize_module(layer, mesh, plan)
+    # What is timed must be split: this rank holds 1/T of every query weight's rows.
+    q = model.bert.encoder.layer[0].attention.self.query.weight
+    if not isinstance(q, DTensor) or q.to_local().shape[0] * mesh.size() != q.shape[0]:
+        raise SystemExit(f"the query weight was not split over the {mesh.size()} ranks: {type(q).__name__} {tuple(q.shape)}")
     params = [p for p in model.parameters() if p.requires_grad]
 
     def reduce_squares(local_sum):
@@ -109,13 +112,19 @@ def worker(rank, a, port):
     torch.set_num_threads(a.threads)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=a.world_size, timeout=datetime.timedelta(seconds=a.timeout_s))
-    model = opt = schedule = None
+    model = opt = opts = schedule = None
     try:
+        if a.vocab > 0:
+            VOCAB[a.model] = a.vocab  # build() reads the preset's vocabulary from this table (spawned: set here)
         model, _, _, batch = build(a)
         if a.layout == "tensor":
             from torch.distributed.device_mesh import init_device_mesh
             params, reduce_squares = tensor_parallel(model, init_device_mesh("cpu", (a.world_size,)))
-            opt = make_optimizer(params, a.optim)
+            # One optimizer over the DTensors and one over the replicated tensors: fused AdamW
+            # refuses a group that mixes the two.
+            from torch.distributed.tensor import DTensor
+            groups = [[p for p in params if isinstance(p, DTensor)], [p for p in params if not isinstance(p, DTensor)]]
+            opts = [make_optimizer(g, a.optim) for g in groups if g]
 
             def step():
                 import time
@@ -125,8 +134,9 @@ def worker(rank, a, port):
                 loss.backward()
                 t2 = time.perf_counter()
                 whole_norm_clip(params, 1.0, reduce_squares)
-                opt.step()
-                opt.zero_grad(set_to_none=True)
+                for o in opts:
+                    o.step()
+                    o.zero_grad(set_to_none=True)
                 return t1 - t0, t2 - t1, time.perf_counter() - t2
             impl = "pytorch_tensor_parallel"
         else:
@@ -168,7 +178,7 @@ def worker(rank, a, port):
                 "ms_per_step": median(ms), "optim": a.optim, "dropout": a.dropout, "steps": a.steps,
                 "torch": torch.__version__, "transformers": transformers.__version__}), flush=True)
     finally:
-        model = opt = schedule = None
+        model = opt = opts = schedule = None
         gc.collect()
         dist.destroy_process_group()
 
@@ -179,6 +189,7 @@ def main():
     ap.add_argument("--world_size", type=int, default=2)
     ap.add_argument("--micro_batches", type=int, default=4)
     ap.add_argument("--timeout_s", type=int, default=120, help="Gloo timeout: joining and each collective")
+    ap.add_argument("--vocab", type=int, default=0, help="vocabulary size (0: the --model preset's)")
     add_flags(ap, sorted(VOCAB))
     a = ap.parse_args()
     check_flags(ap, a)

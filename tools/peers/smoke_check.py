@@ -252,10 +252,20 @@ def check_compare_fsdp(stdout, world, batch, seq):
     need(abs(t6 - f2) <= 0.01 * t6, f"held model state: task 6 {t6} bytes, FSDP2 {f2}: more than 1 % apart")
 
 
+def check_model_parallel(stdout, impl, layout, world, batch, seq):
+    """model_parallel_step_time.py: its JSON line, for the layout asked, with a positive step time."""
+    out = last_json_line(stdout)
+    keys(out, ["impl", "layout", "world_size", "batch_size", "seq_len", "ms_per_step", "torch"], "JSON")
+    need((out["impl"], out["layout"]) == (impl, layout), f"JSON: impl {out['impl']} layout {out['layout']}")
+    need((out["world_size"], out["batch_size"], out["seq_len"]) == (int(world), int(batch), int(seq)),
+         f"JSON: world {out['world_size']} batch {out['batch_size']} seq_len {out['seq_len']}")
+    positive(out, ["ms_per_step"], "JSON")
+
+
 CHECKS = {"setup": check_setup, "checkpoint": check_checkpoint, "dump": check_dump, "tokenize": check_tokenize,
           "vit": check_vit, "finetune_init": check_finetune_init, "finetune": check_finetune,
           "compare_step": check_compare_step, "step_time": check_step_time, "compare_ddp": check_compare_ddp,
-          "compare_fsdp": check_compare_fsdp}
+          "compare_fsdp": check_compare_fsdp, "model_parallel": check_model_parallel}
 
 
 def main():
