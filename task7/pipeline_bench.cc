@@ -75,11 +75,6 @@ void Barrier(const dist::GroupPtr& pg) { Reduce(pg, 0, c10d::ReduceOp::SUM); }
 int Main() {
   runtime::MemoryMeter::Install();
   runtime::InitRuntimeFromFlags();
-  const train::DistInfo dist = train::InitDistributedFromFlags();
-  if (dist.world_size < 2 || !dist.pg) {
-    throw UserError("the pipeline needs 2 or more ranks, one per stage: start it with tools/launch --nproc_per_node=P");
-  }
-  const int stages = dist.world_size, stage = dist.rank;
   bert::BertConfig c;
   c.num_hidden_layers = absl::GetFlag(FLAGS_layers);
   c.hidden_size = absl::GetFlag(FLAGS_hidden);
@@ -89,10 +84,6 @@ int Main() {
   c.hidden_dropout_prob = c.attention_probs_dropout_prob = 0;
   c.Validate("the flags");
   const int64_t batch = absl::GetFlag(FLAGS_batch), seq = absl::GetFlag(FLAGS_seq);
-  if (c.num_hidden_layers < stages) {
-    throw UserError("--layers=" + std::to_string(c.num_hidden_layers) + " is fewer than the " + std::to_string(stages) +
-                    " stages (ranks): a stage holds at least one layer");
-  }
   const std::vector<int> counts = ParseCounts(absl::GetFlag(FLAGS_micro_batches));
   for (int m : counts) {
     if (batch % m != 0) throw UserError("--micro_batches=" + std::to_string(m) + " does not divide --batch=" + std::to_string(batch));
@@ -109,6 +100,16 @@ int Main() {
   }
   const int updates = absl::GetFlag(FLAGS_updates);
   if (updates < 1) throw UserError("--updates must be at least 1");
+  // The flags are checked before the ranks meet; the world size only after.
+  const train::DistInfo dist = train::InitDistributedFromFlags();
+  if (dist.world_size < 2 || !dist.pg) {
+    throw UserError("the pipeline needs 2 or more ranks, one per stage: start it with tools/launch --nproc_per_node=P");
+  }
+  const int stages = dist.world_size, stage = dist.rank;
+  if (c.num_hidden_layers < stages) {
+    throw UserError("--layers=" + std::to_string(c.num_hidden_layers) + " is fewer than the " + std::to_string(stages) +
+                    " stages (ranks): a stage holds at least one layer");
+  }
 
   torch::manual_seed(1);
   bert::BertForSequenceClassification model(c);
