@@ -8,6 +8,7 @@
 
 #include "common/dist/counting_process_group.h"
 #include "common/runtime/errors.h"
+#include "common/train/bert_adamw.h"
 #include "common/train/distributed.h"
 #include "task7/tensor_parallel.h"
 #include "task7/tensor_parallel_ops.h"
@@ -109,38 +110,26 @@ std::unique_ptr<train::Optimizer> TensorParallelStage::MakeOptimizer(const train
 }
 
 double TensorParallelStage::OptimizerStep(const train::StageContext& ctx, train::UpdateContext& u) {
-  // Part 1's norm of the whole model: each tensor's norm, then the norm of those (float32). A
-  // cut tensor's squared norm is the sum of its blocks'.
-  torch::Tensor total;
-  {
-    torch::NoGradGuard no_grad;
-    std::vector<torch::Tensor> grads;
-    std::vector<size_t> cut_index;
-    for (size_t i = 0; i < u.parameters.size(); ++i) {
-      if (!u.parameters[i].grad().defined()) continue;
-      if (cut_dim_[i] >= 0) cut_index.push_back(grads.size());
-      grads.push_back(u.parameters[i].grad());
-    }
-    if (grads.empty()) return step().optimizer_step(u);
-    std::vector<torch::Tensor> norms = at::_foreach_norm(grads, 2);
-    if (!cut_index.empty()) {
-      std::vector<torch::Tensor> cut_norms;
-      for (size_t k : cut_index) cut_norms.push_back(norms[k]);
-      std::vector<torch::Tensor> squares = {torch::stack(cut_norms).square()};
-      ctx.dist().pg->allreduce(squares)->wait();
-      const torch::Tensor whole = squares[0].sqrt();
-      for (size_t k = 0; k < cut_index.size(); ++k) norms[cut_index[k]] = whole[static_cast<int64_t>(k)];
-    }
-    total = torch::stack(norms).norm(2);
-    if (u.max_grad_norm > 0) {
-      const double coef = (u.max_grad_norm / (total + 1e-6)).item<double>();
-      if (coef < 1.0) at::_foreach_mul_(grads, coef);
-    }
-  }
+  // Part 1's clip with the whole model's norm: a cut tensor's squared norm is the sum of its
+  // blocks', one all-reduce for all of them; the replicated ones count once.
+  const double total = train::ClipGradNorm(
+      u.parameters, u.max_grad_norm, [&](std::vector<torch::Tensor>& norms, const std::vector<size_t>& index) {
+        std::vector<size_t> cut;
+        for (size_t k = 0; k < index.size(); ++k) {
+          if (cut_dim_[index[k]] >= 0) cut.push_back(k);
+        }
+        if (cut.empty()) return;
+        std::vector<torch::Tensor> cut_norms;
+        for (size_t k : cut) cut_norms.push_back(norms[k]);
+        std::vector<torch::Tensor> squares = {torch::stack(cut_norms).square()};
+        ctx.dist().pg->allreduce(squares)->wait();
+        const torch::Tensor whole = squares[0].sqrt();
+        for (size_t j = 0; j < cut.size(); ++j) norms[cut[j]] = whole[static_cast<int64_t>(j)];
+      });
   // Part 1's step: its clip sees this rank's share of the clipped gradients, whose norm is
   // below the limit, and leaves them.
   step().optimizer_step(u);
-  return total.item<double>();
+  return total;
 }
 
 void TensorParallelStage::WithFullParameters(const train::StageContext& ctx, const std::function<void()>& use) {

@@ -304,16 +304,25 @@ int64_t BertAdamW::StateBytes() const {
 }
 
 double ClipGradNorm(const std::vector<torch::Tensor>& params, double max_norm) {
+  return ClipGradNorm(params, max_norm, nullptr);
+}
+
+double ClipGradNorm(const std::vector<torch::Tensor>& params, double max_norm, const GradNormsHook& combine) {
   trace::Scope span(trace::cat::kClip, "clip_grad_norm");
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> grads;
-  for (const auto& p : params) {
-    if (p.grad().defined()) grads.push_back(p.grad());
+  std::vector<size_t> index;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!params[i].grad().defined()) continue;
+    grads.push_back(params[i].grad());
+    index.push_back(i);
   }
   if (grads.empty()) return 0.0;
   // One multi-tensor call for the gradients' norms (on CPU ATen computes them tensor by tensor
   // with the kernel norm(2) uses: the same numbers).
-  auto total = torch::stack(at::_foreach_norm(grads, 2)).norm(2);
+  std::vector<torch::Tensor> norms = at::_foreach_norm(grads, 2);
+  if (combine) combine(norms, index);
+  auto total = torch::stack(norms).norm(2);
   double total_norm = total.item<double>();
   if (max_norm > 0) {
     // As torch 1.13: the coefficient is a float32 tensor (max_norm * reciprocal(total + 1e-6)),

@@ -19,6 +19,7 @@
 // and an add): optim_test states the bounds.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -121,5 +122,12 @@ class BertAdamW : public Optimizer {
 // multiplied by it (one _foreach_mul_) when coef < 1. Returns the norm before clipping.
 // max_norm <= 0 only measures.
 double ClipGradNorm(const std::vector<torch::Tensor>& params, double max_norm);
+
+// The same, with `combine` shown the per-tensor norms first: norms[k] is the norm of
+// params[index[k]]'s gradient (the parameters without one are skipped). A stage whose
+// parameters are blocks of larger tensors (task 7a's cut weights) replaces a block's norm by the
+// whole tensor's there; the total, the coefficient and the scaling then follow as above.
+using GradNormsHook = std::function<void(std::vector<torch::Tensor>& norms, const std::vector<size_t>& index)>;
+double ClipGradNorm(const std::vector<torch::Tensor>& params, double max_norm, const GradNormsHook& combine);
 
 }  // namespace distlm::train
