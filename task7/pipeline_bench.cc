@@ -7,8 +7,9 @@
 // activations it keeps between their forward and backward), and peak, the most at any moment
 // (held plus a step's temporaries: the word embedding's dense gradient, 4 V H bytes, dominates).
 //
-//   bazel run //tools:launch -- --nproc_per_node=4 -- $PWD/bazel-bin/task7/pipeline_bench \
-//       --layers=12 --hidden=768 --heads=12 --intermediate=3072 --batch=32 --seq=128 --micro_batches=4,8
+//   bazel build //task7:pipeline_bench //tools:launch
+//   bazel-bin/tools/launch --nproc_per_node=4 -- bazel-bin/task7/pipeline_bench --layers=12 --hidden=768
+//       --heads=12 --intermediate=3072 --batch=32 --seq=128 --micro_batches=4,8   (one command line)
 //
 // Random weights and tokens: the figures are time and memory, not accuracy.
 #include <algorithm>
