@@ -13,7 +13,6 @@
 //
 // Random weights and tokens: the figures are time and memory, not accuracy.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -28,6 +27,7 @@
 #include "common/bert/bert_model.h"
 #include "common/runtime/errors.h"
 #include "common/runtime/memory_meter.h"
+#include "common/trace/recorder.h"
 #include "common/runtime/runtime_flags.h"
 #include "common/train/distributed.h"
 #include "task7/pipeline_parallel.h"
@@ -47,11 +47,6 @@ ABSL_FLAG(int, updates, 3, "timed updates per (schedule, M), after one untimed")
 
 namespace distlm::task7 {
 namespace {
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 std::vector<int> ParseCounts(const std::string& text) {
   std::vector<int> out;
@@ -159,12 +154,12 @@ int Main() {
         Barrier(dist.pg);
         runtime::MemoryMeter::ResetPeak();
         const int64_t before = runtime::MemoryMeter::BytesInUse();
-        const int64_t start = NowNs();
+        const int64_t start = trace::NowNs();
         RunPipelineSteps(st, StageSteps(schedule, stages, stage, m));
-        const int64_t end = NowNs();
+        const int64_t end = trace::NowNs();
         adamw.step();
         const double step_ms =
-            Reduce(dist.pg, static_cast<double>(NowNs() - end) / 1e6, c10d::ReduceOp::MAX);
+            Reduce(dist.pg, static_cast<double>(trace::NowNs() - end) / 1e6, c10d::ReduceOp::MAX);
         const double peak = static_cast<double>(runtime::MemoryMeter::PeakBytes() - before) / (1 << 20);
         int64_t held = 0;
         for (const StepTiming& t : timings) held = std::max(held, t.bytes_in_use - before);

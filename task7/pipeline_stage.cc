@@ -3,23 +3,14 @@
 
 #include <torch/nn/functional/loss.h>
 
-#include <chrono>
 #include <memory>
 #include <stdexcept>
 #include <string>
 
 #include "common/runtime/memory_meter.h"
+#include "common/trace/recorder.h"
 
 namespace distlm::task7 {
-namespace {
-
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
-
 UnitRange StageUnits(int layers, int stages, int stage) {
   if (stages < 1 || layers < stages || stage < 0 || stage >= stages) {
     throw std::invalid_argument("a pipeline of " + std::to_string(stages) + " stages needs at least as many encoder layers; the model has " +
@@ -50,7 +41,7 @@ PipelineStage MakeBertPipelineStage(bert::BertForSequenceClassification& model, 
   auto part = [rows](const torch::Tensor& t, int m) { return t.narrow(0, m * rows, rows); };
   auto record = [timings](bool forward, int m, int64_t start) {
     if (timings != nullptr) {
-      timings->push_back({{forward, m}, start, NowNs(), runtime::MemoryMeter::BytesInUse()});
+      timings->push_back({{forward, m}, start, trace::NowNs(), runtime::MemoryMeter::BytesInUse()});
     }
   };
   const bool last = st.stage == st.stages - 1;
@@ -58,7 +49,7 @@ PipelineStage MakeBertPipelineStage(bert::BertForSequenceClassification& model, 
   std::shared_ptr<bert::BertForSequenceClassificationImpl> impl = model.ptr();
   const int index = st.stage;
   st.forward = [=](int m, const torch::Tensor& input) {
-    const int64_t start = NowNs();
+    const int64_t start = trace::NowNs();
     if (index > 0 && !(input.defined() && input.requires_grad())) {
       // Backward would give stage s - 1 nothing to send back: say so here, not as a null tensor later.
       throw std::invalid_argument("stage " + std::to_string(index) + ", forward of micro-batch " + std::to_string(m) +
@@ -77,7 +68,7 @@ PipelineStage MakeBertPipelineStage(bert::BertForSequenceClassification& model, 
     return out;
   };
   st.backward = [=](int m, const torch::Tensor& output, const torch::Tensor& grad_output) {
-    const int64_t start = NowNs();
+    const int64_t start = trace::NowNs();
     if (grad_output.defined()) {
       output.backward(grad_output);
     } else {

@@ -49,14 +49,21 @@ def free_port():
         return s.getsockname()[1]
 
 
-def whole_norm_clip(params, max_norm, reduce_squares):
-    """clip_grad_norm_ with the whole model's norm: reduce_squares(local sum of squares) -> total."""
-    grads = [p.grad for p in params if p.grad is not None]
-    local = [g.to_local() if hasattr(g, "to_local") else g for g in grads]
-    total = reduce_squares(torch.stack([torch.sum(g * g) for g in local]).sum() if local else torch.zeros(()))
-    norm = total.sqrt()
+def whole_norm_clip(params, max_norm, summed):
+    """clip_grad_norm_ with the whole model's norm: the squares of the parameters `summed(p)` names
+    (this rank's blocks of tensors the group shares out) are added over the group by one
+    all-reduce; the others' (the same on every rank) count once. Each square is computed once."""
+    shared, own = [], []
+    for p in params:
+        if p.grad is not None:
+            g = p.grad.to_local() if hasattr(p.grad, "to_local") else p.grad
+            (shared if summed(p) else own).append(g)
+    squares = lambda gs: torch.stack([torch.sum(g * g) for g in gs]).sum() if gs else torch.zeros(())  # noqa: E731
+    t = squares(shared).reshape(1).clone()
+    dist.all_reduce(t)
+    norm = (t[0] + squares(own)).sqrt()
     coef = torch.clamp(max_norm / (norm + 1e-6), max=1.0)
-    for g in local:
+    for g in shared + own:
         g.mul_(coef)
     return norm
 
@@ -74,15 +81,8 @@ def tensor_parallel(model, mesh):
     if not isinstance(q, DTensor) or q.to_local().shape[0] * mesh.size() != q.shape[0]:
         raise SystemExit(f"the query weight was not split over the {mesh.size()} ranks: {type(q).__name__} {tuple(q.shape)}")
     params = [p for p in model.parameters() if p.requires_grad]
-
-    def reduce_squares(local_sum):
-        # The shards' squares add over the ranks; the replicated tensors' would be counted T times.
-        sharded = sum(torch.sum(p.grad.to_local() ** 2) for p in params
-                      if isinstance(p, DTensor) and p.grad is not None and not p.placements[0].is_replicate())
-        t = torch.stack([torch.as_tensor(sharded, dtype=torch.float32)])
-        dist.all_reduce(t)
-        return local_sum - sharded + t[0]
-    return params, reduce_squares
+    # A sharded DTensor's squares add over the ranks; a replicated tensor's would be counted T times.
+    return params, lambda p: isinstance(p, DTensor) and not p.placements[0].is_replicate()
 
 
 class Stage(torch.nn.Module):
@@ -119,7 +119,7 @@ def worker(rank, a, port):
         model, _, _, batch = build(a)
         if a.layout == "tensor":
             from torch.distributed.device_mesh import init_device_mesh
-            params, reduce_squares = tensor_parallel(model, init_device_mesh("cpu", (a.world_size,)))
+            params, summed = tensor_parallel(model, init_device_mesh("cpu", (a.world_size,)))
             # One optimizer over the DTensors and one over the replicated tensors: fused AdamW
             # refuses a group that mixes the two.
             from torch.distributed.tensor import DTensor
@@ -133,7 +133,7 @@ def worker(rank, a, port):
                 t1 = time.perf_counter()
                 loss.backward()
                 t2 = time.perf_counter()
-                whole_norm_clip(params, 1.0, reduce_squares)
+                whole_norm_clip(params, 1.0, summed)
                 for o in opts:
                     o.step()
                     o.zero_grad(set_to_none=True)
@@ -149,11 +149,6 @@ def worker(rank, a, port):
             kind = ScheduleGPipe if a.layout == "gpipe" else Schedule1F1B
             schedule = kind(stage, n_microbatches=a.micro_batches, loss_fn=loss_fn)
 
-            def reduce_squares(local_sum):
-                t = local_sum.reshape(1).clone()
-                dist.all_reduce(t)
-                return t[0]
-
             def step():
                 import time
                 t0 = time.perf_counter()
@@ -164,7 +159,7 @@ def worker(rank, a, port):
                 else:
                     schedule.step()
                 t1 = time.perf_counter()
-                whole_norm_clip(params, 1.0, reduce_squares)
+                whole_norm_clip(params, 1.0, lambda p: True)  # every stage's squares add up
                 opt.step()
                 opt.zero_grad(set_to_none=True)
                 return 0.0, t1 - t0, time.perf_counter() - t1  # forward and backward interleave: one figure
