@@ -330,6 +330,69 @@ DistContext InitDistributed(const DistConfig& config) {
   return ctx;
 }
 
+GroupPtr NewSubgroup(DistContext& ctx, const std::vector<std::vector<int>>& parts, const std::string& tag) {
+  std::vector<int> part_of(ctx.world_size, -1), index_in(ctx.world_size, -1);
+  std::string described;
+  for (size_t p = 0; p < parts.size(); ++p) {
+    for (size_t i = 0; i < parts[p].size(); ++i) {
+      const int r = parts[p][i];
+      if (r < 0 || r >= ctx.world_size || part_of[r] >= 0) {
+        throw std::invalid_argument(absl::StrCat("subgroups '", tag, "': rank ", r, " is ",
+                                                 r < 0 || r >= ctx.world_size ? "not a rank of the world of "
+                                                                              : "in two parts of the world of ",
+                                                 ctx.world_size));
+      }
+      part_of[r] = static_cast<int>(p);
+      index_in[r] = static_cast<int>(i);
+    }
+    absl::StrAppend(&described, p == 0 ? "" : " | ", absl::StrJoin(parts[p], ","));
+  }
+  for (int r = 0; r < ctx.world_size; ++r) {
+    if (part_of[r] < 0) {
+      throw std::invalid_argument(absl::StrCat("subgroups '", tag, "': rank ", r, " is in no part"));
+    }
+  }
+  // Ranks that disagree on the parts would each wait for a different group: one line instead.
+  if (ctx.world_size > 1) CheckAgreement(ctx, "subgroups '" + tag + "'", described);
+  const int part = part_of[ctx.rank];
+  const int size = static_cast<int>(parts[part].size());
+  if (ctx.backend_name == "mpi") {
+    auto* world = ImplOf<MpiProcessGroup>(ctx.pg);
+    if (world == nullptr) throw std::logic_error("NewSubgroup: an mpi context without its MPI group");
+    auto pg = MpiProcessGroup::CreateSplit(*world, part, index_in[ctx.rank]);
+    GroupPtr group = AsGroup(pg, "mpi", {c10::DeviceType::CPU});
+    StageCudaThroughHost(group, pg);
+    return group;
+  }
+  DistConfig config = ctx.config;
+  config.rank = index_in[ctx.rank];
+  config.world_size = size;
+  auto store = c10::make_intrusive<c10d::PrefixStore>(absl::StrCat("distlm/sub/", tag, "/", part), ctx.store);
+  std::shared_ptr<::gloo::transport::Device> device;
+  if (ctx.backend_name == "gloo" || kNcclGroupsHaveGlooForCpu) device = GlooDevice(ctx.config);
+  if (ctx.backend_name == "gloo") {
+    auto gloo = GlooGroup(config, store, device);
+    GroupPtr group = AsGroup(gloo, "gloo", {c10::DeviceType::CPU});
+    StageCudaThroughHost(group, gloo);
+    return group;
+  }
+#ifdef USE_C10D_NCCL
+  // As the world's nccl group (InitOverStore), over the part's ranks. Built, not run: no GPU here.
+  auto options = c10d::ProcessGroupNCCL::Options::create();
+  options->timeout = Millis(config.timeout_s);
+  auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(c10::make_intrusive<c10d::PrefixStore>("nccl", store),
+                                                          config.rank, config.world_size, options);
+  GroupPtr group = AsGroup(nccl, "nccl", {c10::DeviceType::CUDA});
+  if (kNcclGroupsHaveGlooForCpu) {
+    AddDeviceImpl(group, c10::DeviceType::CPU,
+                  GlooGroup(config, c10::make_intrusive<c10d::PrefixStore>("gloo", store), device), "gloo");
+  }
+  return group;
+#else
+  throw UserError(absl::StrCat("subgroups over --backend=", ctx.backend_name, " are not supported"));
+#endif
+}
+
 void CheckAgreement(DistContext& ctx, const std::string& what, const std::string& value) {
   auto options = at::TensorOptions().dtype(at::kByte);
   if (ctx.backend_name == "nccl") {

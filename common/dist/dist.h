@@ -10,6 +10,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -41,6 +42,15 @@ struct DistContext {
 // must agree with the config unless the config is the default one. nccl on a CPU-only LibTorch
 // is a UserError. Every failure a user can cause is a distlm::UserError.
 DistContext InitDistributed(const DistConfig& config);
+
+// The group of this rank's part of `parts`, a partition of the world's ranks into groups (task
+// 7c's tensor and data groups, each a row or a column of a grid). Every rank calls it with the
+// same parts and `tag`, at the same point of its collectives; each part becomes a group of its
+// own (Gloo and NCCL: over the rendezvous store under the tag and the part's index; MPI:
+// MPI_Comm_split), whose rank r is the part's r-th rank. Parts that are not a partition of
+// 0..world_size - 1 are a std::invalid_argument naming the first rank missing or repeated,
+// raised before any rank waits; ranks passing different parts get CheckAgreement's UserError.
+GroupPtr NewSubgroup(DistContext& ctx, const std::vector<std::vector<int>>& parts, const std::string& tag);
 
 // Every rank passes a (what, value) pair, e.g. ("model config", contents of config.json) or
 // ("world size", "4"). Values travel as fixed-size fingerprints (length, two 64-bit hashes

@@ -112,6 +112,15 @@ TEST(GlooProcessGroupTest, FourRanksFromTorchrunVariables) {
   }
 }
 
+TEST(GlooProcessGroupTest, SubgroupsOfRowsAndColumns) {
+  Ranks run = Start("subgroups", HandoutArgs(4, distlm::testing::FreePort()));
+  ExpectAllExit(run, 0);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_TRUE(Contains(run.results[r].output, "rank " + std::to_string(r) + ": subgroups ok"))
+        << run.results[r].output;
+  }
+}
+
 TEST(GlooProcessGroupTest, OneRankNeedsNoPort) {
   // The default master port may be taken by anything; a single rank must not care.
   Ranks run = Start("collectives", {{}});

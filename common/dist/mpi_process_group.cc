@@ -59,6 +59,22 @@ c10::intrusive_ptr<MpiProcessGroup> MpiProcessGroup::CreateWorld(
   return c10::make_intrusive<MpiProcessGroup>(rank, size, std::move(worker));
 }
 
+c10::intrusive_ptr<MpiProcessGroup> MpiProcessGroup::CreateSplit(MpiProcessGroup& parent, int color, int key) {
+  auto worker = std::make_shared<Worker>();
+  worker->timeout = parent.worker_->timeout;
+  int rank = 0, size = 0;
+  {
+    // Under the process-wide lock, as every MPI call: the parent's worker makes none meanwhile.
+    std::lock_guard<std::mutex> mpi(g_mpi_mutex);
+    CheckMpi(MPI_Comm_split(parent.worker_->comm, color, key, &worker->comm), "MPI_Comm_split");
+    CheckMpi(MPI_Comm_set_errhandler(worker->comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    CheckMpi(MPI_Comm_rank(worker->comm, &rank), "MPI_Comm_rank");
+    CheckMpi(MPI_Comm_size(worker->comm, &size), "MPI_Comm_size");
+  }
+  worker->thread = std::thread([w = worker] { w->Loop(); });
+  return c10::make_intrusive<MpiProcessGroup>(rank, size, std::move(worker));
+}
+
 MpiProcessGroup::MpiProcessGroup(int rank, int size, std::shared_ptr<Worker> worker)
     : GroupImpl(rank, size), worker_(std::move(worker)) {
   init();

@@ -41,6 +41,9 @@ class MpiProcessGroup : public GroupImpl {
   // exit) and returns a group over all ranks of the job (a duplicate of MPI_COMM_WORLD).
   // Throws distlm::UserError when MPI cannot give the thread level.
   static c10::intrusive_ptr<MpiProcessGroup> CreateWorld(std::chrono::milliseconds timeout);
+  // A group over the ranks of `parent` that pass the same `color`, numbered by `key`
+  // (MPI_Comm_split: every rank of `parent` calls it, with no collective of `parent` pending).
+  static c10::intrusive_ptr<MpiProcessGroup> CreateSplit(MpiProcessGroup& parent, int color, int key);
 
   ~MpiProcessGroup() override;
 

@@ -92,6 +92,15 @@ TEST_F(MpiProcessGroupTest, CollectivesOnTwoRanks) { ExpectCollectivesPass(2); }
 
 TEST_F(MpiProcessGroupTest, CollectivesOnFourRanks) { ExpectCollectivesPass(4); }
 
+TEST_F(MpiProcessGroupTest, SubgroupsOfRowsAndColumns) {
+  MpiRun run = Mpirun(4, "subgroups", {});
+  EXPECT_FALSE(run.result.timed_out);
+  EXPECT_EQ(run.result.exit_code, 0);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_TRUE(Contains(run.result.output, "rank " + std::to_string(r) + ": subgroups ok"));
+  }
+}
+
 TEST_F(MpiProcessGroupTest, AWorldSizeThatContradictsMpirunIsOneLine) {
   MpiRun run = Mpirun(2, "init", {"--world_size=3"});
   EXPECT_FALSE(run.result.timed_out);

@@ -317,6 +317,48 @@ int WorkerMain(int argc, char** argv) {
                   std::chrono::duration<double>(Clock::now() - t0).count(), failures.size());
       return failures.empty() ? 0 : 3;
     }
+    if (mode == "subgroups") {
+      // A grid of 2 columns: rows {0, 1}, {2, 3}, ... and columns {0, 2, ...}, {1, 3, ...}, as
+      // task 7c's tensor and data groups; each group's sums, ranks and sizes against closed forms,
+      // the groups' collectives interleaved with the world's.
+      if (ctx.world_size % 2 != 0) throw UserError("subgroups: needs an even world size");
+      std::vector<std::vector<int>> rows(ctx.world_size / 2), columns(2);
+      for (int r = 0; r < ctx.world_size; ++r) {
+        rows[r / 2].push_back(r);
+        columns[r % 2].push_back(r);
+      }
+      GroupPtr row = NewSubgroup(ctx, rows, "rows");
+      GroupPtr column = NewSubgroup(ctx, columns, "columns");
+      std::vector<std::string> failures;
+      auto expect = [&](const std::string& what, double got, double want) {
+        if (got != want) failures.push_back(absl::StrCat(what, ": got ", got, ", want ", want));
+      };
+      const int r = ctx.rank;
+      expect("row rank", row->getRank(), r % 2);
+      expect("row size", row->getSize(), 2);
+      expect("column rank", column->getRank(), r / 2);
+      expect("column size", column->getSize(), ctx.world_size / 2);
+      for (int round = 0; round < 3; ++round) {
+        std::vector<at::Tensor> a = {torch::full({5}, r + 1.0)}, b = {torch::full({3}, r + 1.0)},
+                                c = {torch::full({2}, r + 1.0)};
+        row->allreduce(a)->wait();
+        ctx.pg->allreduce(c)->wait();
+        column->allreduce(b)->wait();
+        const int first = r - r % 2;
+        expect(absl::StrCat("row sum, round ", round), a[0][4].item<double>(), (first + 1) + (first + 2));
+        double column_sum = 0;
+        for (int q = r % 2; q < ctx.world_size; q += 2) column_sum += q + 1;
+        expect(absl::StrCat("column sum, round ", round), b[0][2].item<double>(), column_sum);
+        expect(absl::StrCat("world sum, round ", round), c[0][1].item<double>(),
+               ctx.world_size * (ctx.world_size + 1) / 2.0);
+      }
+      std::vector<at::Tensor> from_first = {torch::full({4}, r * 10.0)};
+      column->broadcast(from_first)->wait();
+      expect("column broadcast from its rank 0", from_first[0][3].item<double>(), (r % 2) * 10.0);
+      for (const auto& f : failures) std::printf("rank %d: subgroups FAIL %s\n", r, f.c_str());
+      if (failures.empty()) std::printf("rank %d: subgroups ok\n", r);
+      return failures.empty() ? 0 : 3;
+    }
     if (mode == "agree") {
       CheckAgreement(ctx, "model config", Env("DISTLM_DIST_TEST_VALUE"));
       std::printf("rank %d: agreement ok\n", ctx.rank);
