@@ -163,7 +163,9 @@ class MutantStage : public distlm::task2a::GradientSyncStage {
     u.optimizer.ZeroGrad();
     return norm;
   }
-  bool every_rank_reads_all_data() const override { return mutation_ == "same_data"; }
+  DataShare data_share(const distlm::train::DistInfo& dist) const override {
+    return mutation_ == "same_data" ? DataShare{1, 0} : Stage::data_share(dist);
+  }
 
  private:
   std::string mutation_;

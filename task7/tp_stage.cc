@@ -6,15 +6,41 @@
 #include <cstdio>
 #include <utility>
 
+#include "absl/flags/flag.h"
 #include "common/dist/counting_process_group.h"
+#include "common/dist/dist_flags.h"
 #include "common/runtime/errors.h"
 #include "common/train/bert_adamw.h"
 #include "common/train/distributed.h"
 #include "task7/tensor_parallel.h"
 #include "task7/tensor_parallel_ops.h"
 
+ABSL_FLAG(int, tensor_parallel_size, 0,
+          "task7: ranks per model replica, T (0: all of them, one replica: task 7a); below the world size W, "
+          "W / T replicas of T ranks, each reading its own share of every batch (task 7c)");
+
 namespace distlm::task7 {
 namespace {
+
+// The student's layout, checked before any group is made from it: a layout whose lists do not
+// put this rank where its coordinates say would have the ranks wait in different groups.
+void CheckMesh(const MeshLayout& m, int rank, int world, int tensor_size) {
+  auto where = [&](const std::vector<std::vector<int>>& groups, int group, int index) {
+    return group >= 0 && group < static_cast<int>(groups.size()) && index >= 0 &&
+           index < static_cast<int>(groups[group].size()) && groups[group][index] == rank;
+  };
+  const std::string said = "your MakeMeshLayout(" + std::to_string(rank) + ", " + std::to_string(world) + ", " +
+                           std::to_string(tensor_size) + ")";
+  if (m.tensor_size != tensor_size || m.data_size * tensor_size != world) {
+    throw UserError(said + " says " + std::to_string(m.data_size) + " replica(s) of " + std::to_string(m.tensor_size) +
+                    " rank(s), not " + std::to_string(world / tensor_size) + " of " + std::to_string(tensor_size));
+  }
+  if (static_cast<int>(m.tensor_groups.size()) != m.data_size || static_cast<int>(m.data_groups.size()) != tensor_size ||
+      !where(m.tensor_groups, m.data_rank, m.tensor_rank) || !where(m.data_groups, m.tensor_rank, m.data_rank)) {
+    throw UserError(said + " is not self-consistent: tensor_groups[data_rank][tensor_rank] and "
+                    "data_groups[tensor_rank][data_rank] must both be this rank (docs/handout/part7.md, 'Task 7c')");
+  }
+}
 
 // The Trainer's optimizer with the shards' state inside; snapshots see it whole: GatherState
 // puts each cut tensor's blocks together (a collective), LoadState keeps this rank's block.
@@ -78,14 +104,41 @@ TensorParallelStage::TensorParallelStage(std::string name, train::TrainStep step
 TensorParallelStage::~TensorParallelStage() = default;
 
 train::DistInfo TensorParallelStage::Connect() {
-  return train::InitDistributedFloat32Only(name(), "its all-reduces carry activations, not gradients");
+  // The flag against the world size first, so that every rank fails at once with one line.
+  const dist::DistConfig config = dist::DistConfigFromFlagsAndEnv();
+  const int flag = absl::GetFlag(FLAGS_tensor_parallel_size);
+  const int tensor_size = flag == 0 ? config.world_size : flag;
+  if (flag < 0 || config.world_size % tensor_size != 0) {
+    throw UserError("--tensor_parallel_size=" + std::to_string(flag) + " does not divide the world size " +
+                    std::to_string(config.world_size) + " (" + config.world_size_origin +
+                    "): the ranks form replicas of --tensor_parallel_size ranks each");
+  }
+  train::DistInfo info = train::InitDistributedFloat32Only(name(), "its all-reduces carry activations, not gradients");
+  tensor_pg_ = info.pg;
+  if (tensor_size == info.world_size) return info;  // one replica: task 7a, no layout to make
+  mesh_ = MakeMeshLayout(info.rank, info.world_size, tensor_size);
+  CheckMesh(mesh_, info.rank, info.world_size, tensor_size);
+  try {
+    tensor_pg_ = info.new_subgroup(mesh_.tensor_groups, "tensor");
+    data_pg_ = info.new_subgroup(mesh_.data_groups, "data");
+  } catch (const std::invalid_argument& e) {
+    throw UserError(std::string("your MakeMeshLayout's groups: ") + e.what());
+  }
+  return info;
+}
+
+void TensorParallelStage::SyncGradients(const train::StageContext& ctx) {
+  if (data_pg_) AverageOverDataGroup(ctx.parameters(), data_pg_);
 }
 
 std::unique_ptr<train::Optimizer> TensorParallelStage::MakeOptimizer(const train::StageContext& ctx) {
   std::vector<std::vector<int64_t>> whole;
   for (const auto& [name, p] : ctx.named_parameters()) whole.push_back(p.sizes().vec());
-  ops_ = std::make_unique<GroupParallelOps>(ctx.dist().pg);
-  counting_ = &train::CountingGroup(ctx.dist());
+  ops_ = std::make_unique<GroupParallelOps>(tensor_pg_);
+  counting_ = {&train::CountingGroup(ctx.dist())};
+  for (const dist::GroupPtr& g : {tensor_pg_, data_pg_}) {
+    if (g && g != ctx.dist().pg) counting_.push_back(dist::ImplOf<dist::CountingProcessGroup>(g));
+  }
   ctx.SetTensorParallel(ops_.get());  // a UserError naming the sizes when they do not divide
   split_ = true;
   cut_dim_.clear();
@@ -100,9 +153,16 @@ std::unique_ptr<train::Optimizer> TensorParallelStage::MakeOptimizer(const train
     cut += dim >= 0;
   }
   if (ctx.is_main_rank()) {
-    std::printf("%s: tensor parallel over %d rank(s) (%s): %lld of %zu parameters cut, every rank reads every batch\n",
-                name().c_str(), ctx.dist().world_size, ctx.dist().backend.c_str(), static_cast<long long>(cut),
-                cut_dim_.size());
+    if (data_pg_) {
+      std::printf("%s: tensor parallel over %d rank(s) x %d data-parallel replica(s) (%s): %lld of %zu parameters "
+                  "cut, each replica reads its share of every batch\n",
+                  name().c_str(), mesh_.tensor_size, mesh_.data_size, ctx.dist().backend.c_str(),
+                  static_cast<long long>(cut), cut_dim_.size());
+    } else {
+      std::printf("%s: tensor parallel over %d rank(s) (%s): %lld of %zu parameters cut, every rank reads every batch\n",
+                  name().c_str(), ctx.dist().world_size, ctx.dist().backend.c_str(), static_cast<long long>(cut),
+                  cut_dim_.size());
+    }
     std::fflush(stdout);
   }
   return std::make_unique<TensorParallelOptimizer>(Stage::MakeOptimizer(ctx), ops_.get(), cut_dim_,
@@ -111,7 +171,8 @@ std::unique_ptr<train::Optimizer> TensorParallelStage::MakeOptimizer(const train
 
 double TensorParallelStage::OptimizerStep(const train::StageContext& ctx, train::UpdateContext& u) {
   // Part 1's clip with the whole model's norm: a cut tensor's squared norm is the sum of its
-  // blocks', one all-reduce for all of them; the replicated ones count once.
+  // blocks' over the tensor group (the data group's ranks hold the same blocks, averaged by
+  // now), one all-reduce for all of them; the replicated ones count once.
   const double total = train::ClipGradNorm(
       u.parameters, u.max_grad_norm, [&](std::vector<torch::Tensor>& norms, const std::vector<size_t>& index) {
         std::vector<size_t> cut;
@@ -122,7 +183,7 @@ double TensorParallelStage::OptimizerStep(const train::StageContext& ctx, train:
         std::vector<torch::Tensor> cut_norms;
         for (size_t k : cut) cut_norms.push_back(norms[k]);
         std::vector<torch::Tensor> squares = {torch::stack(cut_norms).square()};
-        ctx.dist().pg->allreduce(squares)->wait();
+        tensor_pg_->allreduce(squares)->wait();
         const torch::Tensor whole = squares[0].sqrt();
         for (size_t j = 0; j < cut.size(); ++j) norms[cut[j]] = whole[static_cast<int64_t>(j)];
       });
@@ -146,9 +207,15 @@ void TensorParallelStage::WithFullParameters(const train::StageContext& ctx, con
 
 train::UpdateFigures TensorParallelStage::TakeFigures() {
   train::UpdateFigures f;
-  // Every collective since the last update's figures: the forward's and backward's all-reduces,
-  // the norm's, and the Trainer's averaging of the previous update's loss.
-  if (counting_ != nullptr) f.comm = counting_->TakeStats();
+  // Every collective since the last update's figures, in every group: the forward's and
+  // backward's all-reduces, the data group's average, the norm's, and the Trainer's averaging of
+  // the previous update's loss.
+  for (dist::CountingProcessGroup* c : counting_) {
+    dist::CommStats s = c->TakeStats();
+    if (!f.comm) f.comm = dist::CommStats{};
+    f.comm->records.insert(f.comm->records.end(), s.records.begin(), s.records.end());
+  }
+  if (data_pg_) f.fields = {{"tensor_parallel", mesh_.tensor_size}, {"data_parallel", mesh_.data_size}};
   return f;
 }
 

@@ -2,7 +2,12 @@
 // part 1's step. Given code, not the student's: the student's column- and row-parallel linears
 // (task7/tensor_parallel.h) are what the split model runs.
 //
-// Every rank reads every batch (one data-parallel replica of T ranks). Before the optimizer is
+// With --tensor_parallel_size=T below the world size W (task 7c), the ranks form D = W / T
+// replicas of T ranks (task7/device_mesh.h, the student's layout): the split runs in each
+// replica's tensor group, each replica reads its own share of every batch, and after backward
+// the student's AverageOverDataGroup averages every gradient over the data group (the ranks
+// holding the same shard). Without it (or T = W), every rank reads every batch: one replica,
+// task 7a. Before the optimizer is
 // made, the model's encoder is split over the ranks (BertForSequenceClassification::
 // ShardForTensorParallel: each rank keeps its heads' rows of query, key and value and the
 // matching columns of the attention output, its rows of the intermediate linear and columns of
@@ -24,6 +29,7 @@
 #include "common/dist/counting_process_group.h"
 #include "common/model/parallel_ops.h"
 #include "common/train/stage.h"
+#include "task7/device_mesh.h"
 
 namespace distlm::task7 {
 
@@ -32,18 +38,24 @@ class TensorParallelStage : public train::Stage {
   TensorParallelStage(std::string name, train::TrainStep step);
   ~TensorParallelStage() override;
 
-  train::DistInfo Connect() override;  // float32 only: --comm_dtype refused
+  // Float32 only (--comm_dtype refused); --tensor_parallel_size checked against the world size
+  // before any rank waits; the tensor and data groups made when there is more than one replica.
+  train::DistInfo Connect() override;
   std::unique_ptr<train::Optimizer> MakeOptimizer(const train::StageContext& ctx) override;
   double OptimizerStep(const train::StageContext& ctx, train::UpdateContext& u) override;
   train::UpdateFigures TakeFigures() override;
   void WithFullParameters(const train::StageContext& ctx, const std::function<void()>& use) override;
-  bool every_rank_reads_all_data() const override { return true; }
+  void SyncGradients(const train::StageContext& ctx) override;
+  DataShare data_share(const train::DistInfo&) const override { return {mesh_.data_size, mesh_.data_rank}; }
 
  private:
+  MeshLayout mesh_;          // one replica (data_size 1) unless --tensor_parallel_size < world
+  dist::GroupPtr tensor_pg_;  // the replica's ranks: the world's group when there is one replica
+  dist::GroupPtr data_pg_;    // the ranks holding the same shards; null with one replica
   std::unique_ptr<model::ParallelOps> ops_;
   std::vector<int> cut_dim_;  // per parameter, in registration order: the dimension cut, or -1
   bool split_ = false;
-  dist::CountingProcessGroup* counting_ = nullptr;  // the run's group, for the figures
+  std::vector<dist::CountingProcessGroup*> counting_;  // the world's and the subgroups', for the figures
 };
 
 std::unique_ptr<train::Stage> MakeTensorParallelStage(std::string name, train::TrainStep step);

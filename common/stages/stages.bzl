@@ -104,9 +104,10 @@ STAGES = [
     # no more). Advanced, graded when submitted. Its all-reduces carry activations, not
     # gradients: no traffic pattern of task 4's (docs/handout/part7.md has its bytes per
     # update); the ViT's layers are not split (models). task7/grading names its mistakes.
-    # 7b's schedules and loop (pipeline_schedule.cc, pipeline_parallel.cc) are the student's
-    # too, checked by their local tests, not graded yet.
-    _row("task7", ["tensor_parallel.cc", "pipeline_schedule.cc", "pipeline_parallel.cc"],
+    # 7c's layout and data-group average (device_mesh.cc) are graded by task 7's own test of a
+    # 2 x 2 (data x tensor) run on 4 ranks. 7b's schedules and loop (pipeline_schedule.cc,
+    # pipeline_parallel.cc) are the student's too, checked by their local tests, not graded yet.
+    _row("task7", ["tensor_parallel.cc", "device_mesh.cc", "pipeline_schedule.cc", "pipeline_parallel.cc"],
          "f, g, ColumnParallelLinear and RowParallelLinear (tensor parallel)",
          parity_points = 12, optional = True, grading = True, model_parallel = 2, models = ["bert"]),
 ]

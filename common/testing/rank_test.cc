@@ -98,7 +98,10 @@ int WorkerMain(const std::string& name) {
   Store() = ctx->store;
   auto tally = c10::make_intrusive<dist::CountingProcessGroup>(ctx->pg);
   auto counting = c10::make_intrusive<dist::CountingProcessGroup>(dist::AsGroup(tally, "gloo"));
-  RankEnv env{rank, world, dist::AsGroup(counting, "gloo"), counting.get()};
+  RankEnv env{rank, world, dist::AsGroup(counting, "gloo"), counting.get(),
+              [&ctx](const std::vector<std::vector<int>>& parts, const std::string& tag) {
+                return dist::NewSubgroup(*ctx, parts, tag);
+              }};
   try {
     it->second(env);
   } catch (const CheckFailed& e) {

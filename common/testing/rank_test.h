@@ -16,6 +16,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -31,6 +32,9 @@ struct RankEnv {
   int world = 1;
   dist::GroupPtr pg;                    // Gloo over 127.0.0.1; what passes through it is recorded:
   dist::CountingProcessGroup* counting;  // counting->TakeStats() gives the records since last time
+  // The group of this rank's part of `parts`, a partition of the ranks (dist::NewSubgroup; every
+  // rank calls it with the same parts and tag); not counted.
+  std::function<dist::GroupPtr(const std::vector<std::vector<int>>& parts, const std::string& tag)> new_subgroup;
 };
 
 using RankBody = std::function<void(RankEnv&)>;

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
@@ -22,6 +23,11 @@ struct DistInfo {
   std::function<void(const std::string& what, const std::string& value)> check_agreement;
   // Turns a failed collective into a message naming the lost rank.
   std::function<std::string(const std::exception&)> describe_failure;
+  // Task 7c: the group of this rank's part of `parts`, a partition of the ranks, counted as pg
+  // is (dist::NewSubgroup: every rank calls it with the same parts and tag). Null for one process.
+  std::function<c10::intrusive_ptr<c10d::ProcessGroup>(const std::vector<std::vector<int>>& parts,
+                                                       const std::string& tag)>
+      new_subgroup;
   std::shared_ptr<void> keep_alive;  // whatever owns the group (store, heartbeat, ...)
 };
 

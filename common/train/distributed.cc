@@ -56,6 +56,10 @@ DistInfo InitDistributedFromFlags(at::ScalarType comm_dtype) {
   info.describe_failure = [ctx](const std::exception& e) -> std::string {
     return dist::LostRankError(*ctx, e).what();
   };
+  info.new_subgroup = [ctx](const std::vector<std::vector<int>>& parts, const std::string& tag) {
+    return dist::AsGroup(c10::make_intrusive<dist::CountingProcessGroup>(dist::NewSubgroup(*ctx, parts, tag)),
+                         ctx->backend_name);
+  };
   info.keep_alive = ctx;
   return info;
 }

@@ -144,10 +144,16 @@ class Stage {
   // what they then hold; a collective there, so the Trainer calls it on every rank.
   virtual void WithFullParameters(const StageContext&, const std::function<void()>& use) { use(); }
 
-  // Every rank reads the whole data set in the same order (as if the distributed sampler were
-  // forgotten): one data-parallel replica. Task 7a's ranks share each batch; grading's mutation
-  // tests use it as a mistake.
-  virtual bool every_rank_reads_all_data() const { return false; }
+  // Which share of the data set this rank reads: the ranks form `replicas` data-parallel
+  // replicas and this one belongs to replica `replica` (the distributed sampler's rank and
+  // size). Called after Connect. Default: every rank a replica of its own. Task 7's ranks share
+  // each batch within a replica (7a: one replica; 7c: world / T); grading's mutation tests use
+  // {1, 0} on a data-parallel stage as a mistake.
+  struct DataShare {
+    int replicas = 1;
+    int replica = 0;
+  };
+  virtual DataShare data_share(const DistInfo& dist) const { return {dist.world_size, dist.rank}; }
 
  protected:
   const TrainStep& step() const { return step_; }

@@ -215,9 +215,14 @@ void Trainer::PrintRunBanner(int64_t total, int64_t updates_per_epoch, int64_t e
   if (!is_main_rank()) return;
   const int64_t B = options_.per_device_train_batch_size;
   const int64_t accum = options_.gradient_accumulation_steps;
-  // Ranks that share every batch (task 7a) say so rather than multiply it.
-  const std::string ranks = std::to_string(dist_.world_size) + " rank(s) " +
-                            (DataReplicas() == dist_.world_size ? "x batch " : "sharing each batch of ");
+  // Ranks that share every batch (task 7) say so rather than multiply it.
+  const int replicas = DataReplicas();
+  const std::string ranks =
+      replicas == dist_.world_size
+          ? std::to_string(dist_.world_size) + " rank(s) x batch "
+          : (replicas == 1 ? std::to_string(dist_.world_size) + " rank(s) sharing each batch of "
+                           : std::to_string(replicas) + " replica(s) of " + std::to_string(dist_.world_size / replicas) +
+                                 " rank(s), each sharing a batch of ");
   std::printf("%s: %lld training examples, %s%lld x accumulation %lld = %lld per update; "
               "%lld updates (%lld per epoch, %lld epoch(s)); output in %s\n",
               stage_.name().c_str(), static_cast<long long>(task_->train_size()), ranks.c_str(),

@@ -55,7 +55,7 @@ class Trainer {
   const std::vector<EvalResult>& eval_results() const { return eval_results_; }
   bool is_main_rank() const { return dist_.rank == 0; }
   // Ranks that read different examples: the world, or 1 where every rank reads every batch.
-  int DataReplicas() const { return stage_.every_rank_reads_all_data() ? 1 : dist_.world_size; }
+  int DataReplicas() const { return stage_.data_share(dist_).replicas; }
   // Where model, batches and optimizer state live (--device; set by Setup).
   const torch::Device& device() const { return device_; }
 

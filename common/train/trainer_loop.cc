@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <limits>
 #include <set>
+#include <stdexcept>
+#include <string>
 
 #include "common/data/sampler.h"
 #include "common/runtime/atomic_file.h"
@@ -94,9 +96,13 @@ Trainer::Stepped Trainer::FinishUpdate(UpdateContext& u, int64_t update, int64_t
 void Trainer::Train() {
   const int64_t B = options_.per_device_train_batch_size;
   const int64_t accum = options_.gradient_accumulation_steps;
-  const bool shared_data = stage_.every_rank_reads_all_data();
-  data::DistributedSampler sampler(task_->train_size(), shared_data ? 1 : dist_.world_size,
-                                   shared_data ? 0 : dist_.rank, /*shuffle=*/true, options_.seed);
+  const Stage::DataShare share = stage_.data_share(dist_);
+  if (share.replicas < 1 || share.replica < 0 || share.replica >= share.replicas) {
+    throw std::logic_error(stage_.name() + ": data_share says replica " + std::to_string(share.replica) + " of " +
+                           std::to_string(share.replicas));
+  }
+  data::DistributedSampler sampler(task_->train_size(), share.replicas, share.replica, /*shuffle=*/true,
+                                   options_.seed);
   const int64_t batches_per_epoch = (sampler.num_samples() + B - 1) / B;
   const int64_t updates_per_epoch = batches_per_epoch / accum;
   if (updates_per_epoch == 0) {

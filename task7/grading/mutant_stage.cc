@@ -19,13 +19,14 @@
 #include "task7/tp_stage.h"
 
 ABSL_FLAG(std::string, mutation, "tp_none",
-          "tp_none (correct), tp_f_no_backward, tp_g_no_reduce, tp_g_backward_reduced, tp_bias_per_rank");
+          "tp_none (correct), tp_f_no_backward, tp_g_no_reduce, tp_g_backward_reduced, tp_bias_per_rank; 7c's "
+          "dp_no_average, dp_sum_not_mean, mesh_coordinates_swapped");
 
 namespace distlm::task7 {
 namespace {
 
-const char* const kMutations[] = {"tp_none", "tp_f_no_backward", "tp_g_no_reduce", "tp_g_backward_reduced",
-                                  "tp_bias_per_rank"};
+const char* const kMutations[] = {"tp_none",          "tp_f_no_backward", "tp_g_no_reduce", "tp_g_backward_reduced",
+                                  "tp_bias_per_rank", "dp_no_average",    "dp_sum_not_mean", "mesh_coordinates_swapped"};
 
 std::string& Mutation() {
   static std::string m = "tp_none";
@@ -59,6 +60,29 @@ torch::Tensor RowParallelLinear(const torch::Tensor& x_shard, const torch::Tenso
                                 const torch::Tensor& bias, const dist::GroupPtr& pg) {
   if (Is("tp_bias_per_rank")) return ReduceFromTensorParallel(torch::linear(x_shard, weight_shard, bias), pg);
   return ReduceFromTensorParallel(torch::linear(x_shard, weight_shard), pg) + bias;
+}
+
+// mesh_coordinates_swapped: the tensor-first groups, but this rank's place read the other way
+// round (tensor_rank = rank / T, data_rank = rank % T).
+MeshLayout MakeMeshLayout(int rank, int world_size, int tensor_size) {
+  MeshLayout m = ReferenceMakeMeshLayout(rank, world_size, tensor_size);
+  if (Is("mesh_coordinates_swapped")) {
+    m.tensor_rank = rank / tensor_size;
+    m.data_rank = rank % tensor_size;
+  }
+  return m;
+}
+
+// dp_no_average: each replica keeps its own gradients. dp_sum_not_mean: summed, not divided.
+void AverageOverDataGroup(const std::vector<torch::Tensor>& parameters, const dist::GroupPtr& data_group) {
+  if (Is("dp_no_average")) return;
+  ReferenceAverageOverDataGroup(parameters, data_group);
+  if (Is("dp_sum_not_mean")) {
+    torch::NoGradGuard no_grad;
+    for (const auto& p : parameters) {
+      if (p.grad().defined()) p.grad().mul_(data_group->getSize());
+    }
+  }
 }
 
 }  // namespace distlm::task7
