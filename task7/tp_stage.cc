@@ -22,8 +22,9 @@ ABSL_FLAG(int, tensor_parallel_size, 0,
 namespace distlm::task7 {
 namespace {
 
-// The student's layout, checked before any group is made from it: a layout whose lists do not
-// put this rank where its coordinates say would have the ranks wait in different groups.
+// The student's layout as `rank` would see it, checked before any group is made from it: a
+// layout whose lists do not put the rank where its coordinates say would have the ranks wait in
+// different groups.
 void CheckMesh(const MeshLayout& m, int rank, int world, int tensor_size) {
   auto where = [&](const std::vector<std::vector<int>>& groups, int group, int index) {
     return group >= 0 && group < static_cast<int>(groups.size()) && index >= 0 &&
@@ -116,8 +117,19 @@ train::DistInfo TensorParallelStage::Connect() {
   train::DistInfo info = train::InitDistributedFloat32Only(name(), "its all-reduces carry activations, not gradients");
   tensor_pg_ = info.pg;
   if (tensor_size == info.world_size) return info;  // one replica: task 7a, no layout to make
-  mesh_ = MakeMeshLayout(info.rank, info.world_size, tensor_size);
-  CheckMesh(mesh_, info.rank, info.world_size, tensor_size);
+  // Every rank's layout checked on every rank (it is a function of the numbers alone), so that a
+  // wrong one stops all ranks with the same line before any of them waits in a group.
+  MeshLayout first;
+  for (int r = 0; r < info.world_size; ++r) {
+    const MeshLayout m = MakeMeshLayout(r, info.world_size, tensor_size);
+    CheckMesh(m, r, info.world_size, tensor_size);
+    if (r == 0) first = m;
+    if (m.tensor_groups != first.tensor_groups || m.data_groups != first.data_groups) {
+      throw UserError("your MakeMeshLayout gives rank 0 and rank " + std::to_string(r) +
+                      " different groups: every rank must build the same lists of tensor_groups and data_groups");
+    }
+    if (r == info.rank) mesh_ = m;
+  }
   try {
     tensor_pg_ = info.new_subgroup(mesh_.tensor_groups, "tensor");
     data_pg_ = info.new_subgroup(mesh_.data_groups, "data");

@@ -1,7 +1,9 @@
 // Task 7's grading (grading/stage_grading.h): the main run is the tiny BERT split over the row's
-// model_parallel ranks (2: its 2 heads), each reading the whole batch. Its own known mistakes
+// model_parallel ranks (2: its 2 heads), each reading the whole batch (7a); a second run, 2
+// replicas of 2 ranks on 4 (7c), is a test of its own. Its own known mistakes
 // (mutant_stage.cc) and their messages; the data-parallel ones of grading/diagnosis.cc do not
 // apply to ranks that share one replica, so a trace that matches none is explained here too.
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -71,6 +73,63 @@ class Task7Grading : public grading::StageGrading {
              "unchanged.";
     }
     return "";
+  }
+
+  std::vector<grading::TestResult> ExtraTestNames() const override {
+    return {{kDataTensor, 0, kDataTensorPoints, false, ""}};
+  }
+  std::vector<grading::TestResult> ExtraTests(const grading::StageRun& main_run,
+                                              const grading::StageCheckContext& c) const override {
+    std::vector<grading::TestResult> t = ExtraTestNames();
+    // 7c runs 7a's split in every replica: judged once the split itself is right.
+    if (!grading::ParityDiff(*c.expected, grading::TraceOf(main_run)).empty()) {
+      t[0].output = "not run: the split on " + Ranks() + " ranks (7a) does not match the single-node run yet (see the "
+                    "parity test above); 7c runs that split in every replica\n";
+      return t;
+    }
+    DataTimesTensor(c, t[0]);
+    return t;
+  }
+
+ private:
+  static constexpr const char* kDataTensor =
+      "task7: 7c, 2 x 2 (data x tensor) on 4 ranks: losses and gradient norms match the single-node run";
+  static constexpr double kDataTensorPoints = 6;
+
+  // 2 replicas of 2 ranks, each replica reading half of every batch: the student's layout, the
+  // subgroups made from it, and the average over the data group.
+  static void DataTimesTensor(const grading::StageCheckContext& c, grading::TestResult& t) {
+    const grading::StageRun r = c.run(4, {"--tensor_parallel_size=2"}, 0);
+    const bool completed = r.exit_code == 0 && !r.timed_out && r.log.size() >= grading::kSteps && r.bad_log_lines.empty();
+    if (!completed) {
+      t.output = "the run with --tensor_parallel_size=2 on 4 ranks did not complete: " + c.run_failure(r);
+      return;
+    }
+    const Trace got = grading::TraceOf(r);
+    const Trace& want = *c.expected;
+    const std::string diff = grading::ParityDiff(want, got);
+    if (diff.empty()) {
+      t.passed = true;
+      t.score = t.max_score;
+      t.output = "the " + std::to_string(grading::kSteps) + " losses and gradient norms of 2 replicas x 2 ranks match " +
+                 "the single-node run (worst " + Fmt("%.1e", grading::WorstDifference(want, got)) + ")\n";
+      return;
+    }
+    std::string why;
+    const bool first_loss_ok = grading::RelDiff(got.losses[0], want.losses[0]) <= grading::kParityTol;
+    const double norm_ratio = got.grad_norms.empty() ? 0 : got.grad_norms[0] / want.grad_norms[0];
+    if (first_loss_ok && std::abs(norm_ratio - 2) < 1e-3) {
+      why = "your gradient norm of update 1 is " + grading::Times(got.grad_norms[0], want.grad_norms[0]) +
+            " the single-node run's, the number of replicas: AverageOverDataGroup sums the gradients over the data "
+            "group but does not divide by its size.";
+    } else if (first_loss_ok && !got.grad_norms.empty() &&
+               grading::RelDiff(got.grad_norms[0], want.grad_norms[0]) > grading::kParityTol) {
+      why = "update 1's loss matches, but " + NormSays(got, want) + ": after backward each gradient must be the mean over the data group (the ranks holding the same shard "
+            "in the other replicas), so that every replica steps with the whole batch's gradient.";
+    } else {
+      why = c.diagnose(got);
+    }
+    t.output = "with --tensor_parallel_size=2 on 4 ranks: " + why + "\n\n" + diff + ".\n" + grading::TraceTable(want, got);
   }
 };
 

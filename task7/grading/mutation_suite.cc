@@ -1,5 +1,6 @@
 // Task 7's mistakes, each in the reference otherwise (task7/grading/mutant_stage), graded as task
-// 7 alone (12 points): each loses the parity test, with its own message. Linked into
+// 7 alone (18 points): 7a's lose the parity test (12) with their own message, and 7c's test (6)
+// is then not run; 7c's lose that test only. Linked into
 // //grading:autograder_test, which grades every stage's suite with one grader.
 #include <gtest/gtest.h>
 
@@ -12,21 +13,33 @@ using ::distlm::grading::testing_support::GradeOwnMutant;
 using ::distlm::grading::testing_support::kParity;
 using ::distlm::grading::testing_support::OwnMutation;
 
+const std::string k7c =
+    "task7: 7c, 2 x 2 (data x tensor) on 4 ranks: losses and gradient norms match the single-node run";
+const std::string k7cNotRun = "not run: the split on 2 ranks (7a) does not match";
+
 class TensorParallelMutationTest : public ::testing::TestWithParam<OwnMutation> {};
 
 TEST_P(TensorParallelMutationTest, LosesItsTestsWithTheirMessages) {
   const OwnMutation& m = GetParam();
-  GradeOwnMutant("task7", "task7/grading/mutant_stage", "--mutation=" + m.name, m.failing, m.score, 12);
+  GradeOwnMutant("task7", "task7/grading/mutant_stage", "--mutation=" + m.name, m.failing, m.score, 18);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Mutations, TensorParallelMutationTest,
-    ::testing::Values(OwnMutation{"tp_none", 12, {}},
-                      OwnMutation{"tp_f_no_backward", 0, {{"task7" + kParity, "does not sum the gradient in backward"}}},
-                      OwnMutation{"tp_g_no_reduce", 0, {{"task7" + kParity, "never summed over the ranks"}}},
+    ::testing::Values(OwnMutation{"tp_none", 18, {}},
+                      OwnMutation{"tp_f_no_backward", 0,
+                                  {{"task7" + kParity, "does not sum the gradient in backward"}, {k7c, k7cNotRun}}},
+                      OwnMutation{"tp_g_no_reduce", 0,
+                                  {{"task7" + kParity, "never summed over the ranks"}, {k7c, k7cNotRun}}},
                       OwnMutation{"tp_g_backward_reduced", 0,
-                                  {{"task7" + kParity, "sums the gradient in backward as well"}}},
-                      OwnMutation{"tp_bias_per_rank", 0, {{"task7" + kParity, "ends up in the sum 2 times"}}}),
+                                  {{"task7" + kParity, "sums the gradient in backward as well"}, {k7c, k7cNotRun}}},
+                      OwnMutation{"tp_bias_per_rank", 0,
+                                  {{"task7" + kParity, "ends up in the sum 2 times"}, {k7c, k7cNotRun}}},
+                      OwnMutation{"dp_no_average", 12,
+                                  {{k7c, "must be the mean over the data group (the ranks holding the same shard"}}},
+                      OwnMutation{"dp_sum_not_mean", 12, {{k7c, "sums the gradients over the data group but does not divide"}}},
+                      OwnMutation{"mesh_coordinates_swapped", 12,
+                                  {{k7c, "your MakeMeshLayout(1, 4, 2) is not self-consistent"}}}),
     [](const ::testing::TestParamInfo<OwnMutation>& info) { return info.param.name; });
 
 }  // namespace
