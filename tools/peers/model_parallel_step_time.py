@@ -2,6 +2,7 @@
 
     python model_parallel_step_time.py --layout=tensor --world_size=4 --model=base --batch_size=8 --threads=1
     python model_parallel_step_time.py --layout=1f1b --world_size=4 --micro_batches=8 --model=base --batch_size=8
+    python model_parallel_step_time.py --layout=tensor --world_size=4 --tensor_parallel_size=2 --model=base --batch_size=8
 
 Task 7's peers (docs/design/task7_plan.md's cost table). Spawns --world_size processes that join
 a Gloo group over tcp://127.0.0.1 (as fsdp_step_time.py), each building hf_step_time.py's model
@@ -14,6 +15,11 @@ AdamW, zero_grad) on the same batch, each step's time its slowest rank's.
   RowwiseParallel; embeddings, LayerNorms, pooler and classifier replicated. Every rank reads
   the whole batch (--batch_size). The gradient norm is the whole model's (the DTensor shards'
   squared norms summed over the mesh, the replicated ones once), as task 7a computes it.
+  With --tensor_parallel_size=T below --world_size (task 7c), a two-dimensional mesh of
+  world / T replicas ("dp") by T ("tp"), tensor-first as task7/device_mesh.h numbers it: the
+  split over "tp", each replica reading its share of --batch_size, and after backward every
+  gradient (a DTensor's local block) averaged over "dp" by one flattened all-reduce, as task 7c's
+  AverageOverDataGroup does; the norm's squares summed over "tp" only.
 --layout=gpipe|1f1b: torch.distributed.pipelining, the model cut as task 7b cuts it (stage s
   holds layers [s L / P, (s + 1) L / P), the embeddings on stage 0, pooler, classifier and
   loss on the last), ScheduleGPipe or Schedule1F1B over --micro_batches; --batch_size is the
@@ -49,7 +55,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def whole_norm_clip(params, max_norm, summed):
+def whole_norm_clip(params, max_norm, summed, group=None):
     """clip_grad_norm_ with the whole model's norm: the squares of the parameters `summed(p)` names
     (this rank's blocks of tensors the group shares out) are added over the group by one
     all-reduce; the others' (the same on every rank) count once. Each square is computed once."""
@@ -60,7 +66,7 @@ def whole_norm_clip(params, max_norm, summed):
             (shared if summed(p) else own).append(g)
     squares = lambda gs: torch.stack([torch.sum(g * g) for g in gs]).sum() if gs else torch.zeros(())  # noqa: E731
     t = squares(shared).reshape(1).clone()
-    dist.all_reduce(t)
+    dist.all_reduce(t, group=group)
     norm = (t[0] + squares(own)).sqrt()
     coef = torch.clamp(max_norm / (norm + 1e-6), max=1.0)
     for g in shared + own:
@@ -119,7 +125,16 @@ def worker(rank, a, port):
         model, _, _, batch = build(a)
         if a.layout == "tensor":
             from torch.distributed.device_mesh import init_device_mesh
-            params, summed = tensor_parallel(model, init_device_mesh("cpu", (a.world_size,)))
+            t_size = a.tensor_parallel_size or a.world_size
+            replicas = a.world_size // t_size
+            mesh = init_device_mesh("cpu", (replicas, t_size), mesh_dim_names=("dp", "tp"))
+            params, summed = tensor_parallel(model, mesh["tp"])
+            tp_group = mesh["tp"].get_group()
+            dp_group = mesh["dp"].get_group() if replicas > 1 else None
+            if dp_group is not None:
+                share = a.batch_size // replicas
+                d = mesh.get_local_rank("dp")
+                batch = {k: v[d * share:(d + 1) * share] for k, v in batch.items()}
             # One optimizer over the DTensors and one over the replicated tensors: fused AdamW
             # refuses a group that mixes the two.
             from torch.distributed.tensor import DTensor
@@ -132,8 +147,17 @@ def worker(rank, a, port):
                 loss = model(**batch).loss
                 t1 = time.perf_counter()
                 loss.backward()
+                if dp_group is not None:
+                    grads = [p.grad.to_local() if hasattr(p.grad, "to_local") else p.grad for p in params]
+                    flat = torch.cat([g.reshape(-1) for g in grads])
+                    dist.all_reduce(flat, group=dp_group)
+                    flat.div_(replicas)
+                    at = 0
+                    for g in grads:
+                        g.copy_(flat[at:at + g.numel()].view_as(g))
+                        at += g.numel()
                 t2 = time.perf_counter()
-                whole_norm_clip(params, 1.0, summed)
+                whole_norm_clip(params, 1.0, summed, tp_group)
                 for o in opts:
                     o.step()
                     o.zero_grad(set_to_none=True)
@@ -168,6 +192,7 @@ def worker(rank, a, port):
         if rank == 0:
             print(json.dumps({
                 "impl": impl, "layout": a.layout, "backend": "gloo", "world_size": a.world_size,
+                "tensor_parallel_size": (a.tensor_parallel_size or a.world_size) if a.layout == "tensor" else None,
                 "micro_batches": a.micro_batches if a.layout != "tensor" else None, "model": a.model,
                 "batch_size": a.batch_size, "seq_len": a.seq_len, "threads": torch.get_num_threads(),
                 "ms_per_step": median(ms), "optim": a.optim, "dropout": a.dropout, "steps": a.steps,
@@ -183,6 +208,8 @@ def main():
     ap.add_argument("--layout", choices=["tensor", "gpipe", "1f1b"], required=True)
     ap.add_argument("--world_size", type=int, default=2)
     ap.add_argument("--micro_batches", type=int, default=4)
+    ap.add_argument("--tensor_parallel_size", type=int, default=0,
+                    help="--layout=tensor: ranks per replica (0: all; below --world_size: data x tensor)")
     ap.add_argument("--timeout_s", type=int, default=120, help="Gloo timeout: joining and each collective")
     ap.add_argument("--vocab", type=int, default=0, help="vocabulary size (0: the --model preset's)")
     add_flags(ap, sorted(VOCAB))
@@ -190,6 +217,12 @@ def main():
     check_flags(ap, a)
     if a.world_size < 2:
         ap.error("need --world_size >= 2")
+    t_size = a.tensor_parallel_size or a.world_size
+    if a.tensor_parallel_size < 0 or a.world_size % t_size != 0 or (a.layout != "tensor" and a.tensor_parallel_size):
+        ap.error(f"--tensor_parallel_size={a.tensor_parallel_size} must divide --world_size={a.world_size} "
+                 "(and goes with --layout=tensor only)")
+    if a.batch_size % (a.world_size // t_size) != 0:
+        ap.error(f"--batch_size={a.batch_size} must divide among the {a.world_size // t_size} replicas")
     if a.layout != "tensor" and (a.micro_batches < 1 or a.batch_size % a.micro_batches != 0):
         ap.error(f"--micro_batches={a.micro_batches} must divide --batch_size={a.batch_size}")
     if a.device != "cpu" or a.bf16:
