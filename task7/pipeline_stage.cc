@@ -1,8 +1,6 @@
 // Task 7b's given code: BERT cut into blocks of units, and the timings of the loop's steps.
 #include "task7/pipeline_stage.h"
 
-#include <torch/nn/functional/loss.h>
-
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -23,31 +21,22 @@ UnitRange StageUnits(int layers, int stages, int stage) {
   return r;
 }
 
-PipelineStage MakeBertPipelineStage(bert::BertForSequenceClassification& model, const PipelineBatch& batch,
-                                    int micro_batches, const dist::GroupPtr& pg, std::vector<StepTiming>* timings) {
-  const int64_t b = batch.input_ids.size(0), s = batch.input_ids.size(1);
-  if (micro_batches < 1 || b % micro_batches != 0) {
-    throw std::invalid_argument("--micro_batches=" + std::to_string(micro_batches) + " must divide the batch of " +
-                                std::to_string(b));
-  }
+PipelineStage MakePipelineStage(const model::UnitsBatch& batch, UnitRange units, double loss_divisor,
+                                const dist::GroupPtr& pg, std::vector<StepTiming>* timings) {
   PipelineStage st;
   st.stage = pg->getRank();
   st.stages = pg->getSize();
-  st.micro_batches = micro_batches;
+  st.micro_batches = batch.parts;
   st.pg = pg;
-  st.activation_shape = {b / micro_batches, s, model->config().hidden_size};
-  const UnitRange units = StageUnits(static_cast<int>(model->config().num_hidden_layers), st.stages, st.stage);
-  const int64_t rows = b / micro_batches;
-  auto part = [rows](const torch::Tensor& t, int m) { return t.narrow(0, m * rows, rows); };
+  st.activation_shape = batch.activation_shape;
   auto record = [timings](bool forward, int m, int64_t start) {
     if (timings != nullptr) {
       timings->push_back({{forward, m}, start, trace::NowNs(), runtime::MemoryMeter::BytesInUse()});
     }
   };
   const bool last = st.stage == st.stages - 1;
-  const int64_t num_labels = model->config().num_labels;
-  std::shared_ptr<bert::BertForSequenceClassificationImpl> impl = model.ptr();
   const int index = st.stage;
+  const double divisor = batch.parts * loss_divisor;
   st.forward = [=](int m, const torch::Tensor& input) {
     const int64_t start = trace::NowNs();
     if (index > 0 && !(input.defined() && input.requires_grad())) {
@@ -58,12 +47,8 @@ PipelineStage MakeBertPipelineStage(bert::BertForSequenceClassification& model, 
                                                      "it before forward, so that backward fills its .grad())"
                                                    : " is undefined (receive it into a tensor of activation_shape)"));
     }
-    torch::Tensor out = impl->ForwardUnits(units.first, units.last, input, part(batch.input_ids, m),
-                                            part(batch.token_type_ids, m), part(batch.attention_mask, m));
-    if (last) {
-      out = torch::nn::functional::cross_entropy(out.view({-1, num_labels}), part(batch.labels, m).view({-1})) /
-            micro_batches;
-    }
+    torch::Tensor out = batch.forward(units.first, units.last, input, m);
+    if (last) out = out / divisor;
     record(true, m, start);
     return out;
   };
@@ -77,6 +62,20 @@ PipelineStage MakeBertPipelineStage(bert::BertForSequenceClassification& model, 
     record(false, m, start);
   };
   return st;
+}
+
+PipelineStage MakeBertPipelineStage(bert::BertForSequenceClassification& model, const PipelineBatch& batch,
+                                    int micro_batches, const dist::GroupPtr& pg, std::vector<StepTiming>* timings) {
+  const int64_t b = batch.input_ids.size(0);
+  if (micro_batches < 1 || b % micro_batches != 0) {
+    throw std::invalid_argument("--micro_batches=" + std::to_string(micro_batches) + " must divide the batch of " +
+                                std::to_string(b));
+  }
+  const UnitRange units =
+      StageUnits(static_cast<int>(model->config().num_hidden_layers), pg->getSize(), pg->getRank());
+  return MakePipelineStage(
+      model->BatchForUnits(batch.input_ids, batch.token_type_ids, batch.attention_mask, batch.labels, micro_batches),
+      units, 1.0, pg, timings);
 }
 
 StageFigures FiguresOf(const std::vector<StepTiming>& timings, int64_t start_ns, int64_t end_ns) {

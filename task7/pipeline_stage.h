@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/bert/bert_model.h"
+#include "common/model/units_batch.h"
 #include "task7/pipeline_parallel.h"
 
 namespace distlm::task7 {
@@ -36,6 +37,14 @@ struct StepTiming {
   int64_t start_ns = 0, end_ns = 0;
   int64_t bytes_in_use = -1;
 };
+
+// The stage of the pipeline over `pg` (stage = its rank) that runs `units` of `batch` (a model's
+// batch cut into micro-batches: model/units_batch.h): its forward is the block's on the
+// micro-batch, on the last stage the micro-batch's mean loss divided by M x `loss_divisor` (so
+// that the gradients add up to those of the batch's mean loss over `loss_divisor`); its backward
+// is autograd's from there. The steps it runs append to *timings (null: not recorded).
+PipelineStage MakePipelineStage(const model::UnitsBatch& batch, UnitRange units, double loss_divisor,
+                                const dist::GroupPtr& pg, std::vector<StepTiming>* timings);
 
 // Stage `stage` of the pipeline over `pg` (stage = its rank) on `model` (every rank holds the
 // whole model; a stage's steps touch only its units' parameters), the batch cut into

@@ -205,10 +205,37 @@ ClassifierOutputs BertForSequenceClassificationImpl::forward(const torch::Tensor
   ClassifierOutputs result;
   result.sequence_output = bert->Encode(input_ids, token_type_ids, attention_mask, hooks_);
   result.logits = Head(result.sequence_output, &result.pooled_output);
-  if (labels.defined()) {
-    result.loss = F::cross_entropy(result.logits.view({-1, config_.num_labels}), labels.view({-1}));
-  }
+  if (labels.defined()) result.loss = Loss(result.logits, labels);
   return result;
+}
+
+torch::Tensor BertForSequenceClassificationImpl::Loss(const torch::Tensor& logits, const torch::Tensor& labels) const {
+  return F::cross_entropy(logits.view({-1, config_.num_labels}), labels.view({-1}));
+}
+
+model::UnitsBatch BertForSequenceClassificationImpl::BatchForUnits(const torch::Tensor& input_ids,
+                                                                  const torch::Tensor& token_type_ids,
+                                                                  const torch::Tensor& attention_mask,
+                                                                  const torch::Tensor& labels, int parts) {
+  const int64_t b = input_ids.size(0);
+  if (parts < 1 || b % parts != 0) {
+    throw std::invalid_argument(std::to_string(parts) + " micro-batches do not divide the batch of " +
+                                std::to_string(b));
+  }
+  const int64_t rows = b / parts;
+  const int head = static_cast<int>(config_.num_hidden_layers) + 1;
+  model::UnitsBatch out;
+  out.parts = parts;
+  out.activation_shape = {rows, input_ids.size(1), config_.hidden_size};
+  // The batch keeps the module alive (a TORCH_MODULE holder owns it through a shared_ptr).
+  auto self = std::dynamic_pointer_cast<BertForSequenceClassificationImpl>(shared_from_this());
+  out.forward = [self, input_ids, token_type_ids, attention_mask, labels, rows, head](
+                    int first, int last, const torch::Tensor& input, int part) {
+    auto cut = [&](const torch::Tensor& t) { return t.narrow(0, part * rows, rows); };
+    torch::Tensor y = self->ForwardUnits(first, last, input, cut(input_ids), cut(token_type_ids), cut(attention_mask));
+    return last == head ? self->Loss(y, cut(labels)) : y;
+  };
+  return out;
 }
 
 torch::Tensor BertForSequenceClassificationImpl::Head(const torch::Tensor& sequence_output, torch::Tensor* pooled) {

@@ -18,6 +18,7 @@
 #include "common/bert/bert_config.h"
 #include "common/model/parallel_ops.h"
 #include "common/model/unit_hooks.h"
+#include "common/model/units_batch.h"
 
 namespace distlm::bert {
 
@@ -168,6 +169,11 @@ class BertForSequenceClassificationImpl : public torch::nn::Module {
   // output (the logits when it is the head). std::invalid_argument for a range outside [0, L + 1].
   torch::Tensor ForwardUnits(int first, int last, const torch::Tensor& hidden, const torch::Tensor& input_ids,
                              const torch::Tensor& token_type_ids, const torch::Tensor& attention_mask);
+  // The batch cut into `parts` micro-batches of equal size along the batch, each run through
+  // ForwardUnits, the head's output turned into the micro-batch's mean cross-entropy (as forward
+  // computes the loss). std::invalid_argument when parts does not divide the batch.
+  model::UnitsBatch BatchForUnits(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids,
+                                  const torch::Tensor& attention_mask, const torch::Tensor& labels, int parts);
 
   // Task 7a: every encoder layer's matrix products split over ops->world() ranks, this rank
   // ops->rank() (Megatron-LM's layout): query, key and value keep this rank's heads' rows, the
@@ -189,6 +195,7 @@ class BertForSequenceClassificationImpl : public torch::nn::Module {
   // The head (pooler, dropout, classifier) as unit L + 1: the logits; the pooled output into
   // *pooled when not null.
   torch::Tensor Head(const torch::Tensor& sequence_output, torch::Tensor* pooled);
+  torch::Tensor Loss(const torch::Tensor& logits, const torch::Tensor& labels) const;
 
   BertConfig config_;
   const model::UnitHooks* hooks_ = nullptr;

@@ -76,6 +76,16 @@ class BertGlueTask : public ModelTask {
     return {out.loss, out.logits, b.labels};
   }
 
+  model::UnitsBatch BatchForUnits(const std::vector<int64_t>& indices, int parts, int64_t /*epoch*/,
+                                  const torch::Device& device) override {
+    data::Batch b = data::MakeBatch(train_, indices, dynamic_padding_).To(device);
+    if (parts < 1 || static_cast<int64_t>(indices.size()) % parts != 0) {
+      throw UserError(std::to_string(parts) + " micro-batches do not divide the batch of " +
+                      std::to_string(indices.size()) + " (--micro_batches, --per_gpu_train_batch_size)");
+    }
+    return model_->BatchForUnits(b.input_ids, b.segment_ids, b.input_mask, b.labels, parts);
+  }
+
   nlohmann::json Metrics(const std::vector<int64_t>& predictions, const std::vector<int64_t>& labels) const override {
     glue::Metrics m = glue::ComputeMetrics(predictions, labels);
     return {{"f1", m.f1}, {"precision", m.precision}, {"recall", m.recall}, {"mcc", m.mcc}};

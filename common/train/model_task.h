@@ -17,6 +17,7 @@
 
 #include "common/model/parallel_ops.h"
 #include "common/model/unit_hooks.h"
+#include "common/model/units_batch.h"
 #include "common/train/train_options.h"
 
 namespace distlm::train {
@@ -56,6 +57,13 @@ class ModelTask {
   // shards or cuts the model by units builds on.
   virtual std::vector<model::Unit> Units() = 0;
   virtual void SetUnitHooks(const model::UnitHooks* hooks) = 0;
+
+  // Task 7b: the training examples at `indices` (epoch's augmentation) as a pipeline runs
+  // them, cut into `parts` micro-batches, on `device`; the batch is made as Forward makes it (the
+  // same padding), then cut. A UserError where the model has no such cut or parts does not divide
+  // the batch.
+  virtual model::UnitsBatch BatchForUnits(const std::vector<int64_t>& indices, int parts, int64_t epoch,
+                                          const torch::Device& device) = 0;
 
   // Task 7a: the encoder's matrix products split over ops's ranks (ops outlives the split), or,
   // with null, put back whole (a collective). A UserError where the model has no such split or

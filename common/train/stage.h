@@ -7,6 +7,7 @@
 //   once:                  BeforeTraining(ctx)              after any resume
 //   per micro-batch:       BeforeBackward(ctx, will_sync)   will_sync: the update's last micro-batch
 //                          Backward(loss)                   part 1's
+//                    (or:  ForwardBackward(ctx, batch, ...) task 7b's pipeline, runs_forward_backward())
 //   per update:            SyncGradients(ctx)               tasks 2a/2b/3: .grad = the mean over ranks
 //                          OptimizerStep(ctx, update)       part 1's (task 5: its sharded update) -> norm
 //                          TakeFigures() -> UpdateFigures   the Trainer writes them into the log line
@@ -24,6 +25,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,6 +36,7 @@
 #include "common/dist/counting_process_group.h"
 #include "common/model/parallel_ops.h"
 #include "common/model/unit_hooks.h"
+#include "common/model/units_batch.h"
 #include "common/train/dist_info.h"
 #include "common/train/eval_result.h"
 #include "common/train/optimizer.h"
@@ -59,6 +62,7 @@ class StageContext {
     std::vector<model::Unit> units;                    // the model's, in forward order
     std::function<void(const model::UnitHooks*)> set_unit_hooks;
     std::function<void(const model::ParallelOps*)> set_tensor_parallel;
+    std::function<model::UnitsBatch(const std::vector<int64_t>&, int, int64_t)> batch_for_units;
   };
   explicit StageContext(Parts parts) : p_(std::move(parts)) {}
 
@@ -81,6 +85,11 @@ class StageContext {
   // Task 7a: the model's encoder split over `ops`'s ranks (ModelTask::SetTensorParallel), or put
   // back whole with null (a collective). The stage keeps `ops` alive while the model is split.
   void SetTensorParallel(const model::ParallelOps* ops) const { p_.set_tensor_parallel(ops); }
+  // Task 7b: the training examples at `indices` cut into `parts` micro-batches, and the model's
+  // units run on one (ModelTask::BatchForUnits), on the run's device.
+  model::UnitsBatch BatchForUnits(const std::vector<int64_t>& indices, int parts, int64_t epoch) const {
+    return p_.batch_for_units(indices, parts, epoch);
+  }
 
  private:
   Parts p_;
@@ -133,6 +142,16 @@ class Stage {
   virtual std::unique_ptr<Optimizer> MakeOptimizer(const StageContext& ctx);
   virtual void BeforeTraining(const StageContext&) {}
   virtual void BeforeBackward(const StageContext&, bool /*will_sync*/) {}
+  // Task 7b: a stage that runs each batch's forward and backward itself (a pipeline runs its
+  // block of the model on the batch's micro-batches) says so, and the Trainer then calls
+  // ForwardBackward for every batch instead of the model's forward, BeforeBackward and Backward.
+  // `loss_divisor` is what the Trainer divides a batch's loss by before backward (the
+  // accumulation steps); returns the batch's mean loss, the same on every rank.
+  virtual bool runs_forward_backward() const { return false; }
+  virtual double ForwardBackward(const StageContext&, const std::vector<int64_t>& /*indices*/, int64_t /*epoch*/,
+                                 double /*loss_divisor*/) {
+    throw std::logic_error(name() + ": ForwardBackward called on a stage that does not run it");
+  }
   void Backward(const torch::Tensor& loss) { step_.backward(loss); }
   virtual void SyncGradients(const StageContext&) {}
   virtual double OptimizerStep(const StageContext&, UpdateContext& u) { return step_.optimizer_step(u); }

@@ -156,6 +156,9 @@ void Trainer::Setup() {
   parts.units = task_->Units();
   parts.set_unit_hooks = [this](const model::UnitHooks* hooks) { task_->SetUnitHooks(hooks); };
   parts.set_tensor_parallel = [this](const model::ParallelOps* ops) { task_->SetTensorParallel(ops); };
+  parts.batch_for_units = [this](const std::vector<int64_t>& indices, int parts, int64_t epoch) {
+    return task_->BatchForUnits(indices, parts, epoch, device_);
+  };
   ctx_ = std::make_unique<StageContext>(std::move(parts));
   setup_done_ = true;
 }

@@ -159,6 +159,18 @@ void Trainer::Train() {
 }
 
 double Trainer::ForwardBackward(const std::vector<int64_t>& indices, int64_t epoch, bool last_micro_batch) {
+  const int64_t accum = options_.gradient_accumulation_steps;
+  if (stage_.runs_forward_backward()) {
+    // Task 7b: the stage runs its block on the batch's micro-batches, forward and backward.
+    double loss = 0;
+    {
+      trace::Scope span(trace::cat::kForward, "pipeline");
+      loss = stage_.ForwardBackward(*ctx_, indices, epoch, static_cast<double>(accum));
+      if (trace::Recorder* r = trace::Recorder::Active()) r->EndBackward(trace::NowNs());
+    }
+    TraceMemory();
+    return loss;
+  }
   ModelTask::Output out;
   {
     // The batch is assembled from `indices` inside the task's forward: its span holds both.
@@ -167,7 +179,6 @@ double Trainer::ForwardBackward(const std::vector<int64_t>& indices, int64_t epo
     out = task_->Forward(indices, /*train=*/true, epoch, device_);
   }
   TraceMemory();
-  const int64_t accum = options_.gradient_accumulation_steps;
   torch::Tensor loss = accum > 1 ? out.loss / static_cast<double>(accum) : out.loss;
   {
     trace::Scope span(trace::cat::kBackward, "backward");

@@ -92,6 +92,9 @@ class VitCifarTask : public ModelTask {
   void Save(const std::string& dir) override { vit::SavePretrainedViT(dir, model_); }
   std::vector<model::Unit> Units() override { return model_->Units(); }
   void SetUnitHooks(const model::UnitHooks* hooks) override { model_->set_unit_hooks(hooks); }
+  model::UnitsBatch BatchForUnits(const std::vector<int64_t>&, int, int64_t, const torch::Device&) override {
+    throw UserError("--model_type=vit: the ViT has no pipeline cut yet (task 7b cuts BERT)");
+  }
   void SetTensorParallel(const model::ParallelOps* ops) override {
     if (ops != nullptr) {
       throw UserError("--model_type=vit: the ViT has no tensor-parallel split yet (task 7a splits BERT's encoder)");
