@@ -5,7 +5,9 @@
 // of 4 heads on 4 ranks; the same losses and gradient norms within 1e-5 relative. Then what an
 // update sends (4 all-reduces of batch x sequence x hidden per layer, the norm's, the loss's),
 // evaluation and the saved model through the whole weights, exact resume, and bad input. Task 7c:
-// 2 x 2 (data x tensor) on 4 ranks against part 1, and what its update sends.
+// 2 x 2 (data x tensor) on 4 ranks against part 1, and what its update sends. Task 7b: the
+// pipeline (--model_parallel=pipeline) on 2 and 4 stages, both schedules, against part 1; its
+// evaluation, saved model and resume.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -186,6 +188,97 @@ TEST(DataTensorParityTest, TheStubLayoutSaysWhatToDo) {
       << r.output;
 }
 
+// Task 7b: the pipeline of 2 stages (the tiny BERT's 2 layers) with both schedules and 1, 4 and
+// 8 micro-batches, and of 4 stages on a 4-layer BERT, against part 1. Dropout off: each stage
+// draws its masks micro-batch by micro-batch, not for the whole batch at once.
+std::vector<std::string> Pipeline(std::vector<std::string> flags, int micro_batches, const std::string& schedule) {
+  flags.push_back("--model_parallel=pipeline");
+  flags.push_back("--micro_batches=" + std::to_string(micro_batches));
+  flags.push_back("--pipeline_schedule=" + schedule);
+  return flags;
+}
+
+TEST(PipelineParityTest, TwoStagesMatchPart1WithBothSchedules) {
+  const StageRun want = RunStage(Bin("part1/reference"), 1, Launcher::kSingle, Flags(8), 120);
+  for (const std::string schedule : {"1f1b", "afab"}) {
+    for (int m : {1, 4, 8}) {
+      if (schedule == "afab" && m == 8) continue;
+      const StageRun r = RunStage(Bin("task7/reference"), 2, Launcher::kLaunch, Pipeline(Flags(8), m, schedule), 180);
+      ExpectSame(want, r, "pipeline x2, " + schedule + ", M = " + std::to_string(m));
+      if (r.log.size() < 2) continue;
+      // Stage 0 computes no loss: its log has the last stage's, broadcast (checked above), and
+      // what it sent: M activations forward, the norm's P numbers, the loss's broadcast.
+      const auto& line = r.log[1];
+      EXPECT_EQ(line["comm_ops"].value("send", 0), m) << line.dump();
+      EXPECT_EQ(line["comm_ops"].value("recv", 0), m) << line.dump();
+      EXPECT_EQ(line.value("micro_batches", 0), m) << line.dump();
+    }
+  }
+}
+
+TEST(PipelineParityTest, FourStagesOfAFourLayerBertMatchPart1) {
+  const std::string model = testing::MakeTempDir("bert4layers");
+  const auto made = testing::Run({{Bin("task3/make_bench_model"), "--output_dir=" + model, "--hidden_size=128",
+                                   "--num_hidden_layers=4", "--num_attention_heads=2", "--intermediate_size=512"},
+                                  {}},
+                                 120);
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  std::vector<std::string> flags = Flags(8);
+  flags.push_back("--model_name_or_path=" + model);
+  const StageRun want = RunStage(Bin("part1/reference"), 1, Launcher::kSingle, flags, 120);
+  const StageRun r = RunStage(Bin("task7/reference"), 4, Launcher::kLaunch, Pipeline(flags, 4, "1f1b"), 240);
+  ExpectSame(want, r, "pipeline x4, 1f1b, M = 4");
+  EXPECT_NE(r.output.find("task7: pipeline of 4 stages (gloo), 1F1B over 4 micro-batches"), std::string::npos)
+      << r.output;
+}
+
+// Evaluation and the saved model see the whole model (each stage's parameters from its stage),
+// and a run killed after 7 updates resumes bit for bit (the snapshot's optimizer state gathered
+// whole from the stages, then each stage's part taken back).
+TEST(PipelineParityTest, EvaluationSavedModelAndResumeAreWhole) {
+  std::vector<std::string> flags = Flags(8);
+  for (std::string& f : flags) {
+    if (f == "--do_eval=false") f = "--do_eval=true";
+    if (f == "--max_steps=5") f = "--max_steps=6";
+  }
+  const StageRun want = RunStage(Bin("part1/reference"), 1, Launcher::kSingle, flags, 120);
+  const StageRun r = RunStage(Bin("task7/reference"), 2, Launcher::kLaunch, Pipeline(flags, 2, "1f1b"), 180);
+  ASSERT_EQ(want.exit_code, 0) << want.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto eval_line = [](const std::string& out) {
+    const size_t at = out.find("eval after epoch 1:");
+    return at == std::string::npos ? std::string("(none)") : out.substr(at, out.find(" (", at) - at);
+  };
+  EXPECT_EQ(eval_line(r.output), eval_line(want.output));
+  std::string why;
+  const double worst = WorstSavedWeightDifference(want.output_dir, r.output_dir, &why);
+  ASSERT_GE(worst, 0) << why;
+  EXPECT_LT(worst, 1e-5) << "the saved weights differ from part 1's";
+
+  auto argv = [](const std::string& out) {
+    return std::vector<std::string>{Bin("tools/launch"), "--nproc_per_node=2", "--", Bin("task7/reference"),
+                                    "--model_parallel=pipeline", "--micro_batches=2", "--max_steps=10",
+                                    "--save_steps=2", "--num_threads=1", "--max_seq_length=32",
+                                    "--per_gpu_train_batch_size=4", "--output_dir=" + out};
+  };
+  const std::string whole = testing::MakeTempDir("task7b_whole");
+  auto w = testing::Run({argv(whole), {}}, 180);
+  ASSERT_EQ(w.exit_code, 0) << w.output;
+  const std::string out = testing::MakeTempDir("task7b_killed");
+  auto k = testing::RunAndKillAfterUpdates(argv(out), out, 7, 180);
+  ASSERT_EQ(k.exit_code, 0) << "finished before it could be killed: " << k.output;
+  w = testing::Run({argv(out), {}}, 180);
+  ASSERT_EQ(w.exit_code, 0) << w.output;
+  EXPECT_NE(w.output.find("resuming from"), std::string::npos) << w.output;
+  EXPECT_EQ(testing::LoggedLosses(out), testing::LoggedLosses(whole));
+}
+
+TEST(PipelineParityTest, TheStubScheduleSaysWhatToDo) {
+  const StageRun r = RunStage(Bin("task7/student"), 2, Launcher::kLaunch, Pipeline(Flags(8), 4, "1f1b"), 120);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("TODO(student): task7 StageSteps"), std::string::npos) << r.output;
+}
+
 // What task 7a cannot split is refused in one line, exit 2, before any update.
 TEST(TensorParallelBadInputTest, RefusedInOneLine) {
   struct BadCase {
@@ -198,10 +291,21 @@ TEST(TensorParallelBadInputTest, RefusedInOneLine) {
       {4, "--tensor_parallel_size=3",
        "error: --tensor_parallel_size=3 does not divide the world size 4 (WORLD_SIZE=4): the ranks form replicas of "
        "--tensor_parallel_size ranks each"},
-      {2, "--tensor_parallel_size=-1", "error: --tensor_parallel_size=-1 does not divide the world size 2"}};
+      {2, "--tensor_parallel_size=-1", "error: --tensor_parallel_size=-1 does not divide the world size 2"},
+      {2, "--model_parallel=data", "error: --model_parallel=data is not tensor or pipeline"},
+      {2, "--model_parallel=pipeline --micro_batches=3",
+       "error: --micro_batches=3 does not divide --per_gpu_train_batch_size=8"},
+      {2, "--model_parallel=pipeline --micro_batches=0", "error: --micro_batches=0 must be at least 1"},
+      {2, "--model_parallel=pipeline --pipeline_schedule=gpipe", "error: --pipeline_schedule=gpipe is not 1f1b or afab"},
+      {4, "--model_parallel=pipeline",
+       "error: a pipeline of 4 stages needs at least as many encoder layers; the model has 2"}};
   for (const auto& c : cases) {
     std::vector<std::string> flags = Flags(8);
-    if (!c.flag.empty()) flags.push_back(c.flag);
+    for (size_t at = 0; at < c.flag.size();) {  // one or two flags, space-separated
+      const size_t space = c.flag.find(' ', at);
+      flags.push_back(c.flag.substr(at, space == std::string::npos ? std::string::npos : space - at));
+      at = space == std::string::npos ? c.flag.size() : space + 1;
+    }
     const StageRun r = RunStage(Bin("task7/reference"), c.ranks, Launcher::kLaunch, flags, 120);
     EXPECT_EQ(r.exit_code, 2) << c.flag << ":\n" << r.output;
     EXPECT_NE(r.output.find(c.want), std::string::npos) << c.flag << ":\n" << r.output;

@@ -11,8 +11,10 @@
 
 namespace distlm::train {
 
-int RunStageMain(int argc, char** argv, Stage& stage) {
-  absl::SetProgramUsageMessage("distlm " + stage.name() +
+namespace {
+
+int Run(int argc, char** argv, const std::string& name, const std::function<Stage&()>& stage_after_flags) {
+  absl::SetProgramUsageMessage("distlm " + name +
                                ": fine-tune BERT on a GLUE task, or a ViT on CIFAR-10 (flags mirror run_glue.py)");
   return RunMain([&]() -> int {
     auto rest = absl::ParseCommandLine(argc, argv);
@@ -21,6 +23,7 @@ int RunStageMain(int argc, char** argv, Stage& stage) {
     TrainOptions options = TrainOptionsFromFlags();
     // A --device this machine cannot give fails here, on every rank, before any rendezvous.
     runtime::ResolveDevice(options.device, /*local_rank=*/0);
+    Stage& stage = stage_after_flags();
     DistInfo dist = stage.Connect();
     Trainer trainer(options, stage, dist);
     try {
@@ -32,6 +35,20 @@ int RunStageMain(int argc, char** argv, Stage& stage) {
       throw;
     }
     return 0;
+  });
+}
+
+}  // namespace
+
+int RunStageMain(int argc, char** argv, Stage& stage) {
+  return Run(argc, argv, stage.name(), [&]() -> Stage& { return stage; });
+}
+
+int RunStageMain(int argc, char** argv, const std::string& name, const std::function<std::unique_ptr<Stage>()>& make) {
+  std::unique_ptr<Stage> stage;
+  return Run(argc, argv, name, [&]() -> Stage& {
+    stage = make();
+    return *stage;
   });
 }
 

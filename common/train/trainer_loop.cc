@@ -220,7 +220,7 @@ void Trainer::TrainEpoch(int64_t epoch, const std::vector<std::vector<int64_t>>&
     auto print = [&] {
       progress_->Finish();
       std::printf("minibatch %lld loss %.6f%s\n", static_cast<long long>(at->minibatch), micro_loss,
-                  dist_.world_size > 1 ? " (rank 0's share)" : "");
+                  DataReplicas() > 1 ? " (rank 0's share)" : "");
       std::fflush(stdout);
     };
     if (++micro < accum) {

@@ -1,0 +1,240 @@
+#include "task7/pp_stage.h"
+
+#include <torch/utils.h>
+
+#include <cstdio>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "common/dist/dist_flags.h"
+#include "common/runtime/errors.h"
+#include "common/trace/recorder.h"
+#include "common/train/bert_adamw.h"
+#include "common/train/distributed.h"
+#include "task7/pipeline_parallel.h"
+
+ABSL_FLAG(int, micro_batches, 4, "task7 --model_parallel=pipeline: micro-batches per batch (M; must divide it)");
+ABSL_FLAG(std::string, pipeline_schedule, "1f1b",
+          "task7 --model_parallel=pipeline: 1f1b (one forward, one backward) or afab (all forward, all backward)");
+
+namespace distlm::task7 {
+namespace {
+
+// Every tensor of `tensors` whose owner is stage st takes stage st's values, on every rank: one
+// broadcast per stage of its tensors flattened together.
+void BroadcastFromOwners(const std::vector<torch::Tensor>& tensors, const std::vector<int>& owner, int stages,
+                         c10d::ProcessGroup& pg) {
+  torch::NoGradGuard no_grad;
+  for (int st = 0; st < stages; ++st) {
+    std::vector<torch::Tensor> mine;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (owner[i] == st) mine.push_back(tensors[i].reshape({-1}));
+    }
+    if (mine.empty()) continue;
+    std::vector<torch::Tensor> flat = {torch::cat(mine)};
+    c10d::BroadcastOptions root;
+    root.rootRank = st;
+    pg.broadcast(flat, root)->wait();
+    int64_t at = 0;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (owner[i] != st) continue;
+      tensors[i].copy_(flat[0].slice(0, at, at + tensors[i].numel()).view_as(tensors[i]));
+      at += tensors[i].numel();
+    }
+  }
+}
+
+// AdamW over this stage's parameters; snapshots see the whole model's state, each tensor from
+// the stage that trains it.
+class PipelineOptimizer : public train::Optimizer {
+ public:
+  PipelineOptimizer(const train::NamedParameters& all, std::vector<int> owner, int stage, int stages,
+                    c10d::ProcessGroup* pg, const train::AdamWOptions& options)
+      : owner_(std::move(owner)), stage_(stage), stages_(stages), pg_(pg) {
+    train::NamedParameters mine;
+    for (size_t i = 0; i < all.size(); ++i) {
+      params_.push_back(all[i].second);
+      if (owner_[i] == stage_) mine.push_back(all[i]);
+    }
+    inner_ = std::make_unique<train::BertAdamW>(std::move(mine), options);
+  }
+
+  void Step() override { inner_->Step(); }
+  void ZeroGrad() override { inner_->ZeroGrad(); }
+  double lr() const override { return inner_->lr(); }
+  void set_lr(double lr) override { inner_->set_lr(lr); }
+  int64_t step_count() const override { return inner_->step_count(); }
+  int64_t StateBytes() const override { return inner_->StateBytes(); }
+
+  train::OptimizerState GatherState() override {
+    train::OptimizerState mine = inner_->GatherState(), whole;
+    whole.step = mine.step;
+    size_t k = 0;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const bool own = owner_[i] == stage_;
+      whole.exp_avg.push_back(own ? mine.exp_avg[k] : torch::zeros_like(params_[i]));
+      whole.exp_avg_sq.push_back(own ? mine.exp_avg_sq[k] : torch::zeros_like(params_[i]));
+      k += own;
+    }
+    BroadcastFromOwners(whole.exp_avg, owner_, stages_, *pg_);
+    BroadcastFromOwners(whole.exp_avg_sq, owner_, stages_, *pg_);
+    return whole;
+  }
+
+  void LoadState(const train::OptimizerState& whole) override {
+    if (whole.exp_avg.size() != params_.size() || whole.exp_avg_sq.size() != params_.size()) {
+      throw UserError("optimizer state has " + std::to_string(whole.exp_avg.size()) + " tensors, the model has " +
+                      std::to_string(params_.size()) + " parameters");
+    }
+    train::OptimizerState mine;
+    mine.step = whole.step;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (owner_[i] != stage_) continue;
+      mine.exp_avg.push_back(whole.exp_avg[i]);
+      mine.exp_avg_sq.push_back(whole.exp_avg_sq[i]);
+    }
+    inner_->LoadState(mine);
+  }
+
+ private:
+  std::unique_ptr<train::BertAdamW> inner_;
+  std::vector<torch::Tensor> params_;
+  std::vector<int> owner_;
+  int stage_, stages_;
+  c10d::ProcessGroup* pg_;
+};
+
+}  // namespace
+
+PipelineParallelStage::PipelineParallelStage(std::string name, train::TrainStep step)
+    : Stage(std::move(name), std::move(step)) {}
+
+train::DistInfo PipelineParallelStage::Connect() {
+  // The flags first, so that every rank fails at once with one line.
+  micro_batches_ = absl::GetFlag(FLAGS_micro_batches);
+  const std::string schedule = absl::GetFlag(FLAGS_pipeline_schedule);
+  if (micro_batches_ < 1) throw UserError("--micro_batches=" + std::to_string(micro_batches_) + " must be at least 1");
+  if (schedule != "1f1b" && schedule != "afab") {
+    throw UserError("--pipeline_schedule=" + schedule + " is not 1f1b or afab");
+  }
+  schedule_ = schedule == "afab" ? PipelineSchedule::kAllForwardAllBackward : PipelineSchedule::kOneForwardOneBackward;
+  const dist::DistConfig config = dist::DistConfigFromFlagsAndEnv();
+  if (config.backend == "mpi") {
+    throw UserError(name() + " --model_parallel=pipeline sends activations by send and recv, which the project's MPI "
+                    "group does not offer: use --backend=gloo");
+  }
+  train::DistInfo info = train::InitDistributedFloat32Only(name(), "its sends carry activations, not gradients");
+  pg_ = info.pg;
+  if (pg_) counting_ = &train::CountingGroup(info);
+  return info;
+}
+
+std::unique_ptr<train::Optimizer> PipelineParallelStage::MakeOptimizer(const train::StageContext& ctx) {
+  const train::TrainOptions& o = ctx.options();
+  if (o.fp16 || o.bf16) throw UserError(name() + " --model_parallel=pipeline trains in float32 only (--fp16, --bf16)");
+  if (o.per_device_train_batch_size % micro_batches_ != 0) {
+    throw UserError("--micro_batches=" + std::to_string(micro_batches_) + " does not divide --per_gpu_train_batch_size=" +
+                    std::to_string(o.per_device_train_batch_size));
+  }
+  const int stages = ctx.dist().world_size, stage = ctx.dist().rank;
+  const std::vector<model::Unit>& units = ctx.units();
+  const int layers = static_cast<int>(units.size()) - 2;
+  if (!pg_ || stages < 2) throw UserError(name() + " --model_parallel=pipeline needs at least 2 ranks (its stages)");
+  try {
+    units_ = StageUnits(layers, stages, stage);
+  } catch (const std::invalid_argument& e) {
+    throw UserError(e.what());
+  }
+  steps_ = StageSteps(schedule_, stages, stage, micro_batches_);  // the student's
+  // Which stage trains each parameter: the stage of its unit.
+  std::map<std::string, int> stage_of;
+  for (int st = 0; st < stages; ++st) {
+    const UnitRange r = StageUnits(layers, stages, st);
+    for (int u = r.first; u <= r.last; ++u) {
+      for (const std::string& p : units[u].parameters) stage_of[p] = st;
+    }
+  }
+  owner_.clear();
+  int64_t mine = 0;
+  for (const auto& [pname, p] : ctx.named_parameters()) {
+    owner_.push_back(stage_of.at(pname));
+    if (owner_.back() == stage) mine += p.numel();
+  }
+  if (ctx.is_main_rank()) {
+    std::printf("%s: pipeline of %d stages (%s), %s over %d micro-batches of each batch; stage 0 holds units %d..%d "
+                "(%lld parameters); every rank reads every batch\n",
+                name().c_str(), stages, ctx.dist().backend.c_str(),
+                schedule_ == PipelineSchedule::kAllForwardAllBackward ? "all forward, all backward" : "1F1B",
+                micro_batches_, units_.first, units_.last, static_cast<long long>(mine));
+    std::fflush(stdout);
+  }
+  return std::make_unique<PipelineOptimizer>(ctx.named_parameters(), owner_, stage, stages, pg_.get(),
+                                             train::AdamWOptionsFor(o));
+}
+
+double PipelineParallelStage::ForwardBackward(const train::StageContext& ctx, const std::vector<int64_t>& indices,
+                                              int64_t epoch, double loss_divisor) {
+  const int64_t start = trace::NowNs();
+  model::UnitsBatch batch = ctx.BatchForUnits(indices, micro_batches_, epoch);
+  std::vector<StepTiming> timings;
+  const PipelineStage stage = MakePipelineStage(batch, units_, loss_divisor, pg_, &timings);
+  const double loss = RunPipelineSteps(stage, steps_);  // the student's loop
+  // The batch's loss, from the last stage to every rank's log.
+  std::vector<torch::Tensor> t = {torch::full({1}, loss, torch::kDouble)};
+  c10d::BroadcastOptions root;
+  root.rootRank = stage.stages - 1;
+  pg_->broadcast(t, root)->wait();
+  const int64_t end = trace::NowNs();
+  // Each step a span of the trace (--trace): the schedule and its bubble, stage by stage.
+  if (trace::Recorder* r = trace::Recorder::Active()) {
+    for (const StepTiming& s : timings) {
+      r->Span(s.step.forward ? trace::cat::kForward : trace::cat::kBackward,
+              std::string(s.step.forward ? "F" : "B") + std::to_string(s.step.micro_batch), s.start_ns, s.end_ns,
+              {{"micro_batch", s.step.micro_batch}});
+    }
+  }
+  busy_ms_ += FiguresOf(timings, start, end).busy_ms;
+  span_ms_ += static_cast<double>(end - start) / 1e6;
+  return t[0].item<double>() * loss_divisor;
+}
+
+double PipelineParallelStage::OptimizerStep(const train::StageContext& ctx, train::UpdateContext& u) {
+  // The whole model's norm: this stage's squared norms, and the other stages' as one more entry
+  // (each rank puts its sum at its index of P numbers; one all-reduce).
+  const int stages = ctx.dist().world_size, stage = ctx.dist().rank;
+  const double total = train::ClipGradNorm(
+      u.parameters, u.max_grad_norm, [&](std::vector<torch::Tensor>& norms, const std::vector<size_t>&) {
+        std::vector<torch::Tensor> each = {torch::zeros({stages})};
+        each[0][stage] = torch::stack(norms).square().sum();
+        pg_->allreduce(each)->wait();
+        each[0][stage] = 0;
+        norms.push_back(each[0].sum().sqrt());
+      });
+  step().optimizer_step(u);
+  return total;
+}
+
+train::UpdateFigures PipelineParallelStage::TakeFigures() {
+  train::UpdateFigures f;
+  if (counting_ != nullptr) f.comm = counting_->TakeStats();
+  // This rank's share of the update's pipelines spent in neither forward nor backward.
+  f.fields = {{"micro_batches", micro_batches_},
+              {"pipeline_idle_share", span_ms_ > 0 ? 1 - busy_ms_ / span_ms_ : 0.0}};
+  busy_ms_ = span_ms_ = 0;
+  return f;
+}
+
+void PipelineParallelStage::WithFullParameters(const train::StageContext& ctx, const std::function<void()>& use) {
+  if (!owner_.empty()) BroadcastFromOwners(ctx.parameters(), owner_, ctx.dist().world_size, *pg_);
+  use();
+}
+
+std::unique_ptr<train::Stage> MakePipelineParallelStage(std::string name, train::TrainStep step) {
+  return std::make_unique<PipelineParallelStage>(std::move(name), std::move(step));
+}
+
+}  // namespace distlm::task7
