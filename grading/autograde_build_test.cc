@@ -51,7 +51,7 @@ TEST(AutogradeBuildTest, TheReferenceZipBuiltOnACleanKitScoresFullMarks) {
   // (75, 20 each for tasks 5 and 6, 12 for task 7).
   double full = 0;
   for (const auto& t : r["tests"]) full += t["max_score"].get<double>();
-  EXPECT_EQ(full, 133.0) << "the points changed; update docs/instructor.md, grading/README.md and this test";
+  EXPECT_EQ(full, 141.0) << "the points changed; update docs/instructor.md, grading/README.md and this test";
   EXPECT_EQ(r["score"], full) << out;
   for (const auto& st : stages::All()) {
     EXPECT_NE(Named(r, st.id + ": builds")["output"].get<std::string>().find("on a clean student kit"), std::string::npos);

@@ -36,8 +36,8 @@ using testing_support::MutationSuite;
 using testing_support::SubmissionFrom;
 
 // The tests of a grading of every stage: part1, task2a, task2b, task3 (3 + 6 DDP tests), task5,
-// task6 (4 + prefetch and overlap), task7 (3 + 7c) on the tiny BERT (task 7 splits BERT only).
-constexpr size_t kTestsOfEveryStage = 3 + 4 + 4 + 9 + 4 + 6 + 4;
+// task6 (4 + prefetch and overlap), task7 (3 + 7c + 7b) on the tiny BERT (task 7 splits BERT only).
+constexpr size_t kTestsOfEveryStage = 3 + 4 + 4 + 9 + 4 + 6 + 5;
 
 // Every stage's reference solution, as a submission and as its prebuilt binary.
 GradeReport GradeReferences(Autograder& grader) {
@@ -56,7 +56,7 @@ GradeReport GradeReferences(Autograder& grader) {
 TEST(AutograderTest, ReferenceSolutionsScoreFullMarks) {
   GradeReport r = GradeReferences(Grader());
   EXPECT_EQ(r.score(), r.max_score());
-  EXPECT_EQ(r.max_score(), 133);  // 75, 20 each for the optional tasks 5 and 6, 18 for task 7 (7a 12, 7c 6)
+  EXPECT_EQ(r.max_score(), 141);  // 75, 20 each for the optional tasks 5 and 6, 26 for task 7 (7a 12, 7c 6, 7b 8)
   for (const auto& t : r.tests) EXPECT_TRUE(t.passed) << t.name << ":\n" << t.output;
   EXPECT_EQ(r.tests.size(), kTestsOfEveryStage);
 }

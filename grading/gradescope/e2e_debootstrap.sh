@@ -3,7 +3,7 @@
 # package made from this checkout, a root made with debootstrap, /autograder laid out, setup.sh,
 # then run_autograder on submissions, each results.json checked.
 #
-#   grading/gradescope/e2e_debootstrap.sh            # references (133 on BERT, 115 on the ViT, which task 7
+#   grading/gradescope/e2e_debootstrap.sh            # references (141 on BERT, 115 on the ViT, which task 7
 #                                                    # does not train), stubs (0),
 #                                                    # two mistakes
 #   grading/gradescope/e2e_debootstrap.sh --smoke    # the references only (what CI runs)
@@ -131,7 +131,7 @@ fi
 # One grading: the files of `from` (reference/ or student/, "" for none) for every stage, with
 # `edit` (a sed expression on one file: STAGE:FILE:EXPR) applied; then checks with python3.
 # $model (bert unless set) is the grader's --model_type, through run_autograder's DISTLM_MODEL_TYPE;
-# the points in all are 133 on BERT, 115 on the ViT (task 7 is not graded there).
+# the points in all are 141 on BERT, 115 on the ViT (task 7 is not graded there).
 passed=0 total=0
 grade() {
   local name=$1 from=$2 edit=$3 want_score=$4 want_text=$5
@@ -163,7 +163,7 @@ PY
   chroot "$root" env DISTLM_MODEL_TYPE="${model:-bert}" /autograder/source/run_autograder >"$work/grade_$name.log" 2>&1 ||
     true
   total=$((total + 1))
-  local want_total=133
+  local want_total=141
   [ "${model:-bert}" = bert ] || want_total=115
   if python3 - "$root/autograder/results/results.json" "$want_score" "$want_text" "$want_total" <<'EOF'; then
 import json, sys
@@ -195,7 +195,7 @@ EOF
   fi
 }
 
-grade references reference "" 133 "in its own mount, IPC and network namespaces"
+grade references reference "" 141 "in its own mount, IPC and network namespaces"
 if [ "$smoke" -eq 0 ]; then
   grade stubs student "" 0 "still calls StudentTodo"
   grade sum_without_average reference "task2b:grad_sync.cc:s/div_(pg.getSize())/div_(1)/" 119 \

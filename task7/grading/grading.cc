@@ -76,7 +76,7 @@ class Task7Grading : public grading::StageGrading {
   }
 
   std::vector<grading::TestResult> ExtraTestNames() const override {
-    return {{kDataTensor, 0, kDataTensorPoints, false, ""}};
+    return {{kDataTensor, 0, kDataTensorPoints, false, ""}, {kPipeline, 0, kPipelinePoints, false, ""}};
   }
   std::vector<grading::TestResult> ExtraTests(const grading::StageRun& main_run,
                                               const grading::StageCheckContext& c) const override {
@@ -85,13 +85,18 @@ class Task7Grading : public grading::StageGrading {
     if (!grading::ParityDiff(*c.expected, grading::TraceOf(main_run)).empty()) {
       t[0].output = "not run: the split on " + Ranks() + " ranks (7a) does not match the single-node run yet (see the "
                     "parity test above); 7c runs that split in every replica\n";
-      return t;
+    } else {
+      DataTimesTensor(c, t[0]);
     }
-    DataTimesTensor(c, t[0]);
+    Pipelines(c, t[1]);
     return t;
   }
 
  private:
+  static constexpr const char* kPipeline =
+      "task7: 7b, pipelines of 2 stages (1F1B over 4 micro-batches, all forward all backward over 2): losses and "
+      "gradient norms match the single-node run";
+  static constexpr double kPipelinePoints = 8;
   static constexpr const char* kDataTensor =
       "task7: 7c, 2 x 2 (data x tensor) on 4 ranks: losses and gradient norms match the single-node run";
   static constexpr double kDataTensorPoints = 6;
@@ -130,6 +135,53 @@ class Task7Grading : public grading::StageGrading {
       why = c.diagnose(got);
     }
     t.output = "with --tensor_parallel_size=2 on 4 ranks: " + why + "\n\n" + diff + ".\n" + grading::TraceTable(want, got);
+  }
+
+  // The tiny BERT's 2 layers as 2 stages, each rank reading the whole batch: the student's
+  // schedules and loop, one run per schedule.
+  static void Pipelines(const grading::StageCheckContext& c, grading::TestResult& t) {
+    const std::vector<std::vector<std::string>> runs = {
+        {"--model_parallel=pipeline", "--pipeline_schedule=1f1b", "--micro_batches=4"},
+        {"--model_parallel=pipeline", "--pipeline_schedule=afab", "--micro_batches=2"}};
+    std::string passed;
+    for (const auto& flags : runs) {
+      std::string said;
+      for (const auto& f : flags) said += " " + f;
+      const grading::StageRun r = c.run(2, flags, 0);
+      const bool completed =
+          r.exit_code == 0 && !r.timed_out && r.log.size() >= grading::kSteps && r.bad_log_lines.empty();
+      if (!completed) {
+        t.output = "the run with" + said + " on 2 ranks did not complete: " + c.run_failure(r);
+        return;
+      }
+      const Trace got = grading::TraceOf(r);
+      const Trace& want = *c.expected;
+      if (const std::string diff = grading::ParityDiff(want, got); !diff.empty()) {
+        const bool loss_ok = grading::RelDiff(got.losses[0], want.losses[0]) <= grading::kParityTol;
+        const bool norm_ok = !got.grad_norms.empty() &&
+                             grading::RelDiff(got.grad_norms[0], want.grad_norms[0]) <= grading::kParityTol;
+        std::string why;
+        if (!loss_ok && norm_ok) {
+          why = "update 1's gradient norm matches but its loss is " + grading::Times(got.losses[0], want.losses[0]) +
+                " the single-node run's: the gradients are right and the logged loss is not. RunPipelineSteps "
+                "returns the sum of the last stage's micro-batch losses (each already divided by M), every one.";
+        } else if (loss_ok && !norm_ok) {
+          why = "update 1's loss matches, but " + NormSays(got, want) +
+                ": the last stage's gradients are right, the earlier stages' are not. Each stage's backward must "
+                "send stage s - 1 the gradient of the input it received (input.grad(), after backward), for every "
+                "micro-batch.";
+        } else {
+          why = c.diagnose(got);
+        }
+        t.output = "with" + said + ": " + why + "\n\n" + diff + ".\n" + grading::TraceTable(want, got);
+        return;
+      }
+      passed += "with" + said + " (worst " + Fmt("%.1e", grading::WorstDifference(want, got)) + "); ";
+    }
+    t.passed = true;
+    t.score = t.max_score;
+    t.output = "the " + std::to_string(grading::kSteps) + " losses and gradient norms match the single-node run " +
+               passed.substr(0, passed.size() - 2) + "\n";
   }
 };
 

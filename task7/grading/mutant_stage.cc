@@ -7,7 +7,10 @@
 // Grader-private, as all of grading/: --mutation=tp_none is the reference.
 #include <torch/nn/functional/linear.h>
 
+#include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "common/runtime/errors.h"
@@ -16,17 +19,19 @@
 #include "part1/train_step.h"
 #include "task7/grading/reference_tensor_parallel.h"
 #include "task7/tensor_parallel.h"
-#include "task7/tp_stage.h"
+#include "task7/model_parallel_stage.h"
 
 ABSL_FLAG(std::string, mutation, "tp_none",
           "tp_none (correct), tp_f_no_backward, tp_g_no_reduce, tp_g_backward_reduced, tp_bias_per_rank; 7c's "
-          "dp_no_average, dp_sum_not_mean, mesh_coordinates_swapped");
+          "dp_no_average, dp_sum_not_mean, mesh_coordinates_swapped; 7b's pp_loss_last_only, pp_no_grad_back, "
+          "pp_input_without_grad");
 
 namespace distlm::task7 {
 namespace {
 
 const char* const kMutations[] = {"tp_none",          "tp_f_no_backward", "tp_g_no_reduce", "tp_g_backward_reduced",
-                                  "tp_bias_per_rank", "dp_no_average",    "dp_sum_not_mean", "mesh_coordinates_swapped"};
+                                  "tp_bias_per_rank", "dp_no_average",    "dp_sum_not_mean", "mesh_coordinates_swapped",
+                                  "pp_loss_last_only", "pp_no_grad_back",  "pp_input_without_grad"};
 
 std::string& Mutation() {
   static std::string m = "tp_none";
@@ -85,6 +90,33 @@ void AverageOverDataGroup(const std::vector<torch::Tensor>& parameters, const di
   }
 }
 
+std::vector<PipelineStep> StageSteps(PipelineSchedule schedule, int stages, int stage, int micro_batches) {
+  return ReferenceStageSteps(schedule, stages, stage, micro_batches);
+}
+
+// The reference loop around a stage whose steps carry the mistake. pp_loss_last_only: returns the
+// last micro-batch's loss, not the sum. pp_no_grad_back: the gradient sent back to stage s - 1 is
+// zeros. pp_input_without_grad: the received input is handed on without requires_grad_.
+double RunPipelineSteps(const PipelineStage& stage, const std::vector<PipelineStep>& steps) {
+  PipelineStage mutated = stage;
+  auto inputs = std::make_shared<std::map<int, torch::Tensor>>();
+  auto last_loss = std::make_shared<double>(0);
+  mutated.forward = [stage, inputs, last_loss](int m, const torch::Tensor& input) {
+    (*inputs)[m] = input;
+    torch::Tensor out = stage.forward(m, Is("pp_input_without_grad") && input.defined() ? input.detach() : input);
+    if (stage.stage == stage.stages - 1) *last_loss = out.item<double>();
+    return out;
+  };
+  mutated.backward = [stage, inputs](int m, const torch::Tensor& output, const torch::Tensor& grad_output) {
+    stage.backward(m, output, grad_output);
+    const torch::Tensor input = inputs->at(m);
+    inputs->erase(m);
+    if (Is("pp_no_grad_back") && input.defined() && input.grad().defined()) input.grad().zero_();
+  };
+  const double sum = ReferenceRunPipelineSteps(mutated, steps);
+  return Is("pp_loss_last_only") && stage.stage == stage.stages - 1 ? *last_loss : sum;
+}
+
 }  // namespace distlm::task7
 
 int main(int argc, char** argv) {
@@ -99,6 +131,5 @@ int main(int argc, char** argv) {
     return distlm::RunMain([&]() -> int { throw distlm::UserError("--mutation=" + mutation + " is not one of " + names); });
   }
   distlm::task7::Mutation() = mutation;
-  return distlm::train::RunStageMain(argc, argv,
-                                     distlm::task7::MakeTensorParallelStage("task7", distlm::part1::MakeTrainStep()));
+  return distlm::task7::RunModelParallelMain(argc, argv, "task7", distlm::part1::MakeTrainStep());
 }
