@@ -161,13 +161,11 @@ void Trainer::Train() {
 double Trainer::ForwardBackward(const std::vector<int64_t>& indices, int64_t epoch, bool last_micro_batch) {
   const int64_t accum = options_.gradient_accumulation_steps;
   if (stage_.runs_forward_backward()) {
-    // Task 7b: the stage runs its block on the batch's micro-batches, forward and backward.
-    double loss = 0;
-    {
-      trace::Scope span(trace::cat::kForward, "pipeline");
-      loss = stage_.ForwardBackward(*ctx_, indices, epoch, static_cast<double>(accum));
-      if (trace::Recorder* r = trace::Recorder::Active()) r->EndBackward(trace::NowNs());
-    }
+    // Task 7b: the stage runs its block on the batch's micro-batches, forward and backward. No
+    // span of its own here: the stage traces each step, so that the time between them (the
+    // bubble, and the waits for the neighbours) shows as idle.
+    const double loss = stage_.ForwardBackward(*ctx_, indices, epoch, static_cast<double>(accum));
+    if (trace::Recorder* r = trace::Recorder::Active()) r->EndBackward(trace::NowNs());
     TraceMemory();
     return loss;
   }
