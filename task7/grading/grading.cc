@@ -4,6 +4,7 @@
 // (mutant_stage.cc) and their messages; the data-parallel ones of grading/diagnosis.cc do not
 // apply to ranks that share one replica, so a trace that matches none is explained here too.
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -101,87 +102,94 @@ class Task7Grading : public grading::StageGrading {
       "task7: 7c, 2 x 2 (data x tensor) on 4 ranks: losses and gradient norms match the single-node run";
   static constexpr double kDataTensorPoints = 6;
 
-  // 2 replicas of 2 ranks, each replica reading half of every batch: the student's layout, the
-  // subgroups made from it, and the average over the data group.
-  static void DataTimesTensor(const grading::StageCheckContext& c, grading::TestResult& t) {
-    const grading::StageRun r = c.run(4, {"--tensor_parallel_size=2"}, 0);
-    const bool completed = r.exit_code == 0 && !r.timed_out && r.log.size() >= grading::kSteps && r.bad_log_lines.empty();
-    if (!completed) {
-      t.output = "the run with --tensor_parallel_size=2 on 4 ranks did not complete: " + c.run_failure(r);
-      return;
+  // Runs the submission on `ranks` with `flags` and compares it with the single-node trace: true
+  // (and the worst difference in *worst) when it matches; else false, with t.output saying why:
+  // `explain`'s words for the trace, or where it says nothing, the stage's diagnosis.
+  static bool RunMatches(const grading::StageCheckContext& c, int ranks, const std::vector<std::string>& flags,
+                         const std::function<std::string(const Trace& got, const Trace& want)>& explain,
+                         grading::TestResult& t, double* worst) {
+    std::string said;
+    for (const auto& f : flags) said += " " + f;
+    const grading::StageRun r = c.run(ranks, flags, 0);
+    if (r.exit_code != 0 || r.timed_out || r.log.size() < grading::kSteps || !r.bad_log_lines.empty()) {
+      t.output = "the run with" + said + " on " + std::to_string(ranks) + " ranks did not complete: " + c.run_failure(r);
+      return false;
     }
     const Trace got = grading::TraceOf(r);
     const Trace& want = *c.expected;
     const std::string diff = grading::ParityDiff(want, got);
     if (diff.empty()) {
-      t.passed = true;
-      t.score = t.max_score;
-      t.output = "the " + std::to_string(grading::kSteps) + " losses and gradient norms of 2 replicas x 2 ranks match " +
-                 "the single-node run (worst " + Fmt("%.1e", grading::WorstDifference(want, got)) + ")\n";
-      return;
+      *worst = grading::WorstDifference(want, got);
+      return true;
     }
-    std::string why;
-    const bool first_loss_ok = grading::RelDiff(got.losses[0], want.losses[0]) <= grading::kParityTol;
-    const double norm_ratio = got.grad_norms.empty() ? 0 : got.grad_norms[0] / want.grad_norms[0];
-    if (first_loss_ok && std::abs(norm_ratio - 2) < 1e-3) {
-      why = "your gradient norm of update 1 is " + grading::Times(got.grad_norms[0], want.grad_norms[0]) +
-            " the single-node run's, the number of replicas: AverageOverDataGroup sums the gradients over the data "
-            "group but does not divide by its size.";
-    } else if (first_loss_ok && !got.grad_norms.empty() &&
-               grading::RelDiff(got.grad_norms[0], want.grad_norms[0]) > grading::kParityTol) {
-      why = "update 1's loss matches, but " + NormSays(got, want) + ": after backward each gradient must be the mean over the data group (the ranks holding the same shard "
-            "in the other replicas), so that every replica steps with the whole batch's gradient.";
-    } else {
-      why = c.diagnose(got);
-    }
-    t.output = "with --tensor_parallel_size=2 on 4 ranks: " + why + "\n\n" + diff + ".\n" + grading::TraceTable(want, got);
+    std::string why = explain(got, want);
+    if (why.empty()) why = c.diagnose(got);
+    t.output = "with" + said + " on " + std::to_string(ranks) + " ranks: " + why + "\n\n" + diff + ".\n" +
+               grading::TraceTable(want, got);
+    return false;
+  }
+
+  static bool FirstLossMatches(const Trace& got, const Trace& want) {
+    return grading::RelDiff(got.losses[0], want.losses[0]) <= grading::kParityTol;
+  }
+  static bool FirstNormMatches(const Trace& got, const Trace& want) {
+    return !got.grad_norms.empty() && grading::RelDiff(got.grad_norms[0], want.grad_norms[0]) <= grading::kParityTol;
+  }
+
+  // 2 replicas of 2 ranks, each replica reading half of every batch: the student's layout, the
+  // subgroups made from it, and the average over the data group.
+  static void DataTimesTensor(const grading::StageCheckContext& c, grading::TestResult& t) {
+    auto explain = [](const Trace& got, const Trace& want) -> std::string {
+      if (!FirstLossMatches(got, want) || FirstNormMatches(got, want)) return "";
+      if (std::abs(got.grad_norms[0] / want.grad_norms[0] - 2) < 1e-3) {
+        return "your gradient norm of update 1 is " + grading::Times(got.grad_norms[0], want.grad_norms[0]) +
+               " the single-node run's, the number of replicas: AverageOverDataGroup sums the gradients over the "
+               "data group but does not divide by its size.";
+      }
+      return "update 1's loss matches, but " + NormSays(got, want) +
+             ": after backward each gradient must be the mean over the data group (the ranks holding the same shard "
+             "in the other replicas), so that every replica steps with the whole batch's gradient.";
+    };
+    double worst = 0;
+    if (!RunMatches(c, 4, {"--tensor_parallel_size=2"}, explain, t, &worst)) return;
+    t.passed = true;
+    t.score = t.max_score;
+    t.output = "the " + std::to_string(grading::kSteps) + " losses and gradient norms of 2 replicas x 2 ranks match " +
+               "the single-node run (worst " + Fmt("%.1e", worst) + ")\n";
   }
 
   // The tiny BERT's 2 layers as 2 stages, each rank reading the whole batch: the student's
   // schedules and loop, one run per schedule.
   static void Pipelines(const grading::StageCheckContext& c, grading::TestResult& t) {
-    const std::vector<std::vector<std::string>> runs = {
-        {"--model_parallel=pipeline", "--pipeline_schedule=1f1b", "--micro_batches=4"},
-        {"--model_parallel=pipeline", "--pipeline_schedule=afab", "--micro_batches=2"}};
+    auto explain = [](const Trace& got, const Trace& want) -> std::string {
+      const bool loss_ok = FirstLossMatches(got, want), norm_ok = FirstNormMatches(got, want);
+      if (!loss_ok && norm_ok) {
+        return "update 1's gradient norm matches but its loss is " + grading::Times(got.losses[0], want.losses[0]) +
+               " the single-node run's: the gradients are right and the logged loss is not. RunPipelineSteps "
+               "returns the sum of the last stage's micro-batch losses (each already divided by M), every one.";
+      }
+      if (loss_ok && !norm_ok) {
+        return "update 1's loss matches, but " + NormSays(got, want) +
+               ": the last stage's gradients are right, the earlier stages' are not. Each stage's backward must "
+               "send stage s - 1 the gradient of the input it received (input.grad(), after backward), for every "
+               "micro-batch.";
+      }
+      return "";
+    };
     std::string passed;
-    for (const auto& flags : runs) {
-      std::string said;
-      for (const auto& f : flags) said += " " + f;
-      const grading::StageRun r = c.run(2, flags, 0);
-      const bool completed =
-          r.exit_code == 0 && !r.timed_out && r.log.size() >= grading::kSteps && r.bad_log_lines.empty();
-      if (!completed) {
-        t.output = "the run with" + said + " on 2 ranks did not complete: " + c.run_failure(r);
+    for (const std::string& schedule : {"--pipeline_schedule=1f1b --micro_batches=4", "--pipeline_schedule=afab --micro_batches=2"}) {
+      const std::string micro = schedule.substr(schedule.find(' ') + 1);
+      double worst = 0;
+      if (!RunMatches(c, 2, {"--model_parallel=pipeline", schedule.substr(0, schedule.find(' ')), micro}, explain, t,
+                      &worst)) {
         return;
       }
-      const Trace got = grading::TraceOf(r);
-      const Trace& want = *c.expected;
-      if (const std::string diff = grading::ParityDiff(want, got); !diff.empty()) {
-        const bool loss_ok = grading::RelDiff(got.losses[0], want.losses[0]) <= grading::kParityTol;
-        const bool norm_ok = !got.grad_norms.empty() &&
-                             grading::RelDiff(got.grad_norms[0], want.grad_norms[0]) <= grading::kParityTol;
-        std::string why;
-        if (!loss_ok && norm_ok) {
-          why = "update 1's gradient norm matches but its loss is " + grading::Times(got.losses[0], want.losses[0]) +
-                " the single-node run's: the gradients are right and the logged loss is not. RunPipelineSteps "
-                "returns the sum of the last stage's micro-batch losses (each already divided by M), every one.";
-        } else if (loss_ok && !norm_ok) {
-          why = "update 1's loss matches, but " + NormSays(got, want) +
-                ": the last stage's gradients are right, the earlier stages' are not. Each stage's backward must "
-                "send stage s - 1 the gradient of the input it received (input.grad(), after backward), for every "
-                "micro-batch.";
-        } else {
-          why = c.diagnose(got);
-        }
-        t.output = "with" + said + ": " + why + "\n\n" + diff + ".\n" + grading::TraceTable(want, got);
-        return;
-      }
-      passed += "with" + said + " (worst " + Fmt("%.1e", grading::WorstDifference(want, got)) + "); ";
+      passed += (passed.empty() ? "" : "; ") + schedule + " (worst " + Fmt("%.1e", worst) + ")";
     }
     t.passed = true;
     t.score = t.max_score;
-    t.output = "the " + std::to_string(grading::kSteps) + " losses and gradient norms match the single-node run " +
-               passed.substr(0, passed.size() - 2) + "\n";
+    t.output = "the " + std::to_string(grading::kSteps) + " losses and gradient norms match the single-node run with " +
+               passed + "\n";
   }
 };
 
