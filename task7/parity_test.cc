@@ -42,6 +42,53 @@ std::vector<std::string> WithDropout(std::vector<std::string> flags) {
   return flags;
 }
 
+// Killed after 7 of 10 updates on 2 ranks and started again: the run resumes from its snapshot and
+// goes on bit for bit as one never interrupted.
+void ExpectResumesBitForBit(const std::vector<std::string>& extra, const std::string& name) {
+  auto argv = [&](const std::string& out) {
+    std::vector<std::string> a = {Bin("tools/launch"), "--nproc_per_node=2", "--", Bin("task7/reference"),
+                                  "--max_steps=10", "--save_steps=2", "--num_threads=1", "--max_seq_length=32",
+                                  "--per_gpu_train_batch_size=4", "--output_dir=" + out};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  const std::string whole = testing::MakeTempDir(name + "_whole");
+  auto r = testing::Run({argv(whole), {}}, 180);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string out = testing::MakeTempDir(name + "_killed");
+  auto k = testing::RunAndKillAfterUpdates(argv(out), out, 7, 180);
+  ASSERT_EQ(k.exit_code, 0) << "finished before it could be killed: " << k.output;
+  r = testing::Run({argv(out), {}}, 180);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resuming from"), std::string::npos) << r.output;
+  EXPECT_EQ(testing::LoggedLosses(out), testing::LoggedLosses(whole));
+}
+
+// One epoch (6 updates of the 48 examples) with evaluation, on `ranks` with `extra`: the
+// evaluation line and the saved weights must be part 1's.
+void ExpectWholeForEvaluationAndSaving(int ranks, const std::vector<std::string>& extra) {
+  std::vector<std::string> flags = Flags(8);
+  for (std::string& f : flags) {
+    if (f == "--do_eval=false") f = "--do_eval=true";
+    if (f == "--max_steps=5") f = "--max_steps=6";
+  }
+  const StageRun want = RunStage(Bin("part1/reference"), 1, Launcher::kSingle, flags, 120);
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  const StageRun r = RunStage(Bin("task7/reference"), ranks, Launcher::kLaunch, flags, 180);
+  ASSERT_EQ(want.exit_code, 0) << want.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto eval_line = [](const std::string& out) {
+    const size_t at = out.find("eval after epoch 1:");
+    return at == std::string::npos ? std::string("(none)") : out.substr(at, out.find(" (", at) - at);
+  };
+  EXPECT_EQ(eval_line(r.output), eval_line(want.output));
+  std::string why;
+  const double worst = WorstSavedWeightDifference(want.output_dir, r.output_dir, &why);
+  ASSERT_GE(worst, 0) << why;
+  EXPECT_LT(worst, 1e-5) << "the saved weights differ from part 1's";
+  std::printf("task7's saved model against part 1's: worst difference %.3g\n", worst);
+}
+
 TEST(TensorParallelParityTest, TwoRanksWithDropoutMatchPart1OverGlooAndMpi) {
   const std::vector<std::string> flags = WithDropout(Flags(8));
   const StageRun want = RunStage(Bin("part1/reference"), 1, Launcher::kSingle, flags, 120);
@@ -89,47 +136,11 @@ TEST(TensorParallelParityTest, FourRanksOfAFourHeadBertMatchPart1) {
 }
 
 // Evaluation and the saved model go through the whole weights: part 1's accuracy and weights.
-TEST(TensorParallelParityTest, EvaluationAndSavedModelAreWhole) {
-  std::vector<std::string> flags = Flags(8);
-  for (std::string& f : flags) {
-    if (f == "--do_eval=false") f = "--do_eval=true";
-    if (f == "--max_steps=5") f = "--max_steps=6";  // one epoch of the 48 examples
-  }
-  const StageRun want = RunStage(Bin("part1/reference"), 1, Launcher::kSingle, flags, 120);
-  const StageRun r = RunStage(Bin("task7/reference"), 2, Launcher::kLaunch, flags, 180);
-  ASSERT_EQ(want.exit_code, 0) << want.output;
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  auto eval_line = [](const std::string& out) {
-    const size_t at = out.find("eval after epoch 1:");
-    return at == std::string::npos ? std::string("(none)") : out.substr(at, out.find(" (", at) - at);
-  };
-  EXPECT_EQ(eval_line(r.output), eval_line(want.output));
-  std::string why;
-  const double worst = WorstSavedWeightDifference(want.output_dir, r.output_dir, &why);
-  ASSERT_GE(worst, 0) << why;
-  EXPECT_LT(worst, 1e-5) << "the saved weights differ from part 1's";
-  std::printf("task7's saved model against part 1's: worst difference %.3g\n", worst);
-}
+TEST(TensorParallelParityTest, EvaluationAndSavedModelAreWhole) { ExpectWholeForEvaluationAndSaving(2, {}); }
 
 // Killed after 7 updates and started again: the snapshot's whole optimizer state is cut again,
 // and the run goes on bit for bit as one never interrupted.
-TEST(TensorParallelParityTest, KilledAndResumedRunIsBitForBitTheSame) {
-  auto argv = [](const std::string& out) {
-    return std::vector<std::string>{Bin("tools/launch"), "--nproc_per_node=2", "--", Bin("task7/reference"),
-                                    "--max_steps=10", "--save_steps=2", "--num_threads=1", "--max_seq_length=32",
-                                    "--per_gpu_train_batch_size=4", "--output_dir=" + out};
-  };
-  const std::string whole = testing::MakeTempDir("task7_whole");
-  auto r = testing::Run({argv(whole), {}}, 180);
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::string out = testing::MakeTempDir("task7_killed");
-  auto k = testing::RunAndKillAfterUpdates(argv(out), out, 7, 180);
-  ASSERT_EQ(k.exit_code, 0) << "finished before it could be killed: " << k.output;
-  r = testing::Run({argv(out), {}}, 180);
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("resuming from"), std::string::npos) << r.output;
-  EXPECT_EQ(testing::LoggedLosses(out), testing::LoggedLosses(whole));
-}
+TEST(TensorParallelParityTest, KilledAndResumedRunIsBitForBitTheSame) { ExpectResumesBitForBit({}, "task7"); }
 
 // Task 7c: 2 replicas of 2 ranks (data x tensor) on 4 ranks, each replica reading its half of
 // part 1's batch of 8. Dropout off: a replica draws the masks of its half as part 1 draws those of
@@ -236,41 +247,8 @@ TEST(PipelineParityTest, FourStagesOfAFourLayerBertMatchPart1) {
 // and a run killed after 7 updates resumes bit for bit (the snapshot's optimizer state gathered
 // whole from the stages, then each stage's part taken back).
 TEST(PipelineParityTest, EvaluationSavedModelAndResumeAreWhole) {
-  std::vector<std::string> flags = Flags(8);
-  for (std::string& f : flags) {
-    if (f == "--do_eval=false") f = "--do_eval=true";
-    if (f == "--max_steps=5") f = "--max_steps=6";
-  }
-  const StageRun want = RunStage(Bin("part1/reference"), 1, Launcher::kSingle, flags, 120);
-  const StageRun r = RunStage(Bin("task7/reference"), 2, Launcher::kLaunch, Pipeline(flags, 2, "1f1b"), 180);
-  ASSERT_EQ(want.exit_code, 0) << want.output;
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  auto eval_line = [](const std::string& out) {
-    const size_t at = out.find("eval after epoch 1:");
-    return at == std::string::npos ? std::string("(none)") : out.substr(at, out.find(" (", at) - at);
-  };
-  EXPECT_EQ(eval_line(r.output), eval_line(want.output));
-  std::string why;
-  const double worst = WorstSavedWeightDifference(want.output_dir, r.output_dir, &why);
-  ASSERT_GE(worst, 0) << why;
-  EXPECT_LT(worst, 1e-5) << "the saved weights differ from part 1's";
-
-  auto argv = [](const std::string& out) {
-    return std::vector<std::string>{Bin("tools/launch"), "--nproc_per_node=2", "--", Bin("task7/reference"),
-                                    "--model_parallel=pipeline", "--micro_batches=2", "--max_steps=10",
-                                    "--save_steps=2", "--num_threads=1", "--max_seq_length=32",
-                                    "--per_gpu_train_batch_size=4", "--output_dir=" + out};
-  };
-  const std::string whole = testing::MakeTempDir("task7b_whole");
-  auto w = testing::Run({argv(whole), {}}, 180);
-  ASSERT_EQ(w.exit_code, 0) << w.output;
-  const std::string out = testing::MakeTempDir("task7b_killed");
-  auto k = testing::RunAndKillAfterUpdates(argv(out), out, 7, 180);
-  ASSERT_EQ(k.exit_code, 0) << "finished before it could be killed: " << k.output;
-  w = testing::Run({argv(out), {}}, 180);
-  ASSERT_EQ(w.exit_code, 0) << w.output;
-  EXPECT_NE(w.output.find("resuming from"), std::string::npos) << w.output;
-  EXPECT_EQ(testing::LoggedLosses(out), testing::LoggedLosses(whole));
+  ExpectWholeForEvaluationAndSaving(2, {"--model_parallel=pipeline", "--micro_batches=2"});
+  ExpectResumesBitForBit({"--model_parallel=pipeline", "--micro_batches=2"}, "task7b");
 }
 
 TEST(PipelineParityTest, TheStubScheduleSaysWhatToDo) {

@@ -50,28 +50,20 @@ void BroadcastFromOwners(const std::vector<torch::Tensor>& tensors, const std::v
 
 // AdamW over this stage's parameters; snapshots see the whole model's state, each tensor from
 // the stage that trains it.
-class PipelineOptimizer : public train::Optimizer {
+class PipelineOptimizer : public train::ForwardingOptimizer {
  public:
   PipelineOptimizer(const train::NamedParameters& all, std::vector<int> owner, int stage, int stages,
                     c10d::ProcessGroup* pg, const train::AdamWOptions& options)
-      : owner_(std::move(owner)), stage_(stage), stages_(stages), pg_(pg) {
-    train::NamedParameters mine;
-    for (size_t i = 0; i < all.size(); ++i) {
-      params_.push_back(all[i].second);
-      if (owner_[i] == stage_) mine.push_back(all[i]);
-    }
-    inner_ = std::make_unique<train::BertAdamW>(std::move(mine), options);
+      : ForwardingOptimizer(std::make_unique<train::BertAdamW>(Owned(all, owner, stage), options)),
+        owner_(std::move(owner)),
+        stage_(stage),
+        stages_(stages),
+        pg_(pg) {
+    for (const auto& [name, p] : all) params_.push_back(p);
   }
 
-  void Step() override { inner_->Step(); }
-  void ZeroGrad() override { inner_->ZeroGrad(); }
-  double lr() const override { return inner_->lr(); }
-  void set_lr(double lr) override { inner_->set_lr(lr); }
-  int64_t step_count() const override { return inner_->step_count(); }
-  int64_t StateBytes() const override { return inner_->StateBytes(); }
-
   train::OptimizerState GatherState() override {
-    train::OptimizerState mine = inner_->GatherState(), whole;
+    train::OptimizerState mine = inner().GatherState(), whole;
     whole.step = mine.step;
     size_t k = 0;
     for (size_t i = 0; i < params_.size(); ++i) {
@@ -97,11 +89,18 @@ class PipelineOptimizer : public train::Optimizer {
       mine.exp_avg.push_back(whole.exp_avg[i]);
       mine.exp_avg_sq.push_back(whole.exp_avg_sq[i]);
     }
-    inner_->LoadState(mine);
+    inner().LoadState(mine);
   }
 
  private:
-  std::unique_ptr<train::BertAdamW> inner_;
+  static train::NamedParameters Owned(const train::NamedParameters& all, const std::vector<int>& owner, int stage) {
+    train::NamedParameters mine;
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (owner[i] == stage) mine.push_back(all[i]);
+    }
+    return mine;
+  }
+
   std::vector<torch::Tensor> params_;
   std::vector<int> owner_;
   int stage_, stages_;

@@ -45,23 +45,17 @@ void CheckMesh(const MeshLayout& m, int rank, int world, int tensor_size) {
 
 // The Trainer's optimizer with the shards' state inside; snapshots see it whole: GatherState
 // puts each cut tensor's blocks together (a collective), LoadState keeps this rank's block.
-class TensorParallelOptimizer : public train::Optimizer {
+class TensorParallelOptimizer : public train::ForwardingOptimizer {
  public:
   TensorParallelOptimizer(std::unique_ptr<train::Optimizer> inner, const model::ParallelOps* ops,
                           std::vector<int> cut_dim, c10d::ProcessGroup* pg)
-      : inner_(std::move(inner)), ops_(ops), cut_dim_(std::move(cut_dim)), pg_(pg) {}
+      : ForwardingOptimizer(std::move(inner)), ops_(ops), cut_dim_(std::move(cut_dim)), pg_(pg) {}
 
-  void Step() override { inner_->Step(); }
-  void ZeroGrad() override { inner_->ZeroGrad(); }
-  double lr() const override { return inner_->lr(); }
-  void set_lr(double lr) override { inner_->set_lr(lr); }
-  int64_t step_count() const override { return inner_->step_count(); }
-  int64_t StateBytes() const override { return inner_->StateBytes(); }
   // The shards' gradients differ between ranks: an fp16 overflow in one is voted on by all.
   c10d::ProcessGroup* overflow_vote_group() const override { return pg_; }
 
   train::OptimizerState GatherState() override {
-    train::OptimizerState s = inner_->GatherState();
+    train::OptimizerState s = inner().GatherState();
     for (size_t i = 0; i < cut_dim_.size() && i < s.exp_avg.size(); ++i) {
       if (cut_dim_[i] < 0) continue;
       s.exp_avg[i] = ops_->GatherBlocks(s.exp_avg[i], cut_dim_[i]);
@@ -71,7 +65,7 @@ class TensorParallelOptimizer : public train::Optimizer {
   }
 
   void LoadState(const train::OptimizerState& whole) override {
-    train::OptimizerState live = inner_->GatherState();
+    train::OptimizerState live = inner().GatherState();
     if (whole.exp_avg.size() != live.exp_avg.size() || whole.exp_avg_sq.size() != live.exp_avg_sq.size()) {
       throw UserError("optimizer state has " + std::to_string(whole.exp_avg.size()) + " tensors, the model has " +
                       std::to_string(live.exp_avg.size()) + " parameters");
@@ -87,11 +81,10 @@ class TensorParallelOptimizer : public train::Optimizer {
       live.exp_avg_sq[i] = mine(whole.exp_avg_sq[i]);
     }
     live.step = whole.step;
-    inner_->LoadState(live);
+    inner().LoadState(live);
   }
 
  private:
-  std::unique_ptr<train::Optimizer> inner_;
   const model::ParallelOps* ops_;
   std::vector<int> cut_dim_;
   c10d::ProcessGroup* pg_;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -70,6 +71,29 @@ class Optimizer {
   // Bytes of optimizer state this rank holds (AdamW: both moments, of its shard where sharded);
   // -1 when the optimizer does not say.
   virtual int64_t StateBytes() const { return -1; }
+};
+
+// An optimizer that hands every call to `inner`: the base of a stage's wrapper that changes only
+// some of them (task 7's, whose snapshots gather a state the ranks split).
+class ForwardingOptimizer : public Optimizer {
+ public:
+  explicit ForwardingOptimizer(std::unique_ptr<Optimizer> inner) : inner_(std::move(inner)) {}
+  void Step() override { inner_->Step(); }
+  void ZeroGrad() override { inner_->ZeroGrad(); }
+  double lr() const override { return inner_->lr(); }
+  void set_lr(double lr) override { inner_->set_lr(lr); }
+  int64_t step_count() const override { return inner_->step_count(); }
+  OptimizerState GatherState() override { return inner_->GatherState(); }
+  void LoadState(const OptimizerState& state) override { inner_->LoadState(state); }
+  c10d::ProcessGroup* overflow_vote_group() const override { return inner_->overflow_vote_group(); }
+  std::vector<torch::Tensor> GradientsToUnscale() override { return inner_->GradientsToUnscale(); }
+  int64_t StateBytes() const override { return inner_->StateBytes(); }
+
+ protected:
+  Optimizer& inner() { return *inner_; }
+
+ private:
+  std::unique_ptr<Optimizer> inner_;
 };
 
 }  // namespace distlm::train
