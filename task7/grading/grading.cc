@@ -177,7 +177,7 @@ class Task7Grading : public grading::StageGrading {
       return "";
     };
     std::string passed;
-    for (const std::string& schedule : {"--pipeline_schedule=1f1b --micro_batches=4", "--pipeline_schedule=afab --micro_batches=2"}) {
+    for (const std::string schedule : {"--pipeline_schedule=1f1b --micro_batches=4", "--pipeline_schedule=afab --micro_batches=2"}) {
       const std::string micro = schedule.substr(schedule.find(' ') + 1);
       double worst = 0;
       if (!RunMatches(c, 2, {"--model_parallel=pipeline", schedule.substr(0, schedule.find(' ')), micro}, explain, t,
