@@ -243,6 +243,23 @@ TEST(PipelineParityTest, FourStagesOfAFourLayerBertMatchPart1) {
       << r.output;
 }
 
+// A batch of 5 in 5 micro-batches: the epoch's 48 examples end with a batch of 3, which the stage
+// cuts into 3; all 10 updates (beyond the epoch's end) against part 1's.
+TEST(PipelineParityTest, AShortLastBatchIsCutEvenly) {
+  std::vector<std::string> flags = Flags(5);
+  for (std::string& f : flags) {
+    if (f == "--max_steps=5") f = "--max_steps=12";
+  }
+  const StageRun want = RunStage(Bin("part1/reference"), 1, Launcher::kSingle, flags, 120);
+  const StageRun r = RunStage(Bin("task7/reference"), 2, Launcher::kLaunch, Pipeline(flags, 5, "1f1b"), 180);
+  ASSERT_EQ(want.exit_code, 0) << want.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_EQ(want.losses().size(), 12u) << want.output;
+  ASSERT_EQ(r.losses().size(), 12u) << r.output;
+  EXPECT_LT(WorstRelative(want.losses(), r.losses()), kTol);
+  EXPECT_LT(WorstRelative(want.grad_norms(), r.grad_norms()), kTol);
+}
+
 // Evaluation and the saved model see the whole model (each stage's parameters from its stage),
 // and a run killed after 7 updates resumes bit for bit (the snapshot's optimizer state gathered
 // whole from the stages, then each stage's part taken back).

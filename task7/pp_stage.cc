@@ -178,10 +178,15 @@ std::unique_ptr<train::Optimizer> PipelineParallelStage::MakeOptimizer(const tra
 double PipelineParallelStage::ForwardBackward(const train::StageContext& ctx, const std::vector<int64_t>& indices,
                                               int64_t epoch, double loss_divisor) {
   const int64_t start = trace::NowNs();
-  model::UnitsBatch batch = ctx.BatchForUnits(indices, micro_batches_, epoch);
+  // An epoch's last batch may be short: the most micro-batches, up to M, that cut it evenly (every
+  // rank reads the same batch, so every stage picks the same).
+  int parts = micro_batches_;
+  while (static_cast<int64_t>(indices.size()) % parts != 0) --parts;
+  model::UnitsBatch batch = ctx.BatchForUnits(indices, parts, epoch);
   std::vector<StepTiming> timings;
   const PipelineStage stage = MakePipelineStage(batch, units_, loss_divisor, pg_, &timings);
-  const double loss = RunPipelineSteps(stage, steps_);  // the student's loop
+  const double loss = RunPipelineSteps(  // the student's loop, on the student's schedule
+      stage, parts == micro_batches_ ? steps_ : StageSteps(schedule_, stage.stages, stage.stage, parts));
   // The batch's loss, from the last stage to every rank's log.
   std::vector<torch::Tensor> t = {torch::full({1}, loss, torch::kDouble)};
   c10d::BroadcastOptions root;

@@ -142,7 +142,8 @@ std::unique_ptr<train::Optimizer> TensorParallelStage::MakeOptimizer(const train
   ops_ = std::make_unique<GroupParallelOps>(tensor_pg_);
   counting_ = {&train::CountingGroup(ctx.dist())};
   for (const dist::GroupPtr& g : {tensor_pg_, data_pg_}) {
-    if (g && g != ctx.dist().pg) counting_.push_back(dist::ImplOf<dist::CountingProcessGroup>(g));
+    auto* counting = g && g != ctx.dist().pg ? dist::ImplOf<dist::CountingProcessGroup>(g) : nullptr;
+    if (counting != nullptr) counting_.push_back(counting);
   }
   ctx.SetTensorParallel(ops_.get());  // a UserError naming the sizes when they do not divide
   split_ = true;
