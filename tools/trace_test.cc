@@ -75,8 +75,12 @@ TEST(TraceTest, TwoRanksOfTask3AgreeWithTheirLog) {
   EXPECT_LE(std::abs(clock1["offset_ns"].get<double>()), clock1["uncertainty_ns"].get<double>() + 2e6) << clock1;
 
   // The analysis against the log (rank 0 writes it): the same step, the same collectives, the
-  // same busy time (both the union of the all-reduces' spans), and the hidden part (before
-  // backward ended, against the overlap with compute) within what the two moments differ by.
+  // same busy time (both the union of the all-reduces' spans). The hidden parts are measured
+  // differently: the log counts an all-reduce's time before backward ended, the trace its overlap
+  // with compute less the gradient hooks' own time. Every compute span an all-reduce can overlap
+  // lies before backward's end (the step waits for the all-reduces), so the trace's can never
+  // exceed the log's; by how much it falls short depends on the scheduler (0.45 ms of 0.69 in
+  // one CI run on a loaded machine), so that is not asserted.
   const auto log = LogLines(out);
   const json overlap = json::parse(ReadFileOrEmpty(out + "/trace/overlap.json"));
   int checked = 0;
@@ -88,7 +92,8 @@ TEST(TraceTest, TwoRanksOfTask3AgreeWithTheirLog) {
     EXPECT_EQ(row["collectives"], line["comm_calls"]) << row << "\n" << line;
     const double busy = line["comm_busy_ms"].get<double>(), hidden = line["comm_hidden_ms"].get<double>();
     EXPECT_NEAR(row["comm_busy_ms"].get<double>(), busy, 0.01 + 0.01 * busy) << row << "\n" << line;
-    EXPECT_NEAR(row["comm_hidden_ms"].get<double>(), hidden, 0.2 + 0.05 * hidden) << row << "\n" << line;
+    EXPECT_GE(row["comm_hidden_ms"].get<double>(), 0.0) << row;
+    EXPECT_LE(row["comm_hidden_ms"].get<double>(), hidden + 0.01 + 0.01 * hidden) << row << "\n" << line;
     EXPECT_LE(row["compute_ms"].get<double>(), row["step_ms"].get<double>());
     EXPECT_GE(row["waiting_ms"].get<double>(), 0.0);
   }
