@@ -7,7 +7,7 @@
 // evaluation and the saved model through the whole weights, exact resume, and bad input. Task 7c:
 // 2 x 2 (data x tensor) on 4 ranks against part 1, and what its update sends. Task 7b: the
 // pipeline (--model_parallel=pipeline) on 2 and 4 stages, both schedules, against part 1; its
-// evaluation, saved model and resume.
+// evaluation, saved model and resume; 2 x 2 (data x pipeline, task 7c) against part 1.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -260,6 +260,59 @@ TEST(PipelineParityTest, AShortLastBatchIsCutEvenly) {
   EXPECT_LT(WorstRelative(want.grad_norms(), r.grad_norms()), kTol);
 }
 
+// Task 7c, data x pipeline: 2 pipelines of 2 stages on 4 ranks (--pipeline_parallel_size=2),
+// each reading its half of part 1's batch of 8 in 2 micro-batches, over MPI and Gloo.
+TEST(DataPipelineParityTest, TwoByTwoMatchesPart1OverMpiAndGloo) {
+  const StageRun want = RunStage(Bin("part1/reference"), 1, Launcher::kSingle, Flags(8), 120);
+  std::vector<std::string> flags = Pipeline(Flags(4), 2, "1f1b");
+  flags.push_back("--pipeline_parallel_size=2");
+  if (MpirunBinary().empty()) {
+    std::printf("SKIPPED: no mpirun, the MPI case did not run\n");
+  } else {
+    const StageRun m = RunStage(Bin("task7/reference"), 4, Launcher::kMpirun, flags, 240);
+    ExpectSame(want, m, Name({4, Launcher::kMpirun}) + ", 2 x 2 (data x pipeline), 1f1b, M = 2");
+    EXPECT_NE(m.output.find("task7: pipeline of 2 stages (mpi)"), std::string::npos) << m.output;
+  }
+  const StageRun r = RunStage(Bin("task7/reference"), 4, Launcher::kLaunch, flags, 240);
+  ExpectSame(want, r, "4 ranks, 2 x 2 (data x pipeline), 1f1b, M = 2");
+  EXPECT_NE(r.output.find("task7: pipeline of 2 stages (gloo), 1F1B over 2 micro-batches of each batch; stage 0 "
+                          "holds units 0..1"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("x 2 data-parallel replica(s), each reading its share of every batch"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("2 replica(s) of 2 rank(s), each sharing a batch of 4 x accumulation 1 = 8 per update"),
+            std::string::npos)
+      << r.output;
+  if (r.log.size() < 2) return;
+  // An update's traffic on rank 0, stage 0 of pipeline 0, as comm_bytes counts it (what this
+  // rank sends; a receive is counted by its sender): its 2 micro-batches' activations sent
+  // forward (2 x 64 x 128 floats each; their gradients come back as 2 receives); stage 0's
+  // gradients (the embeddings and layer 0) averaged in its data group; the norm's 2 numbers in
+  // the pipeline; the batch's loss broadcast from the last stage; the world's average of the loss.
+  const auto model = safetensors::LoadFile(want.output_dir + "/model.safetensors");
+  int64_t stage0 = 0;
+  for (const auto& [name, t] : model) {
+    if (name.find("embeddings.") != std::string::npos || name.find("encoder.layer.0.") != std::string::npos) {
+      stage0 += t.numel();
+    }
+  }
+  const int64_t micro_batches = 2, activation = 2 * 64 * 128 * 4;
+  const auto& line = r.log[1];
+  EXPECT_EQ(line["comm_ops"].value("send", 0), micro_batches) << line.dump();
+  EXPECT_EQ(line["comm_ops"].value("recv", 0), micro_batches) << line.dump();
+  EXPECT_EQ(line["comm_ops"].value("allreduce", 0), 3) << line.dump();
+  EXPECT_EQ(line["comm_ops"].value("broadcast", 0), 1) << line.dump();
+  EXPECT_EQ(line["comm_bytes"].get<int64_t>(), micro_batches * activation + 4 * stage0 + 2 * 4 + 8 + 8)
+      << line.dump() << "\nstage 0 holds " << stage0 << " values";
+  EXPECT_EQ(line.value("pipeline_parallel", 0), 2) << line.dump();
+  EXPECT_EQ(line.value("data_parallel", 0), 2) << line.dump();
+  // What rank 0 holds: its own stage's parameters only (the others' released once the model is
+  // cut), and their gradients.
+  EXPECT_EQ(line["held_param_bytes"].get<int64_t>(), 4 * stage0) << line.dump();
+  EXPECT_EQ(line["held_grad_bytes"].get<int64_t>(), 4 * stage0) << line.dump();
+}
+
 // Evaluation and the saved model see the whole model (each stage's parameters from its stage),
 // and a run killed after 7 updates resumes bit for bit (the snapshot's optimizer state gathered
 // whole from the stages, then each stage's part taken back).
@@ -293,7 +346,10 @@ TEST(TensorParallelBadInputTest, RefusedInOneLine) {
       {2, "--model_parallel=pipeline --micro_batches=0", "error: --micro_batches=0 must be at least 1"},
       {2, "--model_parallel=pipeline --pipeline_schedule=gpipe", "error: --pipeline_schedule=gpipe is not 1f1b or afab"},
       {4, "--model_parallel=pipeline",
-       "error: a pipeline of 4 stages needs at least as many encoder layers; the model has 2"}};
+       "error: a pipeline of 4 stages needs at least as many encoder layers; the model has 2"},
+      {4, "--model_parallel=pipeline --pipeline_parallel_size=3",
+       "error: --pipeline_parallel_size=3 does not divide the world size 4 (WORLD_SIZE=4): the ranks form replicas "
+       "of --pipeline_parallel_size ranks each"}};
   for (const auto& c : cases) {
     std::vector<std::string> flags = Flags(8);
     for (size_t at = 0; at < c.flag.size();) {  // one or two flags, space-separated

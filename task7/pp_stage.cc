@@ -15,11 +15,15 @@
 #include "common/trace/recorder.h"
 #include "common/train/bert_adamw.h"
 #include "common/train/distributed.h"
+#include "task7/mesh.h"
 #include "task7/pipeline_parallel.h"
 
 ABSL_FLAG(int, micro_batches, 4, "task7 --model_parallel=pipeline: micro-batches per batch (M; must divide it)");
 ABSL_FLAG(std::string, pipeline_schedule, "1f1b",
           "task7 --model_parallel=pipeline: 1f1b (one forward, one backward) or afab (all forward, all backward)");
+ABSL_FLAG(int, pipeline_parallel_size, 0,
+          "task7 --model_parallel=pipeline: stages per pipeline, P (0: all ranks, one pipeline: task 7b); below the "
+          "world size W, W / P pipelines, each reading its own share of every batch (task 7c)");
 
 namespace distlm::task7 {
 namespace {
@@ -59,17 +63,19 @@ class PipelineOptimizer : public train::ForwardingOptimizer {
         stage_(stage),
         stages_(stages),
         pg_(pg) {
-    for (const auto& [name, p] : all) params_.push_back(p);
+    // The shapes, not the tensors: the other stages' parameters are released (empty) between
+    // uses of the whole model.
+    for (const auto& [name, p] : all) shapes_.push_back(p.sizes().vec());
   }
 
   train::OptimizerState GatherState() override {
     train::OptimizerState mine = inner().GatherState(), whole;
     whole.step = mine.step;
     size_t k = 0;
-    for (size_t i = 0; i < params_.size(); ++i) {
+    for (size_t i = 0; i < shapes_.size(); ++i) {
       const bool own = owner_[i] == stage_;
-      whole.exp_avg.push_back(own ? mine.exp_avg[k] : torch::zeros_like(params_[i]));
-      whole.exp_avg_sq.push_back(own ? mine.exp_avg_sq[k] : torch::zeros_like(params_[i]));
+      whole.exp_avg.push_back(own ? mine.exp_avg[k] : torch::zeros(shapes_[i]));
+      whole.exp_avg_sq.push_back(own ? mine.exp_avg_sq[k] : torch::zeros(shapes_[i]));
       k += own;
     }
     BroadcastFromOwners(whole.exp_avg, owner_, stages_, *pg_);
@@ -78,13 +84,13 @@ class PipelineOptimizer : public train::ForwardingOptimizer {
   }
 
   void LoadState(const train::OptimizerState& whole) override {
-    if (whole.exp_avg.size() != params_.size() || whole.exp_avg_sq.size() != params_.size()) {
+    if (whole.exp_avg.size() != shapes_.size() || whole.exp_avg_sq.size() != shapes_.size()) {
       throw UserError("optimizer state has " + std::to_string(whole.exp_avg.size()) + " tensors, the model has " +
-                      std::to_string(params_.size()) + " parameters");
+                      std::to_string(shapes_.size()) + " parameters");
     }
     train::OptimizerState mine;
     mine.step = whole.step;
-    for (size_t i = 0; i < params_.size(); ++i) {
+    for (size_t i = 0; i < shapes_.size(); ++i) {
       if (owner_[i] != stage_) continue;
       mine.exp_avg.push_back(whole.exp_avg[i]);
       mine.exp_avg_sq.push_back(whole.exp_avg_sq[i]);
@@ -101,11 +107,24 @@ class PipelineOptimizer : public train::ForwardingOptimizer {
     return mine;
   }
 
-  std::vector<torch::Tensor> params_;
+  std::vector<std::vector<int64_t>> shapes_;
   std::vector<int> owner_;
   int stage_, stages_;
   c10d::ProcessGroup* pg_;
 };
+
+// The parameters that other stages train, released: each keeps its tensor (the model's and the
+// Trainer's lists hold it) but not its storage, so that a rank holds its own block only. `shapes`
+// empty: given storage of their shapes again instead, for the whole model's broadcast to fill.
+void ReleaseOrRestore(const std::vector<torch::Tensor>& params, const std::vector<int>& owner, int stage,
+                      const std::vector<std::vector<int64_t>>& shapes) {
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (owner[i] == stage) continue;
+    torch::Tensor p = params[i];
+    p.set_data(shapes.empty() ? torch::empty({0}, p.options()) : torch::empty(shapes[i], p.options()));
+  }
+}
 
 }  // namespace
 
@@ -122,13 +141,18 @@ train::DistInfo PipelineParallelStage::Connect() {
   }
   schedule_ = schedule == "afab" ? PipelineSchedule::kAllForwardAllBackward : PipelineSchedule::kOneForwardOneBackward;
   const dist::DistConfig config = dist::DistConfigFromFlagsAndEnv();
-  if (config.backend == "mpi") {
-    throw UserError(name() + " --model_parallel=pipeline sends activations by send and recv, which the project's MPI "
-                    "group does not offer: use --backend=gloo");
-  }
+  const int stages = ReplicaSize("pipeline_parallel_size", absl::GetFlag(FLAGS_pipeline_parallel_size), config);
   train::DistInfo info = train::InitDistributedFloat32Only(name(), "its sends carry activations, not gradients");
-  pg_ = info.pg;
-  if (pg_) counting_ = &train::CountingGroup(info);
+  Mesh mesh = MakeCheckedMesh(info, stages, "pipeline");
+  mesh_ = mesh.layout;
+  pg_ = mesh.model_pg;
+  data_pg_ = mesh.data_pg;
+  counting_.clear();
+  if (info.pg) counting_.push_back(&train::CountingGroup(info));
+  for (const dist::GroupPtr& g : {pg_, data_pg_}) {
+    auto* counting = g && g != info.pg ? dist::ImplOf<dist::CountingProcessGroup>(g) : nullptr;
+    if (counting != nullptr) counting_.push_back(counting);
+  }
   return info;
 }
 
@@ -139,7 +163,7 @@ std::unique_ptr<train::Optimizer> PipelineParallelStage::MakeOptimizer(const tra
     throw UserError("--micro_batches=" + std::to_string(micro_batches_) + " does not divide --per_gpu_train_batch_size=" +
                     std::to_string(o.per_device_train_batch_size));
   }
-  const int stages = ctx.dist().world_size, stage = ctx.dist().rank;
+  const int stages = pg_ ? pg_->getSize() : 1, stage = pg_ ? pg_->getRank() : 0;
   const std::vector<model::Unit>& units = ctx.units();
   const int layers = static_cast<int>(units.size()) - 2;
   if (!pg_ || stages < 2) throw UserError(name() + " --model_parallel=pipeline needs at least 2 ranks (its stages)");
@@ -158,28 +182,39 @@ std::unique_ptr<train::Optimizer> PipelineParallelStage::MakeOptimizer(const tra
     }
   }
   owner_.clear();
+  owned_.clear();
+  shapes_.clear();
   int64_t mine = 0;
   for (const auto& [pname, p] : ctx.named_parameters()) {
+    shapes_.push_back(p.sizes().vec());
     owner_.push_back(stage_of.at(pname));
-    if (owner_.back() == stage) mine += p.numel();
+    if (owner_.back() != stage) continue;
+    mine += p.numel();
+    owned_.push_back(p);
   }
   if (ctx.is_main_rank()) {
+    const std::string replicas =
+        data_pg_ ? " x " + std::to_string(mesh_.data_size) + " data-parallel replica(s), each reading its share of "
+                                                             "every batch"
+                 : "; every rank reads every batch";
     std::printf("%s: pipeline of %d stages (%s), %s over %d micro-batches of each batch; stage 0 holds units %d..%d "
-                "(%lld parameters); every rank reads every batch\n",
+                "(%lld parameters)%s\n",
                 name().c_str(), stages, ctx.dist().backend.c_str(),
                 schedule_ == PipelineSchedule::kAllForwardAllBackward ? "all forward, all backward" : "1F1B",
-                micro_batches_, units_.first, units_.last, static_cast<long long>(mine));
+                micro_batches_, units_.first, units_.last, static_cast<long long>(mine), replicas.c_str());
     std::fflush(stdout);
   }
-  return std::make_unique<PipelineOptimizer>(ctx.named_parameters(), owner_, stage, stages, pg_.get(),
-                                             train::AdamWOptionsFor(o));
+  auto optimizer = std::make_unique<PipelineOptimizer>(ctx.named_parameters(), owner_, stage, stages, pg_.get(),
+                                                       train::AdamWOptionsFor(o));
+  ReleaseOrRestore(ctx.parameters(), owner_, stage, {});
+  return optimizer;
 }
 
 double PipelineParallelStage::ForwardBackward(const train::StageContext& ctx, const std::vector<int64_t>& indices,
                                               int64_t epoch, double loss_divisor) {
   const int64_t start = trace::NowNs();
   // An epoch's last batch may be short: the most micro-batches, up to M, that cut it evenly (every
-  // rank reads the same batch, so every stage picks the same).
+  // stage of a pipeline reads the same batch, so every stage picks the same).
   int parts = micro_batches_;
   while (static_cast<int64_t>(indices.size()) % parts != 0) --parts;
   model::UnitsBatch batch = ctx.BatchForUnits(indices, parts, epoch);
@@ -206,10 +241,16 @@ double PipelineParallelStage::ForwardBackward(const train::StageContext& ctx, co
   return t[0].item<double>() * loss_divisor;
 }
 
-double PipelineParallelStage::OptimizerStep(const train::StageContext& ctx, train::UpdateContext& u) {
+void PipelineParallelStage::SyncGradients(const train::StageContext&) {
+  // The student's average, over the stages that hold the same layers in the other pipelines.
+  if (data_pg_) AverageOverDataGroup(owned_, data_pg_);
+}
+
+double PipelineParallelStage::OptimizerStep(const train::StageContext&, train::UpdateContext& u) {
   // The whole model's norm: this stage's squared norms, and the other stages' as one more entry
-  // (each rank puts its sum at its index of P numbers; one all-reduce).
-  const int stages = ctx.dist().world_size, stage = ctx.dist().rank;
+  // (each rank puts its sum at its index of P numbers; one all-reduce in its pipeline; the
+  // pipelines' gradients are the same by now).
+  const int stages = pg_->getSize(), stage = pg_->getRank();
   const double total = train::ClipGradNorm(
       u.parameters, u.max_grad_norm, [&](std::vector<torch::Tensor>& norms, const std::vector<size_t>&) {
         std::vector<torch::Tensor> each = {torch::zeros({stages})};
@@ -224,17 +265,37 @@ double PipelineParallelStage::OptimizerStep(const train::StageContext& ctx, trai
 
 train::UpdateFigures PipelineParallelStage::TakeFigures() {
   train::UpdateFigures f;
-  if (counting_ != nullptr) f.comm = counting_->TakeStats();
+  // Every group's collectives and sends: the pipeline's, the data group's average, the world's
+  // averaging of the loss.
+  for (dist::CountingProcessGroup* c : counting_) {
+    dist::CommStats s = c->TakeStats();
+    if (!f.comm) f.comm = dist::CommStats{};
+    f.comm->records.insert(f.comm->records.end(), s.records.begin(), s.records.end());
+  }
   // This rank's share of the update's pipelines spent in neither forward nor backward.
   f.fields = {{"micro_batches", micro_batches_},
               {"pipeline_idle_share", span_ms_ > 0 ? 1 - busy_ms_ / span_ms_ : 0.0}};
+  if (data_pg_) {
+    f.fields["pipeline_parallel"] = mesh_.tensor_size;
+    f.fields["data_parallel"] = mesh_.data_size;
+  }
   busy_ms_ = span_ms_ = 0;
   return f;
 }
 
 void PipelineParallelStage::WithFullParameters(const train::StageContext& ctx, const std::function<void()>& use) {
-  if (!owner_.empty()) BroadcastFromOwners(ctx.parameters(), owner_, ctx.dist().world_size, *pg_);
-  use();
+  if (owner_.empty()) return use();  // not cut yet: every rank holds the whole model
+  const std::vector<torch::Tensor>& params = ctx.parameters();
+  const int stage = pg_->getRank();
+  ReleaseOrRestore(params, owner_, stage, shapes_);
+  BroadcastFromOwners(params, owner_, pg_->getSize(), *pg_);
+  try {
+    use();
+  } catch (...) {
+    ReleaseOrRestore(params, owner_, stage, {});
+    throw;
+  }
+  ReleaseOrRestore(params, owner_, stage, {});
 }
 
 std::unique_ptr<train::Stage> MakePipelineParallelStage(std::string name, train::TrainStep step) {

@@ -13,10 +13,17 @@
 //   step       the whole model's gradient norm (each stage's squared norms, one all-reduce of P
 //              numbers), clipping with it, then part 1's step on this stage's parameters: the
 //              optimizer holds this stage's moments only
-// Every rank keeps the whole model's parameters, but only its stage's are trained between uses
-// of the whole: evaluation, snapshots and saving get them whole from their stages
-// (WithFullParameters: one broadcast per stage), and a snapshot's optimizer state is gathered
-// whole, so snapshots are part 1's and resume at any P.
+// A rank holds its own stage's parameters only: the others' are released once the model is cut
+// (their tensors stay, empty). Evaluation, snapshots and saving get the whole model for as long
+// as they need it (WithFullParameters: storage for the others, one broadcast per stage, released
+// again after), and a snapshot's optimizer state is gathered whole, so snapshots are part 1's
+// and resume at any P.
+//
+// Task 7c, data x pipeline: with --pipeline_parallel_size=P below the world size W, W / P
+// pipelines of P adjacent ranks (the student's MakeMeshLayout, device_mesh.h: its tensor groups
+// are the pipelines), each reading its own share of every batch. Everything above runs in the
+// rank's pipeline group; after backward each stage's gradients are averaged over its data group
+// (the student's AverageOverDataGroup: the same stage in every pipeline), before the norm.
 #pragma once
 
 #include <memory>
@@ -25,6 +32,7 @@
 
 #include "common/dist/counting_process_group.h"
 #include "common/train/stage.h"
+#include "task7/device_mesh.h"
 #include "task7/pipeline_schedule.h"
 #include "task7/pipeline_stage.h"
 
@@ -34,18 +42,18 @@ class PipelineParallelStage : public train::Stage {
  public:
   PipelineParallelStage(std::string name, train::TrainStep step);
 
-  // Float32 over Gloo or NCCL (the project's MPI group has no send and recv); the flags checked
-  // before the rendezvous.
+  // Float32 over Gloo, MPI or NCCL; the flags checked before the rendezvous.
   train::DistInfo Connect() override;
   // Cuts the model (layers fewer than stages, micro-batches not dividing the batch: one line).
   std::unique_ptr<train::Optimizer> MakeOptimizer(const train::StageContext& ctx) override;
   bool runs_forward_backward() const override { return true; }
   double ForwardBackward(const train::StageContext& ctx, const std::vector<int64_t>& indices, int64_t epoch,
                          double loss_divisor) override;
+  void SyncGradients(const train::StageContext& ctx) override;
   double OptimizerStep(const train::StageContext& ctx, train::UpdateContext& u) override;
   train::UpdateFigures TakeFigures() override;
   void WithFullParameters(const train::StageContext& ctx, const std::function<void()>& use) override;
-  DataShare data_share(const train::DistInfo&) const override { return {1, 0}; }
+  DataShare data_share(const train::DistInfo&) const override { return {mesh_.data_size, mesh_.data_rank}; }
 
  private:
   int micro_batches_ = 1;
@@ -53,8 +61,12 @@ class PipelineParallelStage : public train::Stage {
   UnitRange units_;
   std::vector<PipelineStep> steps_;  // this stage's, from the student's StageSteps
   std::vector<int> owner_;           // per parameter (registration order): the stage that trains it
-  dist::GroupPtr pg_;
-  dist::CountingProcessGroup* counting_ = nullptr;
+  std::vector<torch::Tensor> owned_;  // this stage's parameters
+  std::vector<std::vector<int64_t>> shapes_;  // every parameter's (the others' are released)
+  MeshLayout mesh_;                   // one pipeline (data_size 1) unless --pipeline_parallel_size < world
+  dist::GroupPtr pg_;                 // the pipeline's stages: the world's group when there is one pipeline
+  dist::GroupPtr data_pg_;            // this stage in every pipeline; null with one pipeline
+  std::vector<dist::CountingProcessGroup*> counting_;
   double busy_ms_ = 0, span_ms_ = 0;  // this update's steps, and its batches' pipelines end to end
 };
 

@@ -12,6 +12,7 @@
 #include "common/runtime/errors.h"
 #include "common/train/bert_adamw.h"
 #include "common/train/distributed.h"
+#include "task7/mesh.h"
 #include "task7/tensor_parallel.h"
 #include "task7/tensor_parallel_ops.h"
 
@@ -21,27 +22,6 @@ ABSL_FLAG(int, tensor_parallel_size, 0,
 
 namespace distlm::task7 {
 namespace {
-
-// The student's layout as `rank` would see it, checked before any group is made from it: a
-// layout whose lists do not put the rank where its coordinates say would have the ranks wait in
-// different groups.
-void CheckMesh(const MeshLayout& m, int rank, int world, int tensor_size) {
-  auto where = [&](const std::vector<std::vector<int>>& groups, int group, int index) {
-    return group >= 0 && group < static_cast<int>(groups.size()) && index >= 0 &&
-           index < static_cast<int>(groups[group].size()) && groups[group][index] == rank;
-  };
-  const std::string said = "your MakeMeshLayout(" + std::to_string(rank) + ", " + std::to_string(world) + ", " +
-                           std::to_string(tensor_size) + ")";
-  if (m.tensor_size != tensor_size || m.data_size * tensor_size != world) {
-    throw UserError(said + " says " + std::to_string(m.data_size) + " replica(s) of " + std::to_string(m.tensor_size) +
-                    " rank(s), not " + std::to_string(world / tensor_size) + " of " + std::to_string(tensor_size));
-  }
-  if (static_cast<int>(m.tensor_groups.size()) != m.data_size || static_cast<int>(m.data_groups.size()) != tensor_size ||
-      !where(m.tensor_groups, m.data_rank, m.tensor_rank) || !where(m.data_groups, m.tensor_rank, m.data_rank)) {
-    throw UserError(said + " is not self-consistent: tensor_groups[data_rank][tensor_rank] and "
-                    "data_groups[tensor_rank][data_rank] must both be this rank (docs/handout/part7.md, 'Task 7c')");
-  }
-}
 
 // The Trainer's optimizer with the shards' state inside; snapshots see it whole: GatherState
 // puts each cut tensor's blocks together (a collective), LoadState keeps this rank's block.
@@ -99,36 +79,13 @@ TensorParallelStage::~TensorParallelStage() = default;
 
 train::DistInfo TensorParallelStage::Connect() {
   // The flag against the world size first, so that every rank fails at once with one line.
-  const dist::DistConfig config = dist::DistConfigFromFlagsAndEnv();
-  const int flag = absl::GetFlag(FLAGS_tensor_parallel_size);
-  const int tensor_size = flag == 0 ? config.world_size : flag;
-  if (flag < 0 || config.world_size % tensor_size != 0) {
-    throw UserError("--tensor_parallel_size=" + std::to_string(flag) + " does not divide the world size " +
-                    std::to_string(config.world_size) + " (" + config.world_size_origin +
-                    "): the ranks form replicas of --tensor_parallel_size ranks each");
-  }
+  const int tensor_size =
+      ReplicaSize("tensor_parallel_size", absl::GetFlag(FLAGS_tensor_parallel_size), dist::DistConfigFromFlagsAndEnv());
   train::DistInfo info = train::InitDistributedFloat32Only(name(), "its all-reduces carry activations, not gradients");
-  tensor_pg_ = info.pg;
-  if (tensor_size == info.world_size) return info;  // one replica: task 7a, no layout to make
-  // Every rank's layout checked on every rank (it is a function of the numbers alone), so that a
-  // wrong one stops all ranks with the same line before any of them waits in a group.
-  MeshLayout first;
-  for (int r = 0; r < info.world_size; ++r) {
-    const MeshLayout m = MakeMeshLayout(r, info.world_size, tensor_size);
-    CheckMesh(m, r, info.world_size, tensor_size);
-    if (r == 0) first = m;
-    if (m.tensor_groups != first.tensor_groups || m.data_groups != first.data_groups) {
-      throw UserError("your MakeMeshLayout gives rank 0 and rank " + std::to_string(r) +
-                      " different groups: every rank must build the same lists of tensor_groups and data_groups");
-    }
-    if (r == info.rank) mesh_ = m;
-  }
-  try {
-    tensor_pg_ = info.new_subgroup(mesh_.tensor_groups, "tensor");
-    data_pg_ = info.new_subgroup(mesh_.data_groups, "data");
-  } catch (const std::invalid_argument& e) {
-    throw UserError(std::string("your MakeMeshLayout's groups: ") + e.what());
-  }
+  Mesh mesh = MakeCheckedMesh(info, tensor_size, "tensor");
+  mesh_ = mesh.layout;
+  tensor_pg_ = mesh.model_pg;
+  data_pg_ = mesh.data_pg;
   return info;
 }
 

@@ -121,6 +121,16 @@ TEST(GlooProcessGroupTest, SubgroupsOfRowsAndColumns) {
   }
 }
 
+// Sends and receives both ways at once, out of order by tag, in the world and in subgroups.
+TEST(GlooProcessGroupTest, SendAndRecvBothWaysOnFourRanks) {
+  Ranks run = Start("sendrecv", HandoutArgs(4, distlm::testing::FreePort()));
+  ExpectAllExit(run, 0);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_TRUE(Contains(run.results[r].output, "rank " + std::to_string(r) + ": sendrecv ok"))
+        << run.results[r].output;
+  }
+}
+
 TEST(GlooProcessGroupTest, OneRankNeedsNoPort) {
   // The default master port may be taken by anything; a single rank must not care.
   Ranks run = Start("collectives", {{}});

@@ -122,6 +122,60 @@ c10::intrusive_ptr<c10d::Work> MpiProcessGroup::Enqueue(c10d::OpType op,
   return work;
 }
 
+c10::intrusive_ptr<c10d::Work> MpiProcessGroup::EnqueuePosted(c10d::OpType op, std::vector<at::Tensor> outputs,
+                                                              std::function<Posted()> post) {
+  auto work = c10::make_intrusive<MpiWork>(op, std::move(outputs), worker_->timeout);
+  {
+    std::lock_guard<std::mutex> lock(worker_->mutex);
+    TORCH_CHECK(!worker_->stop, "MpiProcessGroup: the group is shutting down");
+    worker_->queue.push_back({work, nullptr, std::move(post)});
+  }
+  worker_->cv.notify_all();
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> MpiProcessGroup::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
+  CheckSingle(tensors, "send");
+  TORCH_CHECK(dstRank >= 0 && dstRank < size_, "MpiProcessGroup::send: destination rank ", dstRank, " is not in 0..",
+              size_ - 1);
+  TORCH_CHECK(dstRank != rank_, "MpiProcessGroup::send: rank ", rank_, " sends to itself");
+  TORCH_CHECK(tag >= 0, "MpiProcessGroup::send: tag ", tag, " is negative");
+  at::Tensor in = tensors[0].contiguous();
+  int bytes = Count(in.nbytes(), "send");
+  MPI_Comm comm = worker_->comm;
+  return EnqueuePosted(c10d::OpType::SEND, tensors, [in, bytes, dstRank, tag, comm]() {
+    Posted p;
+    CheckMpi(MPI_Isend(in.data_ptr(), bytes, MPI_BYTE, dstRank, tag, comm, &p.request), "MPI_Isend");
+    p.done = [in](const MPI_Status&) {};  // `in` stays alive until the send completed
+    return p;
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> MpiProcessGroup::recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) {
+  CheckSingle(tensors, "recv");
+  TORCH_CHECK(srcRank >= 0 && srcRank < size_, "MpiProcessGroup::recv: source rank ", srcRank, " is not in 0..",
+              size_ - 1);
+  TORCH_CHECK(srcRank != rank_, "MpiProcessGroup::recv: rank ", rank_, " receives from itself");
+  TORCH_CHECK(tag >= 0, "MpiProcessGroup::recv: tag ", tag, " is negative");
+  Staged out = Stage(tensors[0]);
+  int bytes = Count(out.buffer.nbytes(), "recv");
+  MPI_Comm comm = worker_->comm;
+  return EnqueuePosted(c10d::OpType::RECV, tensors, [out, bytes, srcRank, tag, comm]() {
+    Posted p;
+    CheckMpi(MPI_Irecv(out.buffer.data_ptr(), bytes, MPI_BYTE, srcRank, tag, comm, &p.request), "MPI_Irecv");
+    p.done = [out, bytes, srcRank, tag](const MPI_Status& status) mutable {
+      int got = 0;
+      MPI_Get_count(&status, MPI_BYTE, &got);
+      // A message larger than the buffer is an MPI error (MPI_ERR_TRUNCATE, from MPI_Test); a
+      // smaller one would leave the rest of the tensor as it was.
+      TORCH_CHECK(got == bytes, "MpiProcessGroup::recv: received ", got, " bytes from rank ", srcRank, " with tag ",
+                  tag, ", the tensor holds ", bytes);
+      out.CopyBack();
+    };
+    return p;
+  });
+}
+
 c10::intrusive_ptr<c10d::Work> MpiProcessGroup::broadcast(std::vector<at::Tensor>& tensors,
                                                           const c10d::BroadcastOptions& opts) {
   CheckSingle(tensors, "broadcast");

@@ -14,9 +14,11 @@
 // for SUM (added in float32, rounded to the narrow type per pair, like Gloo's float16 sum;
 // for --comm_dtype):
 //   broadcast, allreduce, reduce, allgather, _allgather_base, gather, scatter,
-//   reduce_scatter, _reduce_scatter_base, barrier.
-// Non-contiguous tensors are staged through contiguous copies. Everything else (send/recv,
-// alltoall, coalesced forms, AVG like Gloo) throws c10d's "does not support" error.
+//   reduce_scatter, _reduce_scatter_base, barrier,
+// and point to point (task 7b's pipelines), of one tensor of any dtype, tag >= 0:
+//   send, recv (from a given rank; the received size must be the tensor's).
+// Non-contiguous tensors are staged through contiguous copies. Everything else (recv from any
+// source, alltoall, coalesced forms, AVG like Gloo) throws c10d's "does not support" error.
 //
 // Failures. MPI itself has no timeout, so Work::wait() gives up after the group's timeout
 // (--dist_timeout_s) with an error naming the operation. A group whose worker is stuck in an
@@ -78,10 +80,14 @@ class MpiProcessGroup : public GroupImpl {
       const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
   c10::intrusive_ptr<c10d::Work> barrier(
       const c10d::BarrierOptions& opts = c10d::BarrierOptions()) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
 
   // The worker's queue and thread; shared with the thread so an abandoned worker never
   // touches a destroyed group.
   struct Worker;
+  // A posted send or recv, as the worker tests it (mpi_worker.h).
+  struct Posted;
 
   // Use CreateWorld; public only for c10::make_intrusive.
   MpiProcessGroup(int rank, int size, std::shared_ptr<Worker> worker);
@@ -90,6 +96,10 @@ class MpiProcessGroup : public GroupImpl {
   // Queues `run` (which makes the MPI calls) and returns the Work that completes after it.
   c10::intrusive_ptr<c10d::Work> Enqueue(c10d::OpType op, std::vector<at::Tensor> outputs,
                                          std::function<void()> run);
+  // Queues `post` (which posts a nonblocking send or receive): its Work completes when the
+  // request does (mpi_worker.h).
+  c10::intrusive_ptr<c10d::Work> EnqueuePosted(c10d::OpType op, std::vector<at::Tensor> outputs,
+                                               std::function<Posted()> post);
 
   std::shared_ptr<Worker> worker_;
 };

@@ -101,6 +101,23 @@ TEST_F(MpiProcessGroupTest, SubgroupsOfRowsAndColumns) {
   }
 }
 
+// Task 7b's pipelines over MPI: sends and receives both ways at once (a blocking send on the
+// group's one worker would deadlock here), out of order by tag, in the world and in subgroups;
+// a short message named with both sizes.
+void ExpectSendRecvPass(int np) {
+  MpiRun run = Mpirun(np, "sendrecv", {});
+  EXPECT_FALSE(run.result.timed_out);
+  EXPECT_EQ(run.result.exit_code, 0);
+  for (int r = 0; r < np; ++r) {
+    EXPECT_TRUE(Contains(run.result.output, "rank " + std::to_string(r) + ": sendrecv ok"));
+  }
+  EXPECT_FALSE(Contains(run.result.output, "FAIL"));
+}
+
+TEST_F(MpiProcessGroupTest, SendAndRecvBothWaysOnTwoRanks) { ExpectSendRecvPass(2); }
+
+TEST_F(MpiProcessGroupTest, SendAndRecvBothWaysOnFourRanks) { ExpectSendRecvPass(4); }
+
 TEST_F(MpiProcessGroupTest, AWorldSizeThatContradictsMpirunIsOneLine) {
   MpiRun run = Mpirun(2, "init", {"--world_size=3"});
   EXPECT_FALSE(run.result.timed_out);

@@ -50,19 +50,35 @@ void MpiProcessGroup::Worker::Loop() {
     Entry entry;
     {
       std::unique_lock<std::mutex> lock(mutex);
-      cv.wait(lock, [&] { return stop || !queue.empty(); });
-      if (queue.empty()) break;  // stopping, and everything queued has run
-      entry = std::move(queue.front());
-      queue.pop_front();
+      auto ready = [&] { return stop || !queue.empty(); };
+      if (pending_.empty()) {
+        cv.wait(lock, ready);
+      } else {
+        // Sends and receives in flight: test them again soon, or as soon as more is queued.
+        cv.wait_for(lock, std::chrono::microseconds(50), ready);
+      }
+      if (!queue.empty()) {
+        entry = std::move(queue.front());
+        queue.pop_front();
+      } else if (stop && pending_.empty()) {
+        break;  // stopping, and everything queued has run
+      }
     }
-    std::exception_ptr error;
-    try {
-      std::lock_guard<std::mutex> mpi(g_mpi_mutex);
-      entry.run();
-    } catch (...) {
-      error = std::current_exception();
+    if (entry.work) {
+      std::exception_ptr error;
+      try {
+        std::lock_guard<std::mutex> mpi(g_mpi_mutex);
+        if (entry.run) {
+          entry.run();
+        } else {
+          pending_.push_back({entry.work, entry.post()});
+        }
+      } catch (...) {
+        error = std::current_exception();
+      }
+      if (entry.run || error) entry.work->Finish(error);
     }
-    entry.work->Finish(error);
+    if (!pending_.empty()) TestPending();
   }
   {
     std::lock_guard<std::mutex> mpi(g_mpi_mutex);
@@ -71,6 +87,32 @@ void MpiProcessGroup::Worker::Loop() {
   std::lock_guard<std::mutex> lock(mutex);
   exited = true;
   cv.notify_all();
+}
+
+void MpiProcessGroup::Worker::TestPending() {
+  using mpi_internal::g_mpi_mutex;
+  std::vector<Pending> still;
+  for (Pending& p : pending_) {
+    int completed = 0;
+    MPI_Status status;
+    std::exception_ptr error;
+    try {
+      {
+        std::lock_guard<std::mutex> mpi(g_mpi_mutex);
+        mpi_internal::CheckMpi(MPI_Test(&p.posted.request, &completed, &status), "MPI_Test");
+      }
+      if (completed) p.posted.done(status);
+    } catch (...) {
+      error = std::current_exception();
+      completed = 1;
+    }
+    if (completed) {
+      p.work->Finish(error);
+    } else {
+      still.push_back(std::move(p));
+    }
+  }
+  pending_ = std::move(still);
 }
 
 }  // namespace distlm::dist

@@ -2,6 +2,14 @@
 // thread that makes every MPI call of its collectives, in the order they were issued, and an
 // MpiWork per collective that completes when the worker has run it. MPI has no timeout, so
 // MpiWork::wait is where a lost rank becomes an error instead of a hang.
+//
+// Send and recv cannot run to completion on the worker as a collective does: two ranks that
+// each send to the other before receiving (a pipeline's activations forward while gradients come
+// back) would both sit in MPI_Send, each waiting for the other's receive. So the worker only
+// posts them (MPI_Isend, MPI_Irecv), keeps their requests, and tests them between queued entries
+// (polling while any is pending); a send or recv's Work completes when MPI_Test says so. MPI
+// matches messages of one source, tag and communicator in the order they were posted, and
+// posting happens in the order they were issued.
 #pragma once
 
 #include <chrono>
@@ -46,10 +54,18 @@ class MpiWork : public c10d::Work {
 
 }  // namespace mpi_internal
 
+// A posted send or recv: its request, and what to do once it completed (copy a staged buffer
+// back; check the received size), which also keeps its buffer alive until then.
+struct MpiProcessGroup::Posted {
+  MPI_Request request = MPI_REQUEST_NULL;
+  std::function<void(const MPI_Status&)> done;
+};
+
 struct MpiProcessGroup::Worker {
   struct Entry {
     c10::intrusive_ptr<mpi_internal::MpiWork> work;
-    std::function<void()> run;
+    std::function<void()> run;     // a collective: runs to completion
+    std::function<Posted()> post;  // a send or recv: posted, completed later (when `run` is empty)
   };
 
   std::mutex mutex;
@@ -61,9 +77,19 @@ struct MpiProcessGroup::Worker {
   std::chrono::milliseconds timeout{0};
   std::thread thread;
 
-  // The thread's body: runs queued entries under the MPI lock until `stop` and an empty queue,
-  // then frees the communicator and sets `exited`.
+  // The thread's body: runs or posts queued entries under the MPI lock, and tests the posted
+  // ones, until `stop` with nothing queued or pending; then frees the communicator and sets
+  // `exited`.
   void Loop();
+
+ private:
+  struct Pending {
+    c10::intrusive_ptr<mpi_internal::MpiWork> work;
+    Posted posted;
+  };
+  // Finishes the pending entries whose requests completed. Worker thread only.
+  void TestPending();
+  std::vector<Pending> pending_;
 };
 
 }  // namespace distlm::dist

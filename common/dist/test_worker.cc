@@ -285,6 +285,74 @@ std::vector<std::string> CheckCollectives(DistContext& ctx, bool mpi_only) {
   return check.failures;
 }
 
+// Point to point as task 7b's pipelines use it. Every rank sends to the next rank of a ring and
+// to the previous one before receiving from either (both directions at once, as activations go
+// forward while gradients come back): a message of 4 MiB (past any eager limit, so a send that
+// waited for its receive would deadlock) and a small one, received in the other order than
+// sent (matched by tag), with an all-reduce of the world between posting and receiving. Then
+// along the rows of a 2-column grid (task 7c's pipelines), and, on MPI, a receive into a larger
+// tensor than was sent, which must fail naming both sizes.
+std::vector<std::string> CheckSendRecv(DistContext& ctx) {
+  std::vector<std::string> failures;
+  auto expect = [&](const std::string& what, double got, double want) {
+    if (got != want) failures.push_back(absl::StrCat(what, ": got ", got, ", want ", want));
+  };
+  const int r = ctx.rank, w = ctx.world_size, next = (r + 1) % w, prev = (r + w - 1) % w;
+  const int64_t big = 1 << 20;
+  for (int round = 0; round < 3; ++round) {
+    std::vector<at::Tensor> big_out = {torch::full({big}, r * 100.0 + round)}, small_out = {torch::full({3}, r + 0.5)},
+                            back_out = {torch::full({7}, -r - 1.0)};
+    auto s1 = ctx.pg->send(big_out, next, 2 * round + 1);
+    auto s0 = ctx.pg->send(small_out, next, 2 * round);
+    auto s2 = ctx.pg->send(back_out, prev, 1000 + round);
+    std::vector<at::Tensor> ones = {torch::ones({2})};
+    ctx.pg->allreduce(ones)->wait();
+    std::vector<at::Tensor> small_in = {torch::zeros({3})}, back_in = {torch::zeros({7})}, big_in = {torch::zeros({big})};
+    ctx.pg->recv(small_in, prev, 2 * round)->wait();
+    ctx.pg->recv(back_in, next, 1000 + round)->wait();
+    ctx.pg->recv(big_in, prev, 2 * round + 1)->wait();
+    for (auto& s : {s0, s1, s2}) s->wait();
+    expect(absl::StrCat("round ", round, ": all-reduce between sends and receives"), ones[0][1].item<double>(), w);
+    expect(absl::StrCat("round ", round, ": small message from rank ", prev), small_in[0][2].item<double>(), prev + 0.5);
+    expect(absl::StrCat("round ", round, ": backward message from rank ", next), back_in[0][6].item<double>(),
+           -next - 1.0);
+    expect(absl::StrCat("round ", round, ": 4 MiB message from rank ", prev, ", last value"),
+           big_in[0][big - 1].item<double>(), prev * 100.0 + round);
+    expect(absl::StrCat("round ", round, ": 4 MiB message from rank ", prev, ", its sum"),
+           big_in[0].sum().item<double>(), static_cast<double>(big) * (prev * 100.0 + round));
+  }
+  if (w % 2 == 0) {
+    std::vector<std::vector<int>> rows(w / 2);
+    for (int q = 0; q < w; ++q) rows[q / 2].push_back(q);
+    GroupPtr row = NewSubgroup(ctx, rows, "p2p_rows");
+    const int other = 1 - row->getRank();
+    std::vector<at::Tensor> out = {torch::full({4}, r * 1.0)}, in = {torch::zeros({4})};
+    auto s = row->send(out, other, 0);
+    row->recv(in, other, 0)->wait();
+    s->wait();
+    expect("row message from the other rank of the row", in[0][3].item<double>(), r - r % 2 + other);
+  }
+  if (ctx.backend_name == "mpi" && w >= 2 && r < 2) {
+    std::vector<at::Tensor> three = {torch::full({3}, 1.0)}, four = {torch::zeros({4})};
+    std::string error = "(none)";
+    if (r == 0) {
+      ctx.pg->send(three, 1, 77)->wait();
+    } else {
+      try {
+        ctx.pg->recv(four, 0, 77)->wait();
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      if (error.find("received 12 bytes from rank 0 with tag 77, the tensor holds 16") == std::string::npos) {
+        failures.push_back("a short message: want an error naming 12 and 16 bytes, got " + error);
+      }
+    }
+  }
+  std::vector<at::Tensor> done = {torch::ones({1})};
+  ctx.pg->allreduce(done)->wait();  // nobody leaves while another still receives
+  return failures;
+}
+
 bool IsWorker() { return std::getenv("DISTLM_DIST_TEST_MODE") != nullptr; }
 
 int WorkerMain(int argc, char** argv) {
@@ -357,6 +425,12 @@ int WorkerMain(int argc, char** argv) {
       expect("column broadcast from its rank 0", from_first[0][3].item<double>(), (r % 2) * 10.0);
       for (const auto& f : failures) std::printf("rank %d: subgroups FAIL %s\n", r, f.c_str());
       if (failures.empty()) std::printf("rank %d: subgroups ok\n", r);
+      return failures.empty() ? 0 : 3;
+    }
+    if (mode == "sendrecv") {
+      const auto failures = CheckSendRecv(ctx);
+      for (const auto& f : failures) std::printf("rank %d: sendrecv FAIL %s\n", ctx.rank, f.c_str());
+      if (failures.empty()) std::printf("rank %d: sendrecv ok\n", ctx.rank);
       return failures.empty() ? 0 : 3;
     }
     if (mode == "agree") {

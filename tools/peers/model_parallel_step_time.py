@@ -3,6 +3,7 @@
     python model_parallel_step_time.py --layout=tensor --world_size=4 --model=base --batch_size=8 --threads=1
     python model_parallel_step_time.py --layout=1f1b --world_size=4 --micro_batches=8 --model=base --batch_size=8
     python model_parallel_step_time.py --layout=tensor --world_size=4 --tensor_parallel_size=2 --model=base --batch_size=8
+    python model_parallel_step_time.py --layout=1f1b --world_size=4 --pipeline_parallel_size=2 --micro_batches=2 --model=base
 
 Task 7's peers (docs/design/task7_plan.md's cost table). Spawns --world_size processes that join
 a Gloo group over tcp://127.0.0.1 (as fsdp_step_time.py), each building hf_step_time.py's model
@@ -25,6 +26,10 @@ AdamW, zero_grad) on the same batch, each step's time its slowest rank's.
   loss on the last), ScheduleGPipe or Schedule1F1B over --micro_batches; --batch_size is the
   whole batch. The attention mask is all ones (random_batch's), so the stages pass hidden states
   only. The gradient norm is the whole model's (an all-reduce of the stages' squared norms).
+  With --pipeline_parallel_size=P below --world_size (task 7c), a (dp, pp) mesh of world / P
+  pipelines of P adjacent ranks, each reading its share of --batch_size, its stages'
+  gradients averaged over "dp" after the schedule by one flattened all-reduce, the norm's
+  squares summed over "pp".
 
 Rank 0 prints one JSON line: {"impl": "pytorch_tensor_parallel" | "pytorch_pipelining",
 "ms_per_step": median of the steps' maxima, ...}. Float32, dropout --dropout (0.1).
@@ -165,10 +170,20 @@ def worker(rank, a, port):
             impl = "pytorch_tensor_parallel"
         else:
             from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
-            stage_module = Stage(model, rank, a.world_size)
+            p_size = a.pipeline_parallel_size or a.world_size
+            replicas = a.world_size // p_size
+            s, pp_group, dp_group = rank, None, None
+            if replicas > 1:
+                from torch.distributed.device_mesh import init_device_mesh
+                mesh = init_device_mesh("cpu", (replicas, p_size), mesh_dim_names=("dp", "pp"))
+                s, pp_group, dp_group = mesh.get_local_rank("pp"), mesh["pp"].get_group(), mesh["dp"].get_group()
+                share = a.batch_size // replicas
+                d = mesh.get_local_rank("dp")
+                batch = {k: v[d * share:(d + 1) * share] for k, v in batch.items()}
+            stage_module = Stage(model, s, p_size)
             params = [p for p in stage_module.parameters() if p.requires_grad]
             opt = make_optimizer(params, a.optim)
-            stage = PipelineStage(stage_module, rank, a.world_size, torch.device("cpu"))
+            stage = PipelineStage(stage_module, s, p_size, torch.device("cpu"), group=pp_group)
             loss_fn = lambda logits, target: torch.nn.functional.cross_entropy(logits, target)  # noqa: E731
             kind = ScheduleGPipe if a.layout == "gpipe" else Schedule1F1B
             schedule = kind(stage, n_microbatches=a.micro_batches, loss_fn=loss_fn)
@@ -176,14 +191,23 @@ def worker(rank, a, port):
             def step():
                 import time
                 t0 = time.perf_counter()
-                if rank == 0:
+                if s == 0:
                     schedule.step(batch["input_ids"])
-                elif rank == a.world_size - 1:
+                elif s == p_size - 1:
                     schedule.step(target=batch["labels"])
                 else:
                     schedule.step()
+                if dp_group is not None:
+                    grads = [p.grad for p in params if p.grad is not None]
+                    flat = torch.cat([g.reshape(-1) for g in grads])
+                    dist.all_reduce(flat, group=dp_group)
+                    flat.div_(replicas)
+                    at = 0
+                    for g in grads:
+                        g.copy_(flat[at:at + g.numel()].view_as(g))
+                        at += g.numel()
                 t1 = time.perf_counter()
-                whole_norm_clip(params, 1.0, lambda p: True)  # every stage's squares add up
+                whole_norm_clip(params, 1.0, lambda p: True, pp_group)  # every stage's squares add up
                 opt.step()
                 opt.zero_grad(set_to_none=True)
                 return 0.0, t1 - t0, time.perf_counter() - t1  # forward and backward interleave: one figure
@@ -193,6 +217,7 @@ def worker(rank, a, port):
             print(json.dumps({
                 "impl": impl, "layout": a.layout, "backend": "gloo", "world_size": a.world_size,
                 "tensor_parallel_size": (a.tensor_parallel_size or a.world_size) if a.layout == "tensor" else None,
+                "pipeline_parallel_size": (a.pipeline_parallel_size or a.world_size) if a.layout != "tensor" else None,
                 "micro_batches": a.micro_batches if a.layout != "tensor" else None, "model": a.model,
                 "batch_size": a.batch_size, "seq_len": a.seq_len, "threads": torch.get_num_threads(),
                 "ms_per_step": median(ms), "optim": a.optim, "dropout": a.dropout, "steps": a.steps,
@@ -210,6 +235,8 @@ def main():
     ap.add_argument("--micro_batches", type=int, default=4)
     ap.add_argument("--tensor_parallel_size", type=int, default=0,
                     help="--layout=tensor: ranks per replica (0: all; below --world_size: data x tensor)")
+    ap.add_argument("--pipeline_parallel_size", type=int, default=0,
+                    help="--layout=gpipe|1f1b: stages per pipeline (0: all; below --world_size: data x pipeline)")
     ap.add_argument("--timeout_s", type=int, default=120, help="Gloo timeout: joining and each collective")
     ap.add_argument("--vocab", type=int, default=0, help="vocabulary size (0: the --model preset's)")
     add_flags(ap, sorted(VOCAB))
@@ -221,10 +248,15 @@ def main():
     if a.tensor_parallel_size < 0 or a.world_size % t_size != 0 or (a.layout != "tensor" and a.tensor_parallel_size):
         ap.error(f"--tensor_parallel_size={a.tensor_parallel_size} must divide --world_size={a.world_size} "
                  "(and goes with --layout=tensor only)")
-    if a.batch_size % (a.world_size // t_size) != 0:
-        ap.error(f"--batch_size={a.batch_size} must divide among the {a.world_size // t_size} replicas")
-    if a.layout != "tensor" and (a.micro_batches < 1 or a.batch_size % a.micro_batches != 0):
-        ap.error(f"--micro_batches={a.micro_batches} must divide --batch_size={a.batch_size}")
+    p_size = a.pipeline_parallel_size or a.world_size
+    if a.pipeline_parallel_size < 0 or a.world_size % p_size != 0 or (a.layout == "tensor" and a.pipeline_parallel_size):
+        ap.error(f"--pipeline_parallel_size={a.pipeline_parallel_size} must divide --world_size={a.world_size} "
+                 "(and goes with --layout=gpipe or 1f1b only)")
+    replicas = a.world_size // (t_size if a.layout == "tensor" else p_size)
+    if a.batch_size % replicas != 0:
+        ap.error(f"--batch_size={a.batch_size} must divide among the {replicas} replicas")
+    if a.layout != "tensor" and (a.micro_batches < 1 or (a.batch_size // replicas) % a.micro_batches != 0):
+        ap.error(f"--micro_batches={a.micro_batches} must divide a replica's batch of {a.batch_size // replicas}")
     if a.device != "cpu" or a.bf16:
         ap.error("--device=cuda and --bf16 are not supported: a CPU mesh over Gloo, float32")
     mp.spawn(worker, args=(a, free_port()), nprocs=a.world_size, join=True)

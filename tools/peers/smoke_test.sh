@@ -237,7 +237,7 @@ needs_ckpt "compare_fsdp.sh" &&
   grep -h 'WARNING' "$work/compare_fsdp.err" | sed 's/^/  note: /'
 
 # 8c. Task 7's peers: PyTorch's tensor parallel (DTensor, Megatron's plan) and pipelining (1F1B)
-# on 2 ranks, and 2 x 2 (data x tensor) on 4, 1 step each (the cost table's program:
+# on 2 ranks, and 2 x 2 (data x tensor, data x pipeline) on 4, 1 step each (the cost table's program:
 # docs/design/task7_costs.md).
 mp_small=(--world_size=2 --model=tiny --batch_size=4 --seq_len=16 --steps=1 --threads=1)
 step model_parallel_tensor "model_parallel_step_time.py --layout=tensor" 300 model_parallel "$work/model_parallel_tensor.out" \
@@ -247,6 +247,9 @@ step model_parallel_2x2 "model_parallel_step_time.py --layout=tensor --tensor_pa
   --layout=tensor "${mp_small[@]}" --world_size=4 --tensor_parallel_size=2
 step model_parallel_1f1b "model_parallel_step_time.py --layout=1f1b" 300 model_parallel "$work/model_parallel_1f1b.out" \
   pytorch_pipelining 1f1b 2 4 16 -- "$python" "$here/model_parallel_step_time.py" --layout=1f1b --micro_batches=2 "${mp_small[@]}"
+step model_parallel_2x2_pipeline "model_parallel_step_time.py --layout=1f1b --pipeline_parallel_size=2" 300 model_parallel \
+  "$work/model_parallel_2x2_pipeline.out" pytorch_pipelining 1f1b 4 4 16 -- "$python" "$here/model_parallel_step_time.py" \
+  --layout=1f1b --micro_batches=2 "${mp_small[@]}" --world_size=4 --pipeline_parallel_size=2
 
 # 9. make_dumps.sh runs the programs above at their real sizes (../shared's data, a BERT-base
 # dump: minutes; .ci/run runs it). Here only that it starts and refuses a missing reference folder.
