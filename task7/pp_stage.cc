@@ -2,6 +2,7 @@
 
 #include <torch/utils.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <stdexcept>
@@ -236,6 +237,13 @@ double PipelineParallelStage::ForwardBackward(const train::StageContext& ctx, co
               {{"micro_batch", s.step.micro_batch}});
     }
   }
+  // The most micro-batches this stage held between their forward and their backward, as the
+  // steps ran (1F1B: at most P - s; all forward all backward: M).
+  int in_flight = 0;
+  for (const StepTiming& s : timings) {
+    in_flight += s.step.forward ? 1 : -1;
+    in_flight_peak_ = std::max(in_flight_peak_, in_flight);
+  }
   busy_ms_ += FiguresOf(timings, start, end).busy_ms;
   span_ms_ += static_cast<double>(end - start) / 1e6;
   return t[0].item<double>() * loss_divisor;
@@ -274,7 +282,9 @@ train::UpdateFigures PipelineParallelStage::TakeFigures() {
   }
   // This rank's share of the update's pipelines spent in neither forward nor backward.
   f.fields = {{"micro_batches", micro_batches_},
-              {"pipeline_idle_share", span_ms_ > 0 ? 1 - busy_ms_ / span_ms_ : 0.0}};
+              {"pipeline_idle_share", span_ms_ > 0 ? 1 - busy_ms_ / span_ms_ : 0.0},
+              {"pipeline_in_flight_peak", in_flight_peak_}};
+  in_flight_peak_ = 0;
   if (data_pg_) {
     f.fields["pipeline_parallel"] = mesh_.tensor_size;
     f.fields["data_parallel"] = mesh_.data_size;

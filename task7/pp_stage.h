@@ -68,6 +68,7 @@ class PipelineParallelStage : public train::Stage {
   dist::GroupPtr data_pg_;            // this stage in every pipeline; null with one pipeline
   std::vector<dist::CountingProcessGroup*> counting_;
   double busy_ms_ = 0, span_ms_ = 0;  // this update's steps, and its batches' pipelines end to end
+  int in_flight_peak_ = 0;            // this update's most micro-batches between forward and backward
 };
 
 std::unique_ptr<train::Stage> MakePipelineParallelStage(std::string name, train::TrainStep step);

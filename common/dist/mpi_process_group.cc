@@ -134,12 +134,17 @@ c10::intrusive_ptr<c10d::Work> MpiProcessGroup::EnqueuePosted(c10d::OpType op, s
   return work;
 }
 
+// A send's or recv's arguments: one tensor, another rank of the group, a tag MPI accepts.
+void MpiProcessGroup::CheckPointToPoint(const std::vector<at::Tensor>& tensors, int peer, int tag,
+                                        const char* op) const {
+  CheckSingle(tensors, op);
+  TORCH_CHECK(peer >= 0 && peer < size_ && peer != rank_, "MpiProcessGroup::", op, ": rank ", rank_,
+              " of 0..", size_ - 1, " cannot exchange with rank ", peer);
+  TORCH_CHECK(tag >= 0, "MpiProcessGroup::", op, ": tag ", tag, " is negative");
+}
+
 c10::intrusive_ptr<c10d::Work> MpiProcessGroup::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
-  CheckSingle(tensors, "send");
-  TORCH_CHECK(dstRank >= 0 && dstRank < size_, "MpiProcessGroup::send: destination rank ", dstRank, " is not in 0..",
-              size_ - 1);
-  TORCH_CHECK(dstRank != rank_, "MpiProcessGroup::send: rank ", rank_, " sends to itself");
-  TORCH_CHECK(tag >= 0, "MpiProcessGroup::send: tag ", tag, " is negative");
+  CheckPointToPoint(tensors, dstRank, tag, "send");
   at::Tensor in = tensors[0].contiguous();
   int bytes = Count(in.nbytes(), "send");
   MPI_Comm comm = worker_->comm;
@@ -152,11 +157,7 @@ c10::intrusive_ptr<c10d::Work> MpiProcessGroup::send(std::vector<at::Tensor>& te
 }
 
 c10::intrusive_ptr<c10d::Work> MpiProcessGroup::recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) {
-  CheckSingle(tensors, "recv");
-  TORCH_CHECK(srcRank >= 0 && srcRank < size_, "MpiProcessGroup::recv: source rank ", srcRank, " is not in 0..",
-              size_ - 1);
-  TORCH_CHECK(srcRank != rank_, "MpiProcessGroup::recv: rank ", rank_, " receives from itself");
-  TORCH_CHECK(tag >= 0, "MpiProcessGroup::recv: tag ", tag, " is negative");
+  CheckPointToPoint(tensors, srcRank, tag, "recv");
   Staged out = Stage(tensors[0]);
   int bytes = Count(out.buffer.nbytes(), "recv");
   MPI_Comm comm = worker_->comm;

@@ -96,6 +96,8 @@ class MpiProcessGroup : public GroupImpl {
   // Queues `run` (which makes the MPI calls) and returns the Work that completes after it.
   c10::intrusive_ptr<c10d::Work> Enqueue(c10d::OpType op, std::vector<at::Tensor> outputs,
                                          std::function<void()> run);
+  // A send's or recv's arguments, checked on the caller's thread.
+  void CheckPointToPoint(const std::vector<at::Tensor>& tensors, int peer, int tag, const char* op) const;
   // Queues `post` (which posts a nonblocking send or receive): its Work completes when the
   // request does (mpi_worker.h).
   c10::intrusive_ptr<c10d::Work> EnqueuePosted(c10d::OpType op, std::vector<at::Tensor> outputs,

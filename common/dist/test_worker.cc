@@ -307,13 +307,15 @@ std::vector<std::string> CheckSendRecv(DistContext& ctx) {
     auto s2 = ctx.pg->send(back_out, prev, 1000 + round);
     std::vector<at::Tensor> ones = {torch::ones({2})};
     ctx.pg->allreduce(ones)->wait();
-    std::vector<at::Tensor> small_in = {torch::zeros({3})}, back_in = {torch::zeros({7})}, big_in = {torch::zeros({big})};
+    std::vector<at::Tensor> small_in = {torch::zeros({3})}, back_in = {torch::zeros({7})},
+                            big_in = {torch::zeros({big})};
     ctx.pg->recv(small_in, prev, 2 * round)->wait();
     ctx.pg->recv(back_in, next, 1000 + round)->wait();
     ctx.pg->recv(big_in, prev, 2 * round + 1)->wait();
     for (auto& s : {s0, s1, s2}) s->wait();
     expect(absl::StrCat("round ", round, ": all-reduce between sends and receives"), ones[0][1].item<double>(), w);
-    expect(absl::StrCat("round ", round, ": small message from rank ", prev), small_in[0][2].item<double>(), prev + 0.5);
+    expect(absl::StrCat("round ", round, ": small message from rank ", prev), small_in[0][2].item<double>(),
+           prev + 0.5);
     expect(absl::StrCat("round ", round, ": backward message from rank ", next), back_in[0][6].item<double>(),
            -next - 1.0);
     expect(absl::StrCat("round ", round, ": 4 MiB message from rank ", prev, ", last value"),

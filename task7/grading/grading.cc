@@ -3,6 +3,7 @@
 // replicas of 2 ranks on 4 (7c), is a test of its own. Its own known mistakes
 // (mutant_stage.cc) and their messages; the data-parallel ones of grading/diagnosis.cc do not
 // apply to ranks that share one replica, so a trace that matches none is explained here too.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -96,18 +97,20 @@ class Task7Grading : public grading::StageGrading {
  private:
   static constexpr const char* kPipeline =
       "task7: 7b, pipelines of 2 stages (1F1B over 4 micro-batches, all forward all backward over 2): losses and "
-      "gradient norms match the single-node run";
+      "gradient norms match the single-node run, and 1F1B holds at most 2 micro-batches on stage 0";
   static constexpr double kPipelinePoints = 8;
   static constexpr const char* kDataTensor =
       "task7: 7c, 2 x 2 (data x tensor) on 4 ranks: losses and gradient norms match the single-node run";
   static constexpr double kDataTensorPoints = 6;
 
   // Runs the submission on `ranks` with `flags` and compares it with the single-node trace: true
-  // (and the worst difference in *worst) when it matches; else false, with t.output saying why:
-  // `explain`'s words for the trace, or where it says nothing, the stage's diagnosis.
+  // (and the worst difference in *worst) when it matches and `also` (when given) finds nothing
+  // wrong in the run's log; else false, with t.output saying why: `explain`'s words for the
+  // trace, or where it says nothing, the stage's diagnosis; or `also`'s.
   static bool RunMatches(const grading::StageCheckContext& c, int ranks, const std::vector<std::string>& flags,
                          const std::function<std::string(const Trace& got, const Trace& want)>& explain,
-                         grading::TestResult& t, double* worst) {
+                         grading::TestResult& t, double* worst,
+                         const std::function<std::string(const grading::StageRun&)>& also = nullptr) {
     std::string said;
     for (const auto& f : flags) said += " " + f;
     const grading::StageRun r = c.run(ranks, flags, 0);
@@ -120,7 +123,11 @@ class Task7Grading : public grading::StageGrading {
     const std::string diff = grading::ParityDiff(want, got);
     if (diff.empty()) {
       *worst = grading::WorstDifference(want, got);
-      return true;
+      const std::string wrong = also ? also(r) : "";
+      if (wrong.empty()) return true;
+      t.output = "with" + said + " on " + std::to_string(ranks) + " ranks the losses and gradient norms match, but " +
+                 wrong + "\n";
+      return false;
     }
     std::string why = explain(got, want);
     if (why.empty()) why = c.diagnose(got);
@@ -176,12 +183,24 @@ class Task7Grading : public grading::StageGrading {
       }
       return "";
     };
+    // 1F1B's point is its memory: stage 0 of 2 holds at most 2 micro-batches between their
+    // forward and backward (the stage counts them as its steps run: pipeline_in_flight_peak in
+    // rank 0's log), where all forward all backward holds all M.
+    const std::function<std::string(const grading::StageRun&)> holds = [](const grading::StageRun& r) -> std::string {
+      int peak = -1;
+      for (const auto& line : r.log) peak = std::max(peak, line.value("pipeline_in_flight_peak", -1));
+      if (peak == 2) return "";
+      return "your 1F1B's stage 0 held " + std::to_string(peak) + " micro-batches between their forward and their "
+             "backward at once: 1F1B holds at most P - s = 2 (a warm-up of P - s - 1 forwards, then one forward and "
+             "one backward in turn), which is its whole advantage over all forward, all backward.";
+    };
     std::string passed;
     for (const std::string schedule : {"--pipeline_schedule=1f1b --micro_batches=4", "--pipeline_schedule=afab --micro_batches=2"}) {
       const std::string micro = schedule.substr(schedule.find(' ') + 1);
       double worst = 0;
+      const bool one_f_one_b = schedule.find("1f1b") != std::string::npos;
       if (!RunMatches(c, 2, {"--model_parallel=pipeline", schedule.substr(0, schedule.find(' ')), micro}, explain, t,
-                      &worst)) {
+                      &worst, one_f_one_b ? holds : std::function<std::string(const grading::StageRun&)>())) {
         return;
       }
       passed += (passed.empty() ? "" : "; ") + schedule + " (worst " + Fmt("%.1e", worst) + ")";

@@ -7,6 +7,7 @@
 // Grader-private, as all of grading/: --mutation=tp_none is the reference.
 #include <torch/nn/functional/linear.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <string>
@@ -24,14 +25,15 @@
 ABSL_FLAG(std::string, mutation, "tp_none",
           "tp_none (correct), tp_f_no_backward, tp_g_no_reduce, tp_g_backward_reduced, tp_bias_per_rank; 7c's "
           "dp_no_average, dp_sum_not_mean, mesh_coordinates_swapped; 7b's pp_loss_last_only, pp_no_grad_back, "
-          "pp_input_without_grad");
+          "pp_input_without_grad, pp_1f1b_warmup_too_long");
 
 namespace distlm::task7 {
 namespace {
 
 const char* const kMutations[] = {"tp_none",          "tp_f_no_backward", "tp_g_no_reduce", "tp_g_backward_reduced",
                                   "tp_bias_per_rank", "dp_no_average",    "dp_sum_not_mean", "mesh_coordinates_swapped",
-                                  "pp_loss_last_only", "pp_no_grad_back",  "pp_input_without_grad"};
+                                  "pp_loss_last_only", "pp_no_grad_back",  "pp_input_without_grad",
+                                  "pp_1f1b_warmup_too_long"};
 
 std::string& Mutation() {
   static std::string m = "tp_none";
@@ -90,8 +92,20 @@ void AverageOverDataGroup(const std::vector<torch::Tensor>& parameters, const di
   }
 }
 
+// pp_1f1b_warmup_too_long: 1F1B with P - s warm-up forwards instead of P - s - 1. It trains
+// correctly (the sends do not wait), but stage s holds one micro-batch more than 1F1B's P - s.
 std::vector<PipelineStep> StageSteps(PipelineSchedule schedule, int stages, int stage, int micro_batches) {
-  return ReferenceStageSteps(schedule, stages, stage, micro_batches);
+  if (!Is("pp_1f1b_warmup_too_long") || schedule != PipelineSchedule::kOneForwardOneBackward) {
+    return ReferenceStageSteps(schedule, stages, stage, micro_batches);
+  }
+  std::vector<PipelineStep> steps;
+  int f = 0, b = 0;
+  for (; f < std::min(micro_batches, stages - stage); ++f) steps.push_back({true, f});
+  while (b < micro_batches) {
+    if (f < micro_batches) steps.push_back({true, f++});
+    steps.push_back({false, b++});
+  }
+  return steps;
 }
 
 // The reference loop around a stage whose steps carry the mistake. pp_loss_last_only: returns the

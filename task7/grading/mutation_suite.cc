@@ -17,7 +17,7 @@ const std::string k7c =
     "task7: 7c, 2 x 2 (data x tensor) on 4 ranks: losses and gradient norms match the single-node run";
 const std::string k7b =
     "task7: 7b, pipelines of 2 stages (1F1B over 4 micro-batches, all forward all backward over 2): losses and "
-    "gradient norms match the single-node run";
+    "gradient norms match the single-node run, and 1F1B holds at most 2 micro-batches on stage 0";
 const std::string k7cNotRun = "not run: the split on 2 ranks (7a) does not match";
 
 class TensorParallelMutationTest : public ::testing::TestWithParam<OwnMutation> {};
@@ -46,7 +46,10 @@ INSTANTIATE_TEST_SUITE_P(
                       OwnMutation{"pp_loss_last_only", 18, {{k7b, "update 1's gradient norm matches but its loss is"}}},
                       OwnMutation{"pp_no_grad_back", 18,
                                   {{k7b, "the last stage's gradients are right, the earlier stages' are not"}}},
-                      OwnMutation{"pp_input_without_grad", 18, {{k7b, "does not require its gradient"}}}),
+                      OwnMutation{"pp_input_without_grad", 18, {{k7b, "does not require its gradient"}}},
+                      OwnMutation{"pp_1f1b_warmup_too_long", 18,
+                                  {{k7b, "your 1F1B's stage 0 held 3 micro-batches between their forward and their "
+                                         "backward at once"}}}),
     [](const ::testing::TestParamInfo<OwnMutation>& info) { return info.param.name; });
 
 }  // namespace

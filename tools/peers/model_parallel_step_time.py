@@ -79,6 +79,19 @@ def whole_norm_clip(params, max_norm, summed, group=None):
     return norm
 
 
+def average_gradients(params, group):
+    """Each gradient (a DTensor's local block) becomes its mean over `group`: one flattened
+    all-reduce, as task 7c's AverageOverDataGroup does."""
+    grads = [p.grad.to_local() if hasattr(p.grad, "to_local") else p.grad for p in params if p.grad is not None]
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat, group=group)
+    flat.div_(dist.get_world_size(group))
+    at = 0
+    for g in grads:
+        g.copy_(flat[at:at + g.numel()].view_as(g))
+        at += g.numel()
+
+
 def tensor_parallel(model, mesh):
     from torch.distributed.tensor import DTensor
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
@@ -153,14 +166,7 @@ def worker(rank, a, port):
                 t1 = time.perf_counter()
                 loss.backward()
                 if dp_group is not None:
-                    grads = [p.grad.to_local() if hasattr(p.grad, "to_local") else p.grad for p in params]
-                    flat = torch.cat([g.reshape(-1) for g in grads])
-                    dist.all_reduce(flat, group=dp_group)
-                    flat.div_(replicas)
-                    at = 0
-                    for g in grads:
-                        g.copy_(flat[at:at + g.numel()].view_as(g))
-                        at += g.numel()
+                    average_gradients(params, dp_group)
                 t2 = time.perf_counter()
                 whole_norm_clip(params, 1.0, summed, tp_group)
                 for o in opts:
@@ -198,14 +204,7 @@ def worker(rank, a, port):
                 else:
                     schedule.step()
                 if dp_group is not None:
-                    grads = [p.grad for p in params if p.grad is not None]
-                    flat = torch.cat([g.reshape(-1) for g in grads])
-                    dist.all_reduce(flat, group=dp_group)
-                    flat.div_(replicas)
-                    at = 0
-                    for g in grads:
-                        g.copy_(flat[at:at + g.numel()].view_as(g))
-                        at += g.numel()
+                    average_gradients(params, dp_group)
                 t1 = time.perf_counter()
                 whole_norm_clip(params, 1.0, lambda p: True, pp_group)  # every stage's squares add up
                 opt.step()
