@@ -102,7 +102,9 @@ TEST(RecorderTest, WritesWhatAViewerNeeds) {
   }
   // The update starts at base + offset: 0.5 us.
   for (const auto& e : t["traceEvents"]) {
-    if (e.value("cat", "") == "update") EXPECT_DOUBLE_EQ(e["ts"].get<double>(), 0.5);
+    if (e.value("cat", "") == "update") {
+      EXPECT_DOUBLE_EQ(e["ts"].get<double>(), 0.5);
+    }
   }
   const auto tracks = Tracks(t);
   EXPECT_EQ(tracks.size(), 3u) << "the main thread and two lanes";
