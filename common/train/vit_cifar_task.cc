@@ -92,8 +92,16 @@ class VitCifarTask : public ModelTask {
   void Save(const std::string& dir) override { vit::SavePretrainedViT(dir, model_); }
   std::vector<model::Unit> Units() override { return model_->Units(); }
   void SetUnitHooks(const model::UnitHooks* hooks) override { model_->set_unit_hooks(hooks); }
-  model::UnitsBatch BatchForUnits(const std::vector<int64_t>&, int, int64_t, const torch::Device&) override {
-    throw UserError("--model_type=vit: the ViT has no pipeline cut yet (task 7b cuts BERT)");
+  // The batch as Forward makes it (augmentation included), then cut (task 7b).
+  model::UnitsBatch BatchForUnits(const std::vector<int64_t>& indices, int parts, int64_t epoch,
+                                  const torch::Device& device) override {
+    if (parts < 1 || static_cast<int64_t>(indices.size()) % parts != 0) {
+      throw UserError(std::to_string(parts) + " micro-batches do not divide the batch of " +
+                      std::to_string(indices.size()) + " (--micro_batches, --per_gpu_train_batch_size)");
+    }
+    torch::Tensor pixels = vision::MakeBatch(train_, indices, pre_, /*augment=*/true, seed_, epoch).to(device);
+    torch::Tensor labels = train_.labels.index_select(0, torch::tensor(indices, torch::kLong)).to(device);
+    return model_->BatchForUnits(pixels, labels, parts);
   }
   void SetTensorParallel(const model::ParallelOps* ops) override {
     if (ops != nullptr) {

@@ -1,6 +1,9 @@
 #include "common/vit/vit_model.h"
 
+#include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 #include <torch/nn/modules/container/modulelist.h>
@@ -143,10 +146,51 @@ ViTForImageClassificationImpl::ViTForImageClassificationImpl(const ViTConfig& c)
 ViTOutputs ViTForImageClassificationImpl::forward(const torch::Tensor& pixel_values, const torch::Tensor& labels) {
   ViTOutputs out;
   torch::Tensor encoded = vit->Encode(pixel_values, hooks_);
-  out.logits = model::RunUnit(hooks_, config_.num_hidden_layers + 1, [&] {
+  out.logits = Head(encoded);
+  if (labels.defined()) out.loss = torch::nn::functional::cross_entropy(out.logits, labels);
+  return out;
+}
+
+torch::Tensor ViTForImageClassificationImpl::Head(const torch::Tensor& encoded) {
+  return model::RunUnit(hooks_, static_cast<int>(config_.num_hidden_layers) + 1, [&] {
     return ApplyLinear(classifier, vit->layernorm(encoded).select(1, 0));  // the [CLS] token
   });
-  if (labels.defined()) out.loss = torch::nn::functional::cross_entropy(out.logits, labels);
+}
+
+torch::Tensor ViTForImageClassificationImpl::ForwardUnits(int first, int last, const torch::Tensor& hidden,
+                                                          const torch::Tensor& pixel_values) {
+  const int layers = static_cast<int>(config_.num_hidden_layers);
+  if (first < 0 || last > layers + 1 || first > last) {
+    throw std::invalid_argument("units " + std::to_string(first) + " to " + std::to_string(last) +
+                                " of a ViT with units 0 to " + std::to_string(layers + 1));
+  }
+  torch::Tensor out = hidden;
+  if (first == 0) out = model::RunUnit(hooks_, 0, [&] { return vit->embeddings(pixel_values); });
+  for (int u = std::max(first, 1); u <= std::min(last, layers); ++u) {
+    out = model::RunUnit(hooks_, u, [&] { return vit->encoder->layer[u - 1]->as<ViTLayer>()->forward(out); });
+  }
+  return last == layers + 1 ? Head(out) : out;
+}
+
+model::UnitsBatch ViTForImageClassificationImpl::BatchForUnits(const torch::Tensor& pixel_values,
+                                                               const torch::Tensor& labels, int parts) {
+  const int64_t b = pixel_values.size(0);
+  if (parts < 1 || b % parts != 0) {
+    throw std::invalid_argument(std::to_string(parts) + " micro-batches do not divide the batch of " +
+                                std::to_string(b));
+  }
+  const int64_t rows = b / parts;
+  const int64_t patches = config_.image_size / config_.patch_size;
+  const int head = static_cast<int>(config_.num_hidden_layers) + 1;
+  model::UnitsBatch out;
+  out.parts = parts;
+  out.activation_shape = {rows, patches * patches + 1, config_.hidden_size};  // the patches and [CLS]
+  // The batch keeps the module alive (a TORCH_MODULE holder owns it through a shared_ptr).
+  auto self = std::dynamic_pointer_cast<ViTForImageClassificationImpl>(shared_from_this());
+  out.forward = [self, pixel_values, labels, rows, head](int first, int last, const torch::Tensor& input, int part) {
+    torch::Tensor y = self->ForwardUnits(first, last, input, pixel_values.narrow(0, part * rows, rows));
+    return last == head ? torch::nn::functional::cross_entropy(y, labels.narrow(0, part * rows, rows)) : y;
+  };
   return out;
 }
 

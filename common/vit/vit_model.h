@@ -18,6 +18,7 @@
 #include <torch/nn/modules/conv.h>
 
 #include "common/model/unit_hooks.h"
+#include "common/model/units_batch.h"
 #include "common/vit/vit_config.h"
 
 namespace distlm::vit {
@@ -148,10 +149,21 @@ class ViTForImageClassificationImpl : public torch::nn::Module {
   std::vector<model::Unit> Units();
   void set_unit_hooks(const model::UnitHooks* hooks) { hooks_ = hooks; }
 
+  // A batch as task 7b's pipeline runs it (model/units_batch.h): pixel_values [B, C, H, W] and
+  // labels [B] cut into `parts` micro-batches along the batch; units first..last on one of them
+  // (the last unit returns the micro-batch's mean loss). std::invalid_argument when `parts`
+  // does not divide B.
+  model::UnitsBatch BatchForUnits(const torch::Tensor& pixel_values, const torch::Tensor& labels, int parts);
+
   ViTModel vit{nullptr};
   torch::nn::Linear classifier{nullptr};
 
  private:
+  // Units first..last (0 the embeddings, 1..L the layers, L + 1 the head) from `hidden`, unit
+  // first - 1's output (unused when first is 0, which embeds `pixel_values`).
+  torch::Tensor ForwardUnits(int first, int last, const torch::Tensor& hidden, const torch::Tensor& pixel_values);
+  torch::Tensor Head(const torch::Tensor& encoded);
+
   ViTConfig config_;
   const model::UnitHooks* hooks_ = nullptr;
 };
