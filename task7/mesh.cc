@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "common/runtime/errors.h"
+#include "common/train/distributed.h"
 
 namespace distlm::task7 {
 namespace {
@@ -41,10 +42,25 @@ int ReplicaSize(const std::string& flag_name, int flag, const dist::DistConfig& 
   return size;
 }
 
+namespace {
+
+void AddCounting(Mesh& mesh, const train::DistInfo& info) {
+  if (info.pg) mesh.counting.push_back(&train::CountingGroup(info));
+  for (const dist::GroupPtr& g : {mesh.model_pg, mesh.data_pg}) {
+    auto* counting = g && g != info.pg ? dist::ImplOf<dist::CountingProcessGroup>(g) : nullptr;
+    if (counting != nullptr) mesh.counting.push_back(counting);
+  }
+}
+
+}  // namespace
+
 Mesh MakeCheckedMesh(train::DistInfo& info, int replica_size, const std::string& model_tag) {
   Mesh mesh;
   mesh.model_pg = info.pg;
-  if (replica_size == info.world_size) return mesh;  // one replica: no layout to make
+  if (replica_size == info.world_size) {  // one replica: no layout to make
+    AddCounting(mesh, info);
+    return mesh;
+  }
   MeshLayout first;
   for (int r = 0; r < info.world_size; ++r) {
     const MeshLayout m = MakeMeshLayout(r, info.world_size, replica_size);  // the student's
@@ -62,7 +78,17 @@ Mesh MakeCheckedMesh(train::DistInfo& info, int replica_size, const std::string&
   } catch (const std::invalid_argument& e) {
     throw UserError(std::string("your MakeMeshLayout's groups: ") + e.what());
   }
+  AddCounting(mesh, info);
   return mesh;
+}
+
+dist::CommStats TakeMergedStats(const std::vector<dist::CountingProcessGroup*>& groups) {
+  dist::CommStats all;
+  for (dist::CountingProcessGroup* c : groups) {
+    dist::CommStats s = c->TakeStats();
+    all.records.insert(all.records.end(), s.records.begin(), s.records.end());
+  }
+  return all;
 }
 
 }  // namespace distlm::task7

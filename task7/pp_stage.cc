@@ -115,15 +115,21 @@ class PipelineOptimizer : public train::ForwardingOptimizer {
 };
 
 // The parameters that other stages train, released: each keeps its tensor (the model's and the
-// Trainer's lists hold it) but not its storage, so that a rank holds its own block only. `shapes`
-// empty: given storage of their shapes again instead, for the whole model's broadcast to fill.
-void ReleaseOrRestore(const std::vector<torch::Tensor>& params, const std::vector<int>& owner, int stage,
-                      const std::vector<std::vector<int64_t>>& shapes) {
+// Trainer's lists hold it) but not its storage, so that a rank holds its own block only.
+void ReleaseOthers(const std::vector<torch::Tensor>& params, const std::vector<int>& owner, int stage) {
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < params.size(); ++i) {
-    if (owner[i] == stage) continue;
-    torch::Tensor p = params[i];
-    p.set_data(shapes.empty() ? torch::empty({0}, p.options()) : torch::empty(shapes[i], p.options()));
+    if (owner[i] != stage) params[i].set_data(torch::empty({0}, params[i].options()));
+  }
+}
+
+// The others' parameters given storage of their shapes again, for the whole model's broadcast to
+// fill.
+void RestoreOthers(const std::vector<torch::Tensor>& params, const std::vector<int>& owner, int stage,
+                   const std::vector<std::vector<int64_t>>& shapes) {
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (owner[i] != stage) params[i].set_data(torch::empty(shapes[i], params[i].options()));
   }
 }
 
@@ -148,12 +154,7 @@ train::DistInfo PipelineParallelStage::Connect() {
   mesh_ = mesh.layout;
   pg_ = mesh.model_pg;
   data_pg_ = mesh.data_pg;
-  counting_.clear();
-  if (info.pg) counting_.push_back(&train::CountingGroup(info));
-  for (const dist::GroupPtr& g : {pg_, data_pg_}) {
-    auto* counting = g && g != info.pg ? dist::ImplOf<dist::CountingProcessGroup>(g) : nullptr;
-    if (counting != nullptr) counting_.push_back(counting);
-  }
+  counting_ = mesh.counting;
   return info;
 }
 
@@ -207,7 +208,7 @@ std::unique_ptr<train::Optimizer> PipelineParallelStage::MakeOptimizer(const tra
   }
   auto optimizer = std::make_unique<PipelineOptimizer>(ctx.named_parameters(), owner_, stage, stages, pg_.get(),
                                                        train::AdamWOptionsFor(o));
-  ReleaseOrRestore(ctx.parameters(), owner_, stage, {});
+  ReleaseOthers(ctx.parameters(), owner_, stage);
   return optimizer;
 }
 
@@ -275,11 +276,7 @@ train::UpdateFigures PipelineParallelStage::TakeFigures() {
   train::UpdateFigures f;
   // Every group's collectives and sends: the pipeline's, the data group's average, the world's
   // averaging of the loss.
-  for (dist::CountingProcessGroup* c : counting_) {
-    dist::CommStats s = c->TakeStats();
-    if (!f.comm) f.comm = dist::CommStats{};
-    f.comm->records.insert(f.comm->records.end(), s.records.begin(), s.records.end());
-  }
+  if (!counting_.empty()) f.comm = TakeMergedStats(counting_);
   // This rank's share of the update's pipelines spent in neither forward nor backward.
   f.fields = {{"micro_batches", micro_batches_},
               {"pipeline_idle_share", span_ms_ > 0 ? 1 - busy_ms_ / span_ms_ : 0.0},
@@ -297,15 +294,15 @@ void PipelineParallelStage::WithFullParameters(const train::StageContext& ctx, c
   if (owner_.empty()) return use();  // not cut yet: every rank holds the whole model
   const std::vector<torch::Tensor>& params = ctx.parameters();
   const int stage = pg_->getRank();
-  ReleaseOrRestore(params, owner_, stage, shapes_);
+  RestoreOthers(params, owner_, stage, shapes_);
   BroadcastFromOwners(params, owner_, pg_->getSize(), *pg_);
   try {
     use();
   } catch (...) {
-    ReleaseOrRestore(params, owner_, stage, {});
+    ReleaseOthers(params, owner_, stage);
     throw;
   }
-  ReleaseOrRestore(params, owner_, stage, {});
+  ReleaseOthers(params, owner_, stage);
 }
 
 std::unique_ptr<train::Stage> MakePipelineParallelStage(std::string name, train::TrainStep step) {

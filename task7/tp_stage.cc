@@ -86,6 +86,7 @@ train::DistInfo TensorParallelStage::Connect() {
   mesh_ = mesh.layout;
   tensor_pg_ = mesh.model_pg;
   data_pg_ = mesh.data_pg;
+  counting_ = mesh.counting;
   return info;
 }
 
@@ -97,11 +98,6 @@ std::unique_ptr<train::Optimizer> TensorParallelStage::MakeOptimizer(const train
   std::vector<std::vector<int64_t>> whole;
   for (const auto& [name, p] : ctx.named_parameters()) whole.push_back(p.sizes().vec());
   ops_ = std::make_unique<GroupParallelOps>(tensor_pg_);
-  counting_ = {&train::CountingGroup(ctx.dist())};
-  for (const dist::GroupPtr& g : {tensor_pg_, data_pg_}) {
-    auto* counting = g && g != ctx.dist().pg ? dist::ImplOf<dist::CountingProcessGroup>(g) : nullptr;
-    if (counting != nullptr) counting_.push_back(counting);
-  }
   ctx.SetTensorParallel(ops_.get());  // a UserError naming the sizes when they do not divide
   split_ = true;
   cut_dim_.clear();
@@ -173,11 +169,7 @@ train::UpdateFigures TensorParallelStage::TakeFigures() {
   // Every collective since the last update's figures, in every group: the forward's and
   // backward's all-reduces, the data group's average, the norm's, and the Trainer's averaging of
   // the previous update's loss.
-  for (dist::CountingProcessGroup* c : counting_) {
-    dist::CommStats s = c->TakeStats();
-    if (!f.comm) f.comm = dist::CommStats{};
-    f.comm->records.insert(f.comm->records.end(), s.records.begin(), s.records.end());
-  }
+  if (!counting_.empty()) f.comm = TakeMergedStats(counting_);
   if (data_pg_) f.fields = {{"tensor_parallel", mesh_.tensor_size}, {"data_parallel", mesh_.data_size}};
   return f;
 }
