@@ -4,6 +4,8 @@
 // The stages never see which model they train: this is the check that the Stage interface is
 // model-agnostic. A mutant that never synchronises must fail it.
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -81,34 +83,40 @@ INSTANTIATE_TEST_SUITE_P(
       return info.param.binary.substr(0, info.param.binary.find('/')) + "_x" + std::to_string(info.param.ranks);
     });
 
-// Task 7b's pipeline cuts the ViT as it cuts BERT (the embeddings, each layer, the head: the
-// model's units): 2 stages of the tiny ViT's 2 layers with every rank reading the batch of 8 in
-// 4 micro-batches, and 2 x 2 (data x pipeline, task 7c) with each pipeline reading 4 in 2. Task
-// 7a's split is BERT's only (the ViT's attention and MLP do not go through ParallelOps): the ViT
-// refuses it in one line.
-TEST(VitModelParallelTest, PipelinesMatchPart1AndTheSplitIsRefused) {
+// Task 7 on the ViT: 7a's split of its heads and MLP over 2 ranks (each reading the batch of 8),
+// 7b's pipeline of its units (the embeddings, each layer, the head) in 2 stages over 4
+// micro-batches, and 7c's 2 x 2 of both (each replica reading 4). Then the split of its 2 heads
+// over 4 ranks, refused in one line.
+TEST(VitModelParallelTest, EveryLayoutMatchesPart1) {
   const auto& want = Part1Losses();
   ASSERT_EQ(want.size(), kSteps);
-  struct PipelineCase {
+  struct LayoutCase {
     int ranks, batch;
     std::vector<std::string> extra;
   };
-  for (const PipelineCase& c :
-       {PipelineCase{2, 8, {"--model_parallel=pipeline", "--micro_batches=4"}},
-        PipelineCase{4, 4, {"--model_parallel=pipeline", "--micro_batches=2", "--pipeline_parallel_size=2"}}}) {
+  for (const LayoutCase& c :
+       {LayoutCase{2, 8, {"--model_parallel=tensor"}},
+        LayoutCase{4, 4, {"--model_parallel=tensor", "--tensor_parallel_size=2"}},
+        LayoutCase{2, 8, {"--model_parallel=pipeline", "--micro_batches=4"}},
+        LayoutCase{4, 4, {"--model_parallel=pipeline", "--micro_batches=2", "--pipeline_parallel_size=2"}}}) {
     auto flags = VitFlags(c.batch);
     flags.insert(flags.end(), c.extra.begin(), c.extra.end());
     StageRun r = RunStage(Bin("task7/reference"), c.ranks, Launcher::kLaunch, flags, 180);
-    const std::string name = "task7 pipeline x" + std::to_string(c.ranks) + " " + c.extra.back();
+    std::string name = "task7 x" + std::to_string(c.ranks);
+    for (const auto& f : c.extra) name += " " + f;
     ASSERT_FALSE(r.timed_out) << name << " hung:\n" << r.output;
     ASSERT_EQ(r.exit_code, 0) << name << ":\n" << r.output;
     EXPECT_EQ(CompareLosses(want, r.losses(), kSteps, kTol), "") << name;
     std::printf("ViT, %s: worst relative loss difference from part 1 over %zu updates %.3g\n", name.c_str(), kSteps,
                 WorstRelative(want, r.losses()));
   }
-  StageRun split = RunStage(Bin("task7/reference"), 2, Launcher::kLaunch, VitFlags(8), 120);
+  auto flags = VitFlags(8);
+  flags.push_back("--model_parallel=tensor");
+  StageRun split = RunStage(Bin("task7/reference"), 4, Launcher::kLaunch, flags, 120);
   EXPECT_EQ(split.exit_code, 2) << split.output;
-  EXPECT_NE(split.output.find("--model_type=vit: the ViT has no tensor-parallel split yet"), std::string::npos)
+  EXPECT_NE(split.output.find("tensor parallelism over 4 ranks needs the ViT's heads (2) and intermediate size (128) "
+                              "to divide by it"),
+            std::string::npos)
       << split.output;
 }
 

@@ -6,13 +6,13 @@
 // attention dropout of a rank's heads takes the bits of those heads in the whole tensor.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <string>
 
 #include "common/bert/bert_config.h"
 #include "common/bert/bert_model.h"
 #include "common/testing/rank_test.h"
 #include "task7/tensor_parallel_ops.h"
+#include "task7/tp_split_testing.h"
 
 namespace distlm::task7 {
 namespace {
@@ -60,13 +60,6 @@ int ShardDim(const std::string& name) {
   return -1;
 }
 
-// Relative to the larger of b's scale and 1e-3: the key bias's gradient is zero in exact
-// arithmetic (a constant added to every score of a row leaves its softmax unchanged), so both
-// models hold rounding noise of about 1e-9 there, which a relative measure alone would magnify.
-double Relative(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a - b).abs().max().item<double>() / std::max(b.abs().max().item<double>(), 1e-3);
-}
-
 RANK_CASE(bert) {
   const Batch b = MakeBatch();
   auto whole = MakeModel();
@@ -81,35 +74,9 @@ RANK_CASE(bert) {
   const auto got = split->forward(b.ids, b.types, b.mask, b.labels);
   got.loss.backward();
 
-  char buf[256];
-  const double loss_diff = std::abs(got.loss.item<double>() - want.loss.item<double>());
-  if (loss_diff > 1e-5 * std::abs(want.loss.item<double>()) || Relative(got.logits, want.logits) > 1e-5) {
-    std::snprintf(buf, sizeof(buf), "loss %.7f against the whole model's %.7f (logits differ by %.3g relative)",
-                  got.loss.item<double>(), want.loss.item<double>(), Relative(got.logits, want.logits));
-    Fail(buf);
-  }
+  ExpectSameOutputs(got.loss, want.loss, got.logits, want.logits);
   const auto whole_params = whole->named_parameters();
-  int shards = 0;
-  for (const auto& item : split->named_parameters()) {
-    const std::string& name = item.key();
-    const torch::Tensor& p = item.value();
-    const torch::Tensor full_grad = whole_params[name].grad();
-    const int dim = ShardDim(name);
-    torch::Tensor block = full_grad;
-    if (dim >= 0) {
-      const int64_t n = full_grad.size(dim) / env.world;
-      block = full_grad.narrow(dim, env.rank * n, n);
-      ++shards;
-    }
-    if (!p.grad().defined() || p.grad().sizes() != block.sizes()) {
-      Fail(name + ": no gradient of the shard's shape " + std::string(c10::str(block.sizes())));
-    }
-    if (Relative(p.grad(), block) > 1e-5) {
-      std::snprintf(buf, sizeof(buf), "%s: its gradient differs from the whole model's %s by %.3g relative",
-                    name.c_str(), dim < 0 ? "gradient" : "matching block", Relative(p.grad(), block));
-      Fail(buf);
-    }
-  }
+  const int shards = ExpectShardGradients(whole_params, split->named_parameters(), ShardDim, env.rank, env.world);
   if (shards != 2 * 10) Fail("expected 20 sharded tensors in 2 layers, found " + std::to_string(shards));
 
   // Put back whole (what evaluation and saving see): every weight the whole model's, bit for
@@ -117,9 +84,7 @@ RANK_CASE(bert) {
   for (auto& p : split->parameters()) p.mutable_grad() = torch::Tensor();
   split->UnshardTensorParallel();
   if (split->tensor_parallel()) Fail("UnshardTensorParallel left the model split");
-  for (const auto& item : split->named_parameters()) {
-    if (!torch::equal(item.value(), whole_params[item.key()])) Fail(item.key() + ": not the whole weight once put back");
-  }
+  ExpectWhole(whole_params, split->named_parameters());
   split->ShardForTensorParallel(&ops);
   torch::manual_seed(5);
   const auto again = split->forward(b.ids, b.types, b.mask, b.labels);

@@ -100,16 +100,16 @@ STAGES = [
          parity_points = 12, comm_points = 4, required_ops = ["allgather"], optional = True,
          grading = True, pattern = "allreduce_two_allgathers"),
     # Tensor parallelism (7a, Megatron-LM's layout): the model split over 2 ranks that share one
-    # replica, so each reads the whole batch (model_parallel = 2: the tiny BERT's 2 heads allow
-    # no more). Advanced, graded when submitted. Its all-reduces carry activations, not
+    # replica, so each reads the whole batch (model_parallel = 2: the tiny BERT's and the tiny
+    # ViT's 2 heads allow no more). Advanced, graded when submitted. Its all-reduces carry activations, not
     # gradients: no traffic pattern of task 4's (docs/handout/part7.md has its bytes per
-    # update); the ViT's layers are not split (models). task7/grading names its mistakes.
+    # update); the ViT's split as BERT's (its heads and MLP). task7/grading names its mistakes.
     # 7c's layout and data-group average (device_mesh.cc) are graded by task 7's own test of a
-    # 2 x 2 (data x tensor) run on 4 ranks. 7b's schedules and loop (pipeline_schedule.cc,
-    # pipeline_parallel.cc) are the student's too, checked by their local tests, not graded yet.
+    # 2 x 2 (data x tensor) run on 4 ranks, 7b's schedules and loop (pipeline_schedule.cc,
+    # pipeline_parallel.cc) by its test of 2-stage pipelines under both schedules.
     _row("task7", ["tensor_parallel.cc", "device_mesh.cc", "pipeline_schedule.cc", "pipeline_parallel.cc"],
          "f, g, ColumnParallelLinear and RowParallelLinear (tensor parallel)",
-         parity_points = 12, optional = True, grading = True, model_parallel = 2, models = ["bert"]),
+         parity_points = 12, optional = True, grading = True, model_parallel = 2, models = ["bert", "vit"]),
 ]
 
 def _rows(distributed):

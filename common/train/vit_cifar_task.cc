@@ -104,8 +104,11 @@ class VitCifarTask : public ModelTask {
     return model_->BatchForUnits(pixels, labels, parts);
   }
   void SetTensorParallel(const model::ParallelOps* ops) override {
-    if (ops != nullptr) {
-      throw UserError("--model_type=vit: the ViT has no tensor-parallel split yet (task 7a splits BERT's encoder)");
+    if (ops == nullptr) return model_->UnshardTensorParallel();
+    try {
+      model_->ShardForTensorParallel(ops);
+    } catch (const std::invalid_argument& e) {
+      throw UserError(e.what());
     }
   }
 

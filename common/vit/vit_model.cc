@@ -13,6 +13,7 @@
 
 #include "common/bert/dropout.h"
 #include "common/bert/layer_ops.h"
+#include "common/model/parallel_ops.h"
 #include "common/runtime/errors.h"
 
 namespace distlm::vit {
@@ -68,9 +69,23 @@ ViTSelfAttentionImpl::ViTSelfAttentionImpl(const ViTConfig& c)
 torch::Tensor ViTSelfAttentionImpl::forward(const torch::Tensor& hidden) {
   const int64_t B = hidden.size(0), T = hidden.size(1);
   auto heads = [&](const torch::Tensor& x) { return x.view({B, T, num_heads, head_size}).transpose(1, 2); };
-  torch::Tensor q = heads(ApplyLinear(query, hidden)), k = heads(ApplyLinear(key, hidden)), v = heads(ApplyLinear(value, hidden));
+  torch::Tensor q, k, v;
+  if (tp == nullptr) {
+    q = heads(ApplyLinear(query, hidden)), k = heads(ApplyLinear(key, hidden)), v = heads(ApplyLinear(value, hidden));
+  } else {
+    // One column-parallel product for this rank's heads of all three (one all-reduce of the
+    // input's gradient in backward, not three).
+    torch::Tensor b = query->bias.defined() ? torch::cat({query->bias, key->bias, value->bias}) : torch::Tensor();
+    auto qkv = tp->ColumnLinear(hidden, torch::cat({query->weight, key->weight, value->weight}), b).chunk(3, -1);
+    q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
+  }
   torch::Tensor scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_size));
-  torch::Tensor probs = Dropout(torch::softmax(scores, -1), dropout_p, is_training());
+  torch::Tensor probs = torch::softmax(scores, -1);
+  // Split by heads, each rank draws its heads' bits of the whole model's mask.
+  probs = tp == nullptr ? Dropout(probs, dropout_p, is_training())
+                        : bert::DropoutOfHeads(probs.reshape({B * num_heads, T, T}), dropout_p, is_training(),
+                                               total_heads, head_offset, num_heads)
+                              .view({B, num_heads, T, T});
   return torch::matmul(probs, v).transpose(1, 2).contiguous().view({B, T, num_heads * head_size});
 }
 
@@ -79,7 +94,8 @@ ViTDenseOutputImpl::ViTDenseOutputImpl(int64_t in_features, const ViTConfig& c) 
 }
 
 torch::Tensor ViTDenseOutputImpl::forward(const torch::Tensor& x) {
-  return Dropout(ApplyLinear(dense, x), dropout_p, is_training());
+  const torch::Tensor y = tp == nullptr ? ApplyLinear(dense, x) : tp->RowLinear(x, dense->weight, dense->bias);
+  return Dropout(y, dropout_p, is_training());
 }
 
 ViTAttentionImpl::ViTAttentionImpl(const ViTConfig& c) {
@@ -94,7 +110,7 @@ ViTIntermediateImpl::ViTIntermediateImpl(const ViTConfig& c) : act(c.hidden_act)
 }
 
 torch::Tensor ViTIntermediateImpl::forward(const torch::Tensor& x) {
-  return Activation(act, ApplyLinear(dense, x));
+  return Activation(act, tp != nullptr ? tp->ColumnLinear(x, dense->weight, dense->bias) : ApplyLinear(dense, x));
 }
 
 ViTLayerImpl::ViTLayerImpl(const ViTConfig& c) {
@@ -197,6 +213,70 @@ model::UnitsBatch ViTForImageClassificationImpl::BatchForUnits(const torch::Tens
 std::vector<model::Unit> ViTForImageClassificationImpl::Units() {
   return model::EncoderUnits(*this, "vit.embeddings.", "vit.encoder.layer.", config_.num_hidden_layers,
                              {"vit.layernorm.", "classifier."});
+}
+
+namespace {
+
+// Every encoder layer's cut parameters with the dimension each is cut along (0 rows, 1
+// columns): the heads' rows of query, key and value, the attention output's columns, the
+// intermediate's rows, the output's columns. `fn(tensor, dim)`; then `each_layer(layer)`.
+template <typename Fn, typename Each>
+void ForEachCut(torch::nn::ModuleList& layers, Fn&& fn, Each&& each_layer) {
+  for (const auto& module : *layers) {
+    auto* layer = module->as<ViTLayer>();
+    auto& self = *layer->attention->attention;
+    for (torch::nn::Linear* l : {&self.query, &self.key, &self.value}) {
+      fn((*l)->weight, 0);
+      if ((*l)->bias.defined()) fn((*l)->bias, 0);
+    }
+    fn(layer->attention->output->dense->weight, 1);
+    fn(layer->intermediate->dense->weight, 0);
+    fn(layer->intermediate->dense->bias, 0);
+    fn(layer->output->dense->weight, 1);
+    each_layer(*layer);
+  }
+}
+
+void SetOps(ViTLayerImpl& layer, const model::ParallelOps* ops, int64_t total_heads, int rank) {
+  auto& self = *layer.attention->attention;
+  const int world = ops == nullptr ? 1 : ops->world();
+  self.num_heads = total_heads / world;
+  self.total_heads = ops == nullptr ? 0 : total_heads;
+  self.head_offset = ops == nullptr ? 0 : rank * self.num_heads;
+  self.tp = ops;
+  layer.attention->output->tp = ops;
+  layer.intermediate->tp = ops;
+  layer.output->tp = ops;
+}
+
+}  // namespace
+
+void ViTForImageClassificationImpl::ShardForTensorParallel(const model::ParallelOps* ops) {
+  const int T = ops->world(), r = ops->rank();
+  if (config_.num_attention_heads % T != 0 || config_.intermediate_size % T != 0) {
+    throw std::invalid_argument("tensor parallelism over " + std::to_string(T) + " ranks needs the ViT's heads (" +
+                                std::to_string(config_.num_attention_heads) + ") and intermediate size (" +
+                                std::to_string(config_.intermediate_size) + ") to divide by it");
+  }
+  if (tp_ != nullptr) throw std::logic_error("ShardForTensorParallel called twice: the weights are cut already");
+  torch::NoGradGuard no_grad;
+  ForEachCut(
+      vit->encoder->layer,
+      [&](torch::Tensor& p, int dim) {
+        const int64_t n = p.size(dim) / T;
+        p.set_data(p.detach().narrow(dim, r * n, n).clone());
+      },
+      [&](ViTLayerImpl& layer) { SetOps(layer, ops, config_.num_attention_heads, r); });
+  tp_ = ops;
+}
+
+void ViTForImageClassificationImpl::UnshardTensorParallel() {
+  if (tp_ == nullptr) return;
+  torch::NoGradGuard no_grad;
+  ForEachCut(
+      vit->encoder->layer, [&](torch::Tensor& p, int dim) { p.set_data(tp_->GatherBlocks(p, dim)); },
+      [&](ViTLayerImpl& layer) { SetOps(layer, nullptr, config_.num_attention_heads, 0); });
+  tp_ = nullptr;
 }
 
 void ViTForImageClassificationImpl::InitWeights() {

@@ -17,6 +17,7 @@
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/conv.h>
 
+#include "common/model/parallel_ops.h"
 #include "common/model/unit_hooks.h"
 #include "common/model/units_batch.h"
 #include "common/vit/vit_config.h"
@@ -54,6 +55,10 @@ class ViTSelfAttentionImpl : public torch::nn::Module {
   torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};
   int64_t num_heads, head_size;
   double dropout_p;
+  // Tensor parallelism (ShardForTensorParallel): query, key and value in one tp->ColumnLinear,
+  // and this module holds heads [head_offset, head_offset + num_heads) of total_heads. Null: all.
+  const model::ParallelOps* tp = nullptr;
+  int64_t total_heads = 0, head_offset = 0;
 };
 TORCH_MODULE(ViTSelfAttention);
 
@@ -65,6 +70,9 @@ class ViTDenseOutputImpl : public torch::nn::Module {
 
   torch::nn::Linear dense{nullptr};
   double dropout_p;
+  // Tensor parallelism: dense holds this rank's columns, a row-parallel product through
+  // tp->RowLinear (the partial products summed, then the bias once). Null: the whole product.
+  const model::ParallelOps* tp = nullptr;
 };
 TORCH_MODULE(ViTDenseOutput);
 
@@ -85,6 +93,7 @@ class ViTIntermediateImpl : public torch::nn::Module {
 
   torch::nn::Linear dense{nullptr};
   std::string act;
+  const model::ParallelOps* tp = nullptr;  // column-parallel, through tp->ColumnLinear
 };
 TORCH_MODULE(ViTIntermediate);
 
@@ -149,6 +158,16 @@ class ViTForImageClassificationImpl : public torch::nn::Module {
   std::vector<model::Unit> Units();
   void set_unit_hooks(const model::UnitHooks* hooks) { hooks_ = hooks; }
 
+  // Task 7a, Megatron-LM's split as BERT's: every encoder layer keeps this rank's block of heads
+  // (the rows of query, key and value; the columns of the attention's output projection) and of
+  // the MLP (the intermediate's rows, the output's columns), and runs those products through
+  // `ops` (kept, not owned). The embeddings, the LayerNorms and the head stay whole on every
+  // rank. std::invalid_argument when the heads or the intermediate size do not divide by the
+  // ranks. UnshardTensorParallel gathers the blocks back (a collective) and runs whole again.
+  void ShardForTensorParallel(const model::ParallelOps* ops);
+  void UnshardTensorParallel();
+  bool tensor_parallel() const { return tp_ != nullptr; }
+
   // A batch as task 7b's pipeline runs it (model/units_batch.h): pixel_values [B, C, H, W] and
   // labels [B] cut into `parts` micro-batches along the batch; units first..last on one of them
   // (the last unit returns the micro-batch's mean loss). std::invalid_argument when `parts`
@@ -166,6 +185,7 @@ class ViTForImageClassificationImpl : public torch::nn::Module {
 
   ViTConfig config_;
   const model::UnitHooks* hooks_ = nullptr;
+  const model::ParallelOps* tp_ = nullptr;  // set while the encoder is cut
 };
 TORCH_MODULE(ViTForImageClassification);
 
