@@ -31,6 +31,10 @@ AdamW, zero_grad) on the same batch, each step's time its slowest rank's.
   gradients averaged over "dp" after the schedule by one flattened all-reduce, the norm's
   squares summed over "pp".
 
+--profile_out=FILE: after the timed steps, rank 0 runs one more under torch.profiler (CPU) and
+writes its operators' table (self CPU time, top 30) and the step's phases to FILE: where the
+step's time goes, for the cost table's account of PyTorch's side.
+
 Rank 0 prints one JSON line: {"impl": "pytorch_tensor_parallel" | "pytorch_pipelining",
 "ms_per_step": median of the steps' maxima, ...}. Float32, dropout --dropout (0.1).
 """
@@ -131,6 +135,22 @@ class Stage(torch.nn.Module):
         return h
 
 
+def profile_step(step, rank, path):
+    """One more step, rank 0's under torch.profiler; its operators by self CPU time into `path`."""
+    from torch.profiler import ProfilerActivity, profile
+    if rank != 0:
+        step()
+        return
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        parts = step()
+    table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30)
+    with open(path + ".tmp", "w") as f:
+        f.write("rank 0, one step: forward %.1f ms, backward %.1f ms, clip + AdamW + zero %.1f ms (under the "
+                "profiler)\n\n" % tuple(x * 1000 for x in parts))
+        f.write(table)
+    os.replace(path + ".tmp", path)
+
+
 def worker(rank, a, port):
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     torch.set_num_threads(a.threads)
@@ -212,6 +232,8 @@ def worker(rank, a, port):
                 return 0.0, t1 - t0, time.perf_counter() - t1  # forward and backward interleave: one figure
             impl = "pytorch_pipelining"
         ms = slowest_rank_ms(step, a.steps, rank)
+        if a.profile_out:
+            profile_step(step, rank, a.profile_out)
         if rank == 0:
             print(json.dumps({
                 "impl": impl, "layout": a.layout, "backend": "gloo", "world_size": a.world_size,
@@ -238,6 +260,7 @@ def main():
                     help="--layout=gpipe|1f1b: stages per pipeline (0: all; below --world_size: data x pipeline)")
     ap.add_argument("--timeout_s", type=int, default=120, help="Gloo timeout: joining and each collective")
     ap.add_argument("--vocab", type=int, default=0, help="vocabulary size (0: the --model preset's)")
+    ap.add_argument("--profile_out", default="", help="rank 0 profiles one more step into this file")
     add_flags(ap, sorted(VOCAB))
     a = ap.parse_args()
     check_flags(ap, a)

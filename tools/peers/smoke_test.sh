@@ -240,8 +240,12 @@ needs_ckpt "compare_fsdp.sh" &&
 # on 2 ranks, and 2 x 2 (data x tensor, data x pipeline) on 4, 1 step each (the cost table's program:
 # docs/design/task7_costs.md).
 mp_small=(--world_size=2 --model=tiny --batch_size=4 --seq_len=16 --steps=1 --threads=1)
-step model_parallel_tensor "model_parallel_step_time.py --layout=tensor" 300 model_parallel "$work/model_parallel_tensor.out" \
-  pytorch_tensor_parallel tensor 2 4 16 -- "$python" "$here/model_parallel_step_time.py" --layout=tensor "${mp_small[@]}"
+step model_parallel_tensor "model_parallel_step_time.py --layout=tensor --profile_out" 300 model_parallel \
+  "$work/model_parallel_tensor.out" pytorch_tensor_parallel tensor 2 4 16 -- "$python" "$here/model_parallel_step_time.py" \
+  --layout=tensor "${mp_small[@]}" --profile_out="$work/model_parallel_tensor.profile" &&
+  if ! grep -q 'aten::mm' "$work/model_parallel_tensor.profile" 2>/dev/null; then
+    not_ok model_parallel_tensor "model_parallel_step_time.py --profile_out wrote no operator table (no aten::mm in it)"
+  fi
 step model_parallel_2x2 "model_parallel_step_time.py --layout=tensor --tensor_parallel_size=2" 300 model_parallel \
   "$work/model_parallel_2x2.out" pytorch_tensor_parallel tensor 4 4 16 -- "$python" "$here/model_parallel_step_time.py" \
   --layout=tensor "${mp_small[@]}" --world_size=4 --tensor_parallel_size=2
