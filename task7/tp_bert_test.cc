@@ -17,8 +17,6 @@
 namespace distlm::task7 {
 namespace {
 
-using testing::Fail;
-
 constexpr int64_t kVocab = 100, kBatch = 3, kSeq = 12;
 
 bert::BertConfig Config() {
@@ -62,33 +60,9 @@ int ShardDim(const std::string& name) {
 
 RANK_CASE(bert) {
   const Batch b = MakeBatch();
-  auto whole = MakeModel();
-  torch::manual_seed(5);  // the dropout masks
-  const auto want = whole->forward(b.ids, b.types, b.mask, b.labels);
-  want.loss.backward();
-
-  auto split = MakeModel();
-  GroupParallelOps ops(env.pg);
-  split->ShardForTensorParallel(&ops);
-  torch::manual_seed(5);
-  const auto got = split->forward(b.ids, b.types, b.mask, b.labels);
-  got.loss.backward();
-
-  ExpectSameOutputs(got.loss, want.loss, got.logits, want.logits);
-  const auto whole_params = whole->named_parameters();
-  const int shards = ExpectShardGradients(whole_params, split->named_parameters(), ShardDim, env.rank, env.world);
-  if (shards != 2 * 10) Fail("expected 20 sharded tensors in 2 layers, found " + std::to_string(shards));
-
-  // Put back whole (what evaluation and saving see): every weight the whole model's, bit for
-  // bit; cut again, the same forward.
-  for (auto& p : split->parameters()) p.mutable_grad() = torch::Tensor();
-  split->UnshardTensorParallel();
-  if (split->tensor_parallel()) Fail("UnshardTensorParallel left the model split");
-  ExpectWhole(whole_params, split->named_parameters());
-  split->ShardForTensorParallel(&ops);
-  torch::manual_seed(5);
-  const auto again = split->forward(b.ids, b.types, b.mask, b.labels);
-  if (!torch::equal(again.logits, got.logits)) Fail("cut again, the forward differs from the first cut's");
+  ExpectSplitMatchesWhole(
+      env, MakeModel, [&](auto& m) { return m->forward(b.ids, b.types, b.mask, b.labels); }, ShardDim,
+      2 * 10);  // 2 layers of q, k, v (weights, biases), attention output, intermediate (2), output
 }
 
 TEST(Task7TensorParallelBert, EqualsTheWholeModelWithDropoutOnTwoRanks) { EXPECT_RANKS_PASS("bert", 2); }

@@ -1,6 +1,6 @@
 // What 7a's model tests (tp_bert_test.cc, tp_vit_test.cc) check of a model split over real
-// ranks against the same model whole: every parameter's gradient, a shard's against the matching
-// block of the whole gradient.
+// ranks against the same model whole: its outputs, every parameter's gradient (a shard's against
+// the matching block of the whole gradient), and the weights put back whole.
 #pragma once
 
 #include <algorithm>
@@ -12,6 +12,7 @@
 #include <torch/torch.h>
 
 #include "common/testing/rank_test.h"
+#include "task7/tensor_parallel_ops.h"
 
 namespace distlm::task7 {
 
@@ -73,6 +74,43 @@ inline void ExpectWhole(const torch::OrderedDict<std::string, torch::Tensor>& wh
       testing::Fail(item.key() + ": not the whole weight once put back");
     }
   }
+}
+
+// One training step of `make()`'s model (dropout on) whole, then of another `make()` split over
+// env's ranks by ShardForTensorParallel with 7a's f and g, the dropout masks keyed by the same
+// seed: the loss and logits, every gradient (ShardDim's block of the whole one), and `cuts`
+// tensors cut; then put back whole, every weight bit for bit, and cut again, the same forward.
+// `forward(model)` runs the model on the test's batch and returns its outputs (.loss, .logits).
+template <typename Make, typename Forward>
+void ExpectSplitMatchesWhole(const testing::RankEnv& env, Make make, Forward forward,
+                             const std::function<int(const std::string&)>& shard_dim, int cuts) {
+  auto whole = make();
+  torch::manual_seed(5);  // the dropout masks
+  const auto want = forward(whole);
+  want.loss.backward();
+
+  auto split = make();
+  GroupParallelOps ops(env.pg);
+  split->ShardForTensorParallel(&ops);
+  torch::manual_seed(5);
+  const auto got = forward(split);
+  got.loss.backward();
+
+  ExpectSameOutputs(got.loss, want.loss, got.logits, want.logits);
+  const auto whole_params = whole->named_parameters();
+  const int shards = ExpectShardGradients(whole_params, split->named_parameters(), shard_dim, env.rank, env.world);
+  if (shards != cuts) {
+    testing::Fail("expected " + std::to_string(cuts) + " sharded tensors, found " + std::to_string(shards));
+  }
+
+  for (auto& p : split->parameters()) p.mutable_grad() = torch::Tensor();
+  split->UnshardTensorParallel();
+  if (split->tensor_parallel()) testing::Fail("UnshardTensorParallel left the model split");
+  ExpectWhole(whole_params, split->named_parameters());
+  split->ShardForTensorParallel(&ops);
+  torch::manual_seed(5);
+  const auto again = forward(split);
+  if (!torch::equal(again.logits, got.logits)) testing::Fail("cut again, the forward differs from the first cut's");
 }
 
 }  // namespace distlm::task7

@@ -16,8 +16,6 @@
 namespace distlm::task7 {
 namespace {
 
-using testing::Fail;
-
 vit::ViTForImageClassification MakeModel() {
   vit::ViTConfig c = vit::TinyViTConfig();
   c.num_attention_heads = 4;  // so that 4 ranks hold one head each
@@ -42,31 +40,9 @@ RANK_CASE(vit) {
   torch::manual_seed(3);
   const torch::Tensor pixels = torch::randn({3, 3, 32, 32});
   const torch::Tensor labels = torch::tensor({0, 7, 3}, torch::kLong);
-  auto whole = MakeModel();
-  torch::manual_seed(5);  // the dropout masks
-  const auto want = whole->forward(pixels, labels);
-  want.loss.backward();
-
-  auto split = MakeModel();
-  GroupParallelOps ops(env.pg);
-  split->ShardForTensorParallel(&ops);
-  torch::manual_seed(5);
-  const auto got = split->forward(pixels, labels);
-  got.loss.backward();
-
-  ExpectSameOutputs(got.loss, want.loss, got.logits, want.logits);
-  const auto whole_params = whole->named_parameters();
-  const int shards = ExpectShardGradients(whole_params, split->named_parameters(), ShardDim, env.rank, env.world);
-  if (shards != 2 * 10) Fail("expected 20 sharded tensors in 2 layers, found " + std::to_string(shards));
-
-  for (auto& p : split->parameters()) p.mutable_grad() = torch::Tensor();
-  split->UnshardTensorParallel();
-  if (split->tensor_parallel()) Fail("UnshardTensorParallel left the model split");
-  ExpectWhole(whole_params, split->named_parameters());
-  split->ShardForTensorParallel(&ops);
-  torch::manual_seed(5);
-  const auto again = split->forward(pixels, labels);
-  if (!torch::equal(again.logits, got.logits)) Fail("cut again, the forward differs from the first cut's");
+  ExpectSplitMatchesWhole(
+      env, MakeModel, [&](auto& m) { return m->forward(pixels, labels); }, ShardDim,
+      2 * 10);  // 2 layers of q, k, v (weights, biases), attention output, intermediate (2), output
 }
 
 TEST(Task7TensorParallelVit, EqualsTheWholeModelWithDropoutOnTwoRanks) { EXPECT_RANKS_PASS("vit", 2); }

@@ -104,4 +104,14 @@ c10::intrusive_ptr<c10d::Work> HostStagingGroup::barrier(const c10d::BarrierOpti
   return inner_->barrier(opts);
 }
 
+c10::intrusive_ptr<c10d::Work> HostStagingGroup::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
+  auto host = Map(tensors, ToHost);
+  return inner_->send(host, dst_rank, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> HostStagingGroup::recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) {
+  auto host = Map(tensors, HostLike);
+  return CopyBack(inner_->recv(host, src_rank, tag), tensors, host);
+}
+
 }  // namespace distlm::dist

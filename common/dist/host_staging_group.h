@@ -43,6 +43,10 @@ class HostStagingGroup : public GroupImpl {
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                       const c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  // Point to point (task 7b's pipelines): a send's host copy travels (the inner work holds it);
+  // a recv lands in a host tensor, copied into the caller's when the inner work completes.
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) override;
 
  private:
   c10::intrusive_ptr<GroupImpl> inner_;

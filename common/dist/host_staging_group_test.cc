@@ -74,6 +74,21 @@ TEST(HostStagingGroupTest, AllgatherGatherAndScatterFillEachSlot) {
   });
 }
 
+// Both ranks send before they receive (as a pipeline's stages do, activations one way and
+// gradients the other): each received message lands in the caller's tensor, in place.
+TEST(HostStagingGroupTest, SendAndRecvLandInTheCallersTensors) {
+  RunRanks([](int r, GroupImpl& g) {
+    const int other = 1 - r;
+    std::vector<at::Tensor> out = {Mine(r) + 7}, in = {torch::full({kN}, -1.f)};
+    const void* where = in[0].data_ptr();
+    auto sent = g.send(out, other, /*tag=*/3);
+    g.recv(in, other, /*tag=*/3)->wait();
+    sent->wait();
+    EXPECT_EQ(in[0].data_ptr(), where) << "the message must be written into the caller's tensor";
+    EXPECT_TRUE(torch::equal(in[0], Mine(other) + 7)) << "rank " << r << ": rank " << other << "'s message";
+  });
+}
+
 TEST(HostStagingGroupTest, TheFutureCompletesWithTheCallersTensorFilled) {
   RunRanks([](int r, GroupImpl& g) {
     std::vector<at::Tensor> t = {Mine(r)};

@@ -14,7 +14,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 dir=${1:-.gpu}
-targets=(part1/reference task2b/reference task3/reference task5/reference task6/reference tools/launch)
+targets=(part1/reference task2b/reference task3/reference task5/reference task6/reference task7/reference
+         tools/launch)
 # The unit tests and the bench, unless NO_TESTS=1 (a cold build of them is half an hour here;
 # check.sh then needs SKIP="units bench").
 if [ "${NO_TESTS:-0}" != 1 ]; then
