@@ -30,6 +30,15 @@ void CheckLayout(const MeshLayout& m, int rank, int world, int replica_size) {
   }
 }
 
+// The world's counting wrapper and each subgroup's that is not the world's.
+void AddCounting(Mesh& mesh, const train::DistInfo& info) {
+  if (info.pg) mesh.counting.push_back(&train::CountingGroup(info));
+  for (const dist::GroupPtr& g : {mesh.model_pg, mesh.data_pg}) {
+    auto* counting = g && g != info.pg ? dist::ImplOf<dist::CountingProcessGroup>(g) : nullptr;
+    if (counting != nullptr) mesh.counting.push_back(counting);
+  }
+}
+
 }  // namespace
 
 int ReplicaSize(const std::string& flag_name, int flag, const dist::DistConfig& config) {
@@ -41,18 +50,6 @@ int ReplicaSize(const std::string& flag_name, int flag, const dist::DistConfig& 
   }
   return size;
 }
-
-namespace {
-
-void AddCounting(Mesh& mesh, const train::DistInfo& info) {
-  if (info.pg) mesh.counting.push_back(&train::CountingGroup(info));
-  for (const dist::GroupPtr& g : {mesh.model_pg, mesh.data_pg}) {
-    auto* counting = g && g != info.pg ? dist::ImplOf<dist::CountingProcessGroup>(g) : nullptr;
-    if (counting != nullptr) mesh.counting.push_back(counting);
-  }
-}
-
-}  // namespace
 
 Mesh MakeCheckedMesh(train::DistInfo& info, int replica_size, const std::string& model_tag) {
   Mesh mesh;
