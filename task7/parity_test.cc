@@ -334,7 +334,7 @@ TEST(TensorParallelBadInputTest, RefusedInOneLine) {
     std::string flag, want;
   };
   const std::vector<BadCase> cases = {
-      {4, "", "error: tensor parallelism over 4 ranks needs the heads (2) and the intermediate size (512) to divide by it"},
+      {4, "", "error: tensor parallelism over 4 ranks needs the BERT's heads (2) and intermediate size (512) to divide by it"},
       {2, "--comm_dtype=bf16", "error: --comm_dtype=bf16 is not supported by task7"},
       {4, "--tensor_parallel_size=3",
        "error: --tensor_parallel_size=3 does not divide the world size 4 (WORLD_SIZE=4): the ranks form replicas of "

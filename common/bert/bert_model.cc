@@ -287,12 +287,6 @@ void BertForSequenceClassificationImpl::InitClassifier() {
 
 namespace {
 
-// Replaces p's data with its block `rank` of `world` along `dim` (rows 0, columns 1).
-void KeepBlock(torch::Tensor& p, int dim, int rank, int world) {
-  const int64_t n = p.size(dim) / world;
-  p.set_data(p.detach().narrow(dim, rank * n, n).clone());
-}
-
 // Every encoder layer's cut parameters with the dimension each is cut along: the heads' rows of
 // query, key and value (weights and biases), the attention output's columns, the intermediate's
 // rows, the output's columns.
@@ -323,14 +317,10 @@ void SetOps(BertLayerImpl& layer, const model::ParallelOps* ops) {
 
 void BertForSequenceClassificationImpl::ShardForTensorParallel(const model::ParallelOps* ops) {
   const int T = ops->world(), r = ops->rank();
-  if (config_.num_attention_heads % T != 0 || config_.intermediate_size % T != 0) {
-    throw std::invalid_argument("tensor parallelism over " + std::to_string(T) + " ranks needs the heads (" +
-                                std::to_string(config_.num_attention_heads) + ") and the intermediate size (" +
-                                std::to_string(config_.intermediate_size) + ") to divide by it");
-  }
+  model::CheckTensorSplit("BERT", config_.num_attention_heads, config_.intermediate_size, T);
   if (tp_ != nullptr) throw std::logic_error("ShardForTensorParallel called twice: the weights are cut already");
   torch::NoGradGuard no_grad;
-  ForEachCut(bert->layers, [&](torch::Tensor& p, int dim) { KeepBlock(p, dim, r, T); });
+  ForEachCut(bert->layers, [&](torch::Tensor& p, int dim) { model::KeepBlock(p, dim, r, T); });
   for (const auto& module : *bert->layers) {
     auto* layer = module->as<BertLayer>();
     auto& self = *layer->attention->self;

@@ -10,6 +10,9 @@
 // with the student's functions, so common/bert needs nothing of task 7.
 #pragma once
 
+#include <stdexcept>
+#include <string>
+
 #include <torch/types.h>
 
 namespace distlm::model {
@@ -28,5 +31,21 @@ class ParallelOps {
   virtual int rank() const = 0;
   virtual int world() const = 0;
 };
+
+// Refuses a split of `model`'s heads or intermediate size that does not come out even over
+// `world` ranks, naming the numbers; the model's own ShardForTensorParallel calls it first.
+inline void CheckTensorSplit(const std::string& model, int64_t heads, int64_t intermediate, int world) {
+  if (heads % world == 0 && intermediate % world == 0) return;
+  throw std::invalid_argument("tensor parallelism over " + std::to_string(world) + " ranks needs the " + model +
+                              "'s heads (" + std::to_string(heads) + ") and intermediate size (" +
+                              std::to_string(intermediate) + ") to divide by it");
+}
+
+// Replaces p's data with its block `rank` of `world` along `dim` (rows 0, columns 1): the cut
+// GatherBlocks undoes.
+inline void KeepBlock(torch::Tensor& p, int64_t dim, int rank, int world) {
+  const int64_t n = p.size(dim) / world;
+  p.set_data(p.detach().narrow(dim, rank * n, n).clone());
+}
 
 }  // namespace distlm::model

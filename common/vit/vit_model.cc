@@ -253,19 +253,12 @@ void SetOps(ViTLayerImpl& layer, const model::ParallelOps* ops, int64_t total_he
 
 void ViTForImageClassificationImpl::ShardForTensorParallel(const model::ParallelOps* ops) {
   const int T = ops->world(), r = ops->rank();
-  if (config_.num_attention_heads % T != 0 || config_.intermediate_size % T != 0) {
-    throw std::invalid_argument("tensor parallelism over " + std::to_string(T) + " ranks needs the ViT's heads (" +
-                                std::to_string(config_.num_attention_heads) + ") and intermediate size (" +
-                                std::to_string(config_.intermediate_size) + ") to divide by it");
-  }
+  model::CheckTensorSplit("ViT", config_.num_attention_heads, config_.intermediate_size, T);
   if (tp_ != nullptr) throw std::logic_error("ShardForTensorParallel called twice: the weights are cut already");
   torch::NoGradGuard no_grad;
   ForEachCut(
       vit->encoder->layer,
-      [&](torch::Tensor& p, int dim) {
-        const int64_t n = p.size(dim) / T;
-        p.set_data(p.detach().narrow(dim, r * n, n).clone());
-      },
+      [&](torch::Tensor& p, int dim) { model::KeepBlock(p, dim, r, T); },
       [&](ViTLayerImpl& layer) { SetOps(layer, ops, config_.num_attention_heads, r); });
   tp_ = ops;
 }
