@@ -175,11 +175,32 @@ torch::Tensor DropoutOfHeads(const torch::Tensor& x, double p, bool training, in
                              int64_t local_heads) {
   if (local_heads == heads) return Dropout(x, p, training);  // the whole tensor: the same keys
   if (!Applies(p, training)) return x;
-  if (x.scalar_type() != torch::kFloat || x.device().type() != torch::kCPU || x.size(0) % local_heads != 0) {
-    throw UserError("tensor-parallel attention dropout needs a float32 host tensor of [batch x heads, ...]: got " +
-                    std::string(c10::toString(x.scalar_type())) + " on " + x.device().str());
+  if (x.dim() < 1 || local_heads < 1 || x.size(0) % local_heads != 0) {
+    throw UserError("tensor-parallel attention dropout needs a tensor of [batch x " + std::to_string(local_heads) +
+                    " heads, ...]: got " + c10::str(x.sizes()));
   }
-  return DropoutFunction::apply(x, p, heads, head_offset, local_heads);
+  if (x.scalar_type() == torch::kFloat && x.device().type() == torch::kCPU) {
+    return DropoutFunction::apply(x, p, heads, head_offset, local_heads);
+  }
+  // Other dtypes and devices, where Dropout is LibTorch's: its mask depends on the generator,
+  // the shape, the dtype and the device, not on the values, so LibTorch's dropout of ones
+  // shaped as the whole tensor makes the draw one process makes (the same generator advance
+  // too), and this rank keeps its heads of it. That costs the whole tensor's mask per rank,
+  // not its share: on a GPU, a small price for masks equal to part 1's.
+  const int64_t batch = x.size(0) / local_heads;
+  std::vector<int64_t> whole = x.sizes().vec();
+  whole[0] = batch * heads;
+  std::vector<int64_t> by_head = {batch, heads};
+  by_head.insert(by_head.end(), whole.begin() + 1, whole.end());
+  torch::Tensor scaled_mask;
+  {
+    torch::NoGradGuard no_grad;
+    scaled_mask = torch::dropout(torch::ones(whole, x.options()), p, /*train=*/true)
+                      .view(by_head)
+                      .narrow(1, head_offset, local_heads)
+                      .reshape(x.sizes());
+  }
+  return x * scaled_mask;
 }
 
 }  // namespace distlm::bert

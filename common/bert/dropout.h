@@ -31,6 +31,8 @@ torch::Tensor Dropout(const torch::Tensor& x, double p, bool training);
 // x is [batch * local_heads, ...] holding heads [head_offset, head_offset + local_heads) of
 // `heads`, and each element gets the bit its element of the whole [batch * heads, ...] tensor
 // would get from Dropout: with the ranks' generators in step, the same masks as one process.
+// On the host in float32 each rank hashes its own elements only; elsewhere (a GPU, another
+// dtype) each rank draws LibTorch's mask of the whole tensor and keeps its heads.
 torch::Tensor DropoutOfHeads(const torch::Tensor& x, double p, bool training, int64_t heads, int64_t head_offset,
                              int64_t local_heads);
 

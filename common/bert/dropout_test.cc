@@ -128,5 +128,52 @@ TEST(DropoutTest, NanStaysVisible) {
   EXPECT_TRUE(y.isnan().all().item<bool>()) << "a dropped NaN must stay NaN, as x * mask does";
 }
 
+// Tensor parallelism's attention dropout (task 7a): a rank holding heads [offset, offset + h)
+// of the whole [batch x heads, T, T] tensor gets, element for element, what Dropout gives that
+// block of the whole tensor, forward and backward: in float32 on the host (the hashed masks)
+// and in float64 (LibTorch's dropout, as on a GPU or in another dtype).
+void ExpectHeadsMatchTheWholeTensor(torch::ScalarType dtype) {
+  const int64_t batch = 3, heads = 4, t = 5;
+  const double p = 0.3;
+  const auto whole = (torch::rand({batch * heads, t, t}) + 0.5).to(dtype);
+  const auto upstream = torch::randn({batch * heads, t, t}).to(dtype);
+  auto x = whole.clone().requires_grad_(true);
+  torch::manual_seed(17);
+  auto y = Dropout(x, p, true);
+  y.backward(upstream);
+  for (const int64_t local : {int64_t{1}, int64_t{2}}) {
+    for (int64_t offset = 0; offset < heads; offset += local) {
+      const auto block = [&](const torch::Tensor& a) {
+        return a.view({batch, heads, t, t}).narrow(1, offset, local).reshape({batch * local, t, t});
+      };
+      auto xl = block(whole).clone().requires_grad_(true);
+      torch::manual_seed(17);
+      auto yl = DropoutOfHeads(xl, p, true, heads, offset, local);
+      yl.backward(block(upstream));
+      EXPECT_TRUE(torch::equal(yl, block(y.detach())))
+          << toString(dtype) << ": heads " << offset << ".." << offset + local - 1 << " of " << heads
+          << " differ from those heads of the whole tensor's dropout";
+      EXPECT_TRUE(torch::equal(xl.grad(), block(x.grad())))
+          << toString(dtype) << ": the gradient of heads " << offset << ".." << offset + local - 1
+          << " does not pass the forward's mask";
+    }
+  }
+  EXPECT_GT(y.eq(0).sum().item<int64_t>(), 0) << "p = 0.3 dropped nothing: the test would not see a wrong mask";
+}
+
+TEST(DropoutTest, HeadsMatchTheWholeTensorInFloat32) { ExpectHeadsMatchTheWholeTensor(torch::kFloat); }
+TEST(DropoutTest, HeadsMatchTheWholeTensorThroughLibTorchsDropout) {
+  ExpectHeadsMatchTheWholeTensor(torch::kDouble);
+}
+
+TEST(DropoutTest, HeadsOfAShapeThatDoesNotHoldThemAreRefused) {
+  try {
+    DropoutOfHeads(torch::ones({5, 2, 2}), 0.1, true, 4, 0, 2);
+    FAIL() << "5 rows cannot hold batches of 2 heads";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("[batch x 2 heads, ...]: got [5, 2, 2]"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace distlm::bert

@@ -10,8 +10,9 @@
 # 3. one epoch of part 1 on cpu and cuda (fp32, --fp16, --bf16), tasks 5, 6 and 2b with two
 #    ranks sharing cuda:0 over Gloo and one rank over NCCL, in fp32 and --fp16 (task 3: two ranks
 #    over Gloo, fp32); task 7 on two ranks sharing cuda:0 over Gloo (its all-reduces and
-#    send/recv staged through the host): 7a's split with dropout, and 7b's 1F1B pipeline over 4
-#    micro-batches against part 1 without dropout (one GPU cannot hold two NCCL ranks);
+#    send/recv staged through the host): 7a's split with dropout 0.1 in fp32 and --fp16 against
+#    part 1 with the same dropout, and 7b's 1F1B pipeline over 4 micro-batches against part 1
+#    without dropout (one GPU cannot hold two NCCL ranks);
 # 4. the per-update losses compared, OK / NOT OK with the worst difference and its bound;
 # 5. three refusals (two NCCL ranks on one GPU; a GPU index past the last; one rank on cuda:0
 #    beside one on the CPU);
@@ -105,8 +106,13 @@ runN t3_x2_gloo_fp32 2 task3 --device=cuda:0 --backend=gloo
 runN t2b_x2_gloo_fp32 2 task2b --device=cuda:0 --backend=gloo
 runN t2b_x2_gloo_fp16 2 task2b --device=cuda:0 --backend=gloo --fp16
 runN t2b_x1_nccl_fp16 1 task2b --device=cuda --backend=nccl --fp16
-# Task 7's ranks share one replica: each reads the whole batch of 8.
-runN t7_x2_tensor_gloo 2 task7 --device=cuda:0 --backend=gloo --per_gpu_train_batch_size=8
+# Task 7's ranks share one replica: each reads the whole batch of 8. The split runs with
+# dropout 0.1 (the checkpoint has none): each rank keeps its heads of LibTorch's whole mask.
+drop=(--hidden_dropout_prob=0.1 --attention_probs_dropout_prob=0.1)
+run1 p1_cuda_fp32_drop --device=cuda "${drop[@]}"
+run1 p1_cuda_fp16_drop --device=cuda --fp16 "${drop[@]}"
+runN t7_x2_tensor_gloo 2 task7 --device=cuda:0 --backend=gloo --per_gpu_train_batch_size=8 "${drop[@]}"
+runN t7_x2_tensor_gloo_fp16 2 task7 --device=cuda:0 --backend=gloo --per_gpu_train_batch_size=8 --fp16 "${drop[@]}"
 run1 p1_cuda_fp32_nodrop --device=cuda --hidden_dropout_prob=0 --attention_probs_dropout_prob=0
 runN t7_x2_pipeline_gloo 2 task7 --device=cuda:0 --backend=gloo --per_gpu_train_batch_size=8 \
   --model_parallel=pipeline --micro_batches=4 --hidden_dropout_prob=0 --attention_probs_dropout_prob=0
@@ -128,7 +134,8 @@ for a, b, bound in [("p1_cpu_fp32", "p1_cuda_fp32", 1e-5), ("p1_cuda_fp32", "t5_
                     ("p1_cuda_fp16", "t2b_x1_nccl_fp16", 1e-3), ("p1_cuda_fp32", "t6_x2_gloo_fp32", 1e-5),
                     ("p1_cuda_fp32", "t6_x1_nccl_fp32", 1e-5), ("p1_cuda_fp16", "t6_x2_gloo_fp16", 1e-3),
                     ("p1_cuda_fp16", "t6_x1_nccl_fp16", 1e-3), ("p1_cuda_fp32", "t3_x2_gloo_fp32", 1e-5),
-                    ("p1_cuda_fp32", "t7_x2_tensor_gloo", 1e-5), ("p1_cuda_fp32_nodrop", "t7_x2_pipeline_gloo", 1e-5)]:
+                    ("p1_cuda_fp32_drop", "t7_x2_tensor_gloo", 1e-5),
+                    ("p1_cuda_fp16_drop", "t7_x2_tensor_gloo_fp16", 1e-3), ("p1_cuda_fp32_nodrop", "t7_x2_pipeline_gloo", 1e-5)]:
     x, y = losses(a), losses(b)
     if not x or not y or len(x) != len(y):
         print(f"NOT OK {b} against {a}: a run is missing or has another number of updates")
@@ -139,7 +146,7 @@ for a, b, bound in [("p1_cpu_fp32", "p1_cuda_fp32", 1e-5), ("p1_cuda_fp32", "t5_
     skipped = sum(1 for q in y if q.get("skipped"))
     ok = diffs[worst] <= bound
     bad += not ok
-    print(f"{'OK' if ok else 'NOT OK':6} {b:17} against {a:13} {len(diffs)} updates, worst |loss diff| "
+    print(f"{'OK' if ok else 'NOT OK':6} {b:22} against {a:19} {len(diffs)} updates, worst |loss diff| "
           f"{diffs[worst]:.2e} at update {worst + 1} (bound {bound:g})"
           + (f"; {skipped} update(s) skipped on overflow" if skipped else ""))
 sys.exit(min(bad, 100))
