@@ -82,7 +82,7 @@ StageRunOptions Autograder::Impl::RunOptions(const std::string& name, const Buil
   }
   if (from_kit && space->confined()) {
     o.output_root = space->StudentFolder(name);
-    o.limits.jail = space->run_jail();
+    o.limits.jail = space->RunJail(o.output_root);
     o.output_owner = space->student_uid();
   } else {
     o.output_root = space->GraderFolder(name);
@@ -290,6 +290,8 @@ GradeReport Autograder::Grade(const GradeRequest& req) {
   } else {
     builds = BuildSubmission(im.config, graded, sub, req.prebuilt, im.space.get(), &report.notes);
   }
+  // From here on student code runs, each run writing only in its own folder (student_space.h).
+  im.space->SealForRuns();
   if (const std::string d = im.space->Description(); !d.empty()) report.notes.push_back(d);
   for (const stages::Stage* st : graded) im.GradeStage(*st, sub.stages.at(st->id), builds[st->id], &report);
   if (!im.mistakes_note.empty()) report.notes.push_back(im.mistakes_note);

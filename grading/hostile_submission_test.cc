@@ -36,6 +36,7 @@ constexpr const char* kPrelude = R"(// A hostile submission (grading/hostile_sub
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <string>
 extern char** environ;
 namespace hostile {
@@ -144,8 +145,22 @@ TEST_F(HostileSubmissionTest, ReadingSecretsForgingResultsFillingTheDiskAndASegf
   const std::string results_dir = testing::MakeTempDir("results");
   WriteFileMakingDirs(results_dir + "/secret.txt", "TOP SECRET GRADER FILE\n");
   const std::string grader = testing::Runfile("grading/autograde");
-  // Part 1 is a correct solution: the jail must not cost it anything.
-  WriteFileMakingDirs(dir + "/part1/train_step.cc", ReadFileOrEmpty(Checkout() + "/part1/reference/train_step.cc"));
+  // Part 1 is a correct solution: the jail must not cost it anything. It also tries to leave
+  // its log (the right answer for every task: same seed, same batch) where task2b could hand it
+  // in as its own.
+  WriteFileMakingDirs(dir + "/part1/train_step.cc", WithStartup("part1", R"(
+  static const std::string out = hostile::OutputDir();
+  if (out.find("/run_part1_") != std::string::npos) {
+    std::atexit([] {
+      std::ifstream in(out + "/train_log.jsonl");
+      const std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const char* home = std::getenv("HOME");
+      for (const std::string& to : {hostile::WorkDir() + "/student/stash_log", std::string(home ? home : "") + "/stash_log",
+                                    std::string("/tmp/stash_log"), std::string("/dev/shm/stash_log")}) {
+        hostile::TryWrite(to, "STASHED " + log.substr(0, 24));
+      }
+    });
+  })"));
   // task2a dies of a segfault at rank 2.
   Put(dir, "task2a", WithStartup("task2a", "  if (hostile::Rank() == 2) raise(SIGSEGV);"));
   // task2b reads what the grader has: reference sources, the grader, its results, its own runs.
@@ -157,6 +172,20 @@ TEST_F(HostileSubmissionTest, ReadingSecretsForgingResultsFillingTheDiskAndASegf
     hostile::TryRead(")" + results_dir + R"(/secret.txt");
     hostile::TryRead(hostile::WorkDir() + "/grader/expected/out/train_log.jsonl");
     hostile::TryRead("/root/.bash_history");
+    // Part 1's own run, and where it tried to leave its log.
+    const std::string student = hostile::WorkDir() + "/student";
+    if (DIR* d = opendir(student.c_str())) {
+      for (dirent* e = readdir(d); e != nullptr; e = readdir(d)) {
+        const std::string name = e->d_name;
+        if (name.rfind("run_part1_", 0) != 0) continue;
+        hostile::TryRead(student + "/" + name + "/out/train_log.jsonl");
+        hostile::TryRead(student + "/" + name + "/home/stash_log");
+      }
+      closedir(d);
+    }
+    for (const std::string& from : {student + "/stash_log", std::string("/tmp/stash_log"), std::string("/dev/shm/stash_log")}) {
+      hostile::TryRead(from);
+    }
   } else {
     sleep(3);  // rank 0 exits first: a rank that ended first would have the launcher stop rank 0
                // before it printed what it read (seen once on a loaded machine)
@@ -200,6 +229,8 @@ TEST_F(HostileSubmissionTest, ReadingSecretsForgingResultsFillingTheDiskAndASegf
   EXPECT_EQ(StageScore(r, "task2b"), 0) << reads;
   EXPECT_NE(reads.find("exited with code 3"), std::string::npos) << reads;
   EXPECT_NE(reads.find("HOSTILE read"), std::string::npos) << reads;
+  EXPECT_NE(reads.find("/out/train_log.jsonl: Permission denied"), std::string::npos)
+      << "task2b should have found part 1's finished run, and been refused it:\n" << reads;
   EXPECT_EQ(reads.find("LEAKED"), std::string::npos) << reads;
   EXPECT_EQ(r.dump().find("TOP SECRET"), std::string::npos);
 
@@ -376,7 +407,10 @@ TEST_F(HostileSubmissionTest, ForgeriesReplaysAndPlantedLinksGetNothing) {
   EXPECT_NE(nan.find("your loss is not a number"), std::string::npos) << nan;
 
   const std::string planted = StageOutput(r, "task2a");
-  EXPECT_NE(planted.find("HOSTILE symlink run_task2b_1: planted"), std::string::npos) << planted;
+  // Sealed before the first run: work/student takes no new names (what the build could plant
+  // there, WhatARunPlantsInTheStudentFolderIsNeverFollowed in student_space_test.cc checks).
+  EXPECT_NE(planted.find("HOSTILE symlink run_task2b_1: Permission denied"), std::string::npos) << planted;
+  EXPECT_EQ(planted.find(": planted"), std::string::npos) << planted;
   EXPECT_NE(planted.find("HOSTILE link in the work root: Permission denied"), std::string::npos) << planted;
   struct stat st {};
   ASSERT_EQ(::stat(victim.c_str(), &st), 0);

@@ -2,12 +2,17 @@
 
 #include <fcntl.h>
 #include <string.h>
+#include <sys/msg.h>
+#include <sys/sem.h>
+#include <sys/shm.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "grading/sandbox.h"
 
@@ -25,6 +30,22 @@ std::string ThisProgramsFolder() {
 std::string Env(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr ? "" : v;
+}
+
+// The ids of the System V IPC objects of `uid` listed in /proc/sysvipc/`kind` (the id is the
+// second column, the owner's uid the `uid_column`th, from 0).
+std::vector<int> IpcIdsOf(const char* kind, size_t uid_column, uid_t uid) {
+  std::vector<int> ids;
+  std::ifstream in(std::string("/proc/sysvipc/") + kind);
+  std::string line;
+  std::getline(in, line);  // the header
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::vector<std::string> f;
+    for (std::string v; fields >> v;) f.push_back(v);
+    if (f.size() > uid_column && f[uid_column] == std::to_string(uid)) ids.push_back(std::atoi(f[1].c_str()));
+  }
+  return ids;
 }
 
 }  // namespace
@@ -61,15 +82,20 @@ StudentSpace::~StudentSpace() {
 void StudentSpace::ClearSharedTmp() const {
   // Called when no student process runs (each command ends with KillAllProcessesOf). Entries
   // are removed by name without following links; only the student's user's.
+  if (user_.uid == 0) return;
   for (const char* dir : {"/tmp", "/var/tmp", "/dev/shm"}) {
     std::error_code ec;
     for (fs::directory_iterator it(dir, ec), end; it != end; it.increment(ec)) {
       struct stat st;
-      if (lstat(it->path().c_str(), &st) != 0 || st.st_uid != user_.uid || user_.uid == 0) continue;
+      if (lstat(it->path().c_str(), &st) != 0 || st.st_uid != user_.uid) continue;
       std::error_code rm;
       fs::remove_all(it->path(), rm);
     }
   }
+  // System V objects outlive their processes (a full jail's IPC namespace ends with its run).
+  for (int id : IpcIdsOf("shm", 7, user_.uid)) shmctl(id, IPC_RMID, nullptr);
+  for (int id : IpcIdsOf("msg", 7, user_.uid)) msgctl(id, IPC_RMID, nullptr);
+  for (int id : IpcIdsOf("sem", 4, user_.uid)) semctl(id, 0, IPC_RMID);
 }
 
 JailSpec StudentSpace::BaseSpec() const {
@@ -177,13 +203,70 @@ std::string StudentSpace::StudentFolder(const std::string& name) const {
   if (!confined()) return d;
   const int fd = open(d.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   struct stat st;
-  if (fd < 0 || fstat(fd, &st) != 0 || st.st_uid != geteuid() || fchown(fd, user_.uid, user_.gid) != 0) {
+  bool ok = fd >= 0 && fstat(fd, &st) == 0 && st.st_uid == geteuid();
+  // HOME and TMPDIR of the run (RunJail), made before the folder is handed over.
+  for (const char* sub : {"home", "tmp"}) {
+    ok = ok && mkdirat(fd, sub, 0700) == 0 && fchownat(fd, sub, user_.uid, user_.gid, AT_SYMLINK_NOFOLLOW) == 0;
+  }
+  if (!ok || fchown(fd, user_.uid, user_.gid) != 0) {
     const std::string why = strerror(errno);
     if (fd >= 0) close(fd);
     throw GraderError("the run folder " + d + " changed between its making and its handing over (" + why + ")");
   }
   close(fd);
   return d;
+}
+
+const PreparedJail* StudentSpace::RunJail(const std::string& run_folder) {
+  JailSpec run = run_jail_->spec();
+  run.env["HOME"] = run_folder + "/home";
+  run.env["TMPDIR"] = run_folder + "/tmp";
+  runs_jails_.push_back(std::make_unique<PreparedJail>(run));
+  return runs_jails_.back().get();
+}
+
+void StudentSpace::SealForRuns() {
+  if (!confined() || sealed_) return;
+  sealed_ = true;
+  std::error_code ec;
+  fs::remove_all(student_dir_ + "/disk_cache", ec);
+  if (ec) throw GraderError("cannot remove the build's copy of the disk cache: " + ec.message());
+  // Only what the student's user owns changes: a hard link the build made to someone else's
+  // file is left as it is (its mode is not the student's to open up). No link is followed.
+  std::vector<fs::path> odd;
+  const auto take = [&](const fs::path& p) {
+    struct stat st;
+    if (lstat(p.c_str(), &st) != 0 || st.st_uid != user_.uid) return;
+    if (S_ISLNK(st.st_mode)) {
+      (void)!lchown(p.c_str(), 0, 0);
+    } else if (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) {
+      // chown first: it clears set-id bits, and then the mode is root's to set.
+      if (lchown(p.c_str(), 0, 0) != 0) throw GraderError("cannot take back " + p.string() + ": " + strerror(errno));
+      chmod(p.c_str(), S_ISDIR(st.st_mode) ? 0755 : (st.st_mode & S_IXUSR) != 0 ? 0555 : 0444);
+    } else {
+      odd.push_back(p);  // a FIFO, a socket, a device node
+    }
+  };
+  take(student_dir_);
+  for (fs::recursive_directory_iterator it(student_dir_, fs::directory_options::none, ec), end; it != end;
+       it.increment(ec)) {
+    take(it->path());
+  }
+  if (ec) throw GraderError("cannot take back " + student_dir_ + " before the runs: " + ec.message());
+  for (const auto& p : odd) fs::remove(p, ec);
+  chmod(student_dir_.c_str(), 0755);
+}
+
+void StudentSpace::TakeBackRun(const std::string& run_folder) const {
+  if (!confined()) return;
+  const int fd = open(run_folder.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 || fchown(fd, 0, 0) != 0 || fchmod(fd, 0700) != 0) {
+    const std::string why = strerror(errno);
+    if (fd >= 0) close(fd);
+    throw GraderError("cannot take back the run folder " + run_folder + " (" + why + ")");
+  }
+  close(fd);
+  if (level_ == Isolation::kUser) ClearSharedTmp();
 }
 
 std::string StudentSpace::GraderFolder(const std::string& name) const {

@@ -2,7 +2,11 @@
 //
 //   work/            root, 0711: the student may pass through, not list
 //   work/grader/     root, 0700 (and covered in a full jail): the grader's own runs
-//   work/student/    the student's user: the kit, its Bazel output, HOME, the runs' outputs
+//   work/student/    the student's user while the submission builds: the kit, its Bazel
+//                    output, HOME. Sealed before the first run (SealForRuns): root's, 0755,
+//                    nothing in it writable by the student; each run then gets a folder of its
+//                    own (HOME and TMPDIR inside), taken back when the run ends (TakeBackRun),
+//                    so no run can read another's outputs or leave anything for a later one.
 //   work/shared/     root, 0755 (shown read-only in a full jail): what the grader writes for
 //                    student runs to read (the ViT's images)
 //
@@ -39,6 +43,9 @@ class StudentSpace {
   Isolation level() const { return level_; }
   const PreparedJail* build_jail() const { return build_jail_.get(); }
   const PreparedJail* run_jail() const { return run_jail_.get(); }
+  // The jail of one run in `run_folder` (made by StudentFolder): run_jail()'s, with HOME and
+  // TMPDIR inside that folder. Owned by this space.
+  const PreparedJail* RunJail(const std::string& run_folder);
   uid_t student_uid() const { return user_.uid; }
 
   // The disk cache as the student's Bazel sees it ("" when there is none to share): the
@@ -49,8 +56,21 @@ class StudentSpace {
 
   // A fresh folder in work/student, given to the student's user: named name_XXXXXX (mkdtemp:
   // new, unguessable, made by the grader whatever earlier runs planted there) and handed over
-  // through a descriptor. Throws GraderError when it cannot be made.
+  // through a descriptor, with home/ and tmp/ inside. Throws GraderError when it cannot be made.
   std::string StudentFolder(const std::string& name) const;
+
+  // Once, after the submission's build and before its first run (no student process alive):
+  // everything in work/student the student's user owns becomes root's (folders 0755, files
+  // 0555 where the student could run them and 0444 otherwise, set-id bits gone; what is neither
+  // file, folder nor link is removed), and the build's linked copy of the grader's disk cache (which holds the
+  // grader's compiled reference code) goes. From then on a run can write only in its own folder.
+  void SealForRuns();
+  // After a run in `run_folder` ended (no student process alive): the folder becomes root's,
+  // 0700, so no later run reads or changes what this one wrote (the grader still reads it: the
+  // files stay the student's); at the user level, what student code left in the shared /tmp,
+  // /var/tmp, /dev/shm and System V IPC goes too. Throws GraderError when the folder is not the
+  // directory it was.
+  void TakeBackRun(const std::string& run_folder) const;
   // A fresh folder in work/grader (root's, 0700; no student code reaches it).
   std::string GraderFolder(const std::string& name) const;
 
@@ -70,7 +90,8 @@ class StudentSpace {
 
  private:
   JailSpec BaseSpec() const;
-  // Removes what the student's user owns at the top of /tmp, /var/tmp and /dev/shm.
+  // Removes what the student's user owns at the top of /tmp, /var/tmp and /dev/shm, and its
+  // System V shared memory, message queues and semaphores.
   void ClearSharedTmp() const;
 
   GraderConfig config_;
@@ -81,6 +102,8 @@ class StudentSpace {
   std::string grader_cache_;  // the grader's own disk cache ("" when there is none)
   std::string disk_cache_;
   std::unique_ptr<PreparedJail> build_jail_, run_jail_;
+  std::vector<std::unique_ptr<PreparedJail>> runs_jails_;
+  bool sealed_ = false;
 };
 
 }  // namespace distlm::grading

@@ -158,6 +158,90 @@ TEST(StudentSpaceTest, WhatARunPlantsInTheStudentFolderIsNeverFollowed) {
   RemoveTree(victim);
 }
 
+// A run must not see what an earlier run wrote, nor leave anything for a later one: a
+// submission whose correct part 1 hid its log, or whose later task read part 1's folder, could
+// otherwise hand in part 1's outputs for every task (same seed, same batch). After the seal the
+// kit stays readable and runnable, each run writes in its own folder only (HOME and TMPDIR
+// there), and a finished run's folder is the grader's, which still reads it.
+TEST(StudentSpaceTest, NoRunReachesWhatAnEarlierRunWrote) {
+  const IsolationProbe probe = ProbeIsolation();
+  if (probe.best == Isolation::kNone) GTEST_SKIP() << "SKIPPED (the jail needs root): " << probe.why_not_user;
+  for (Isolation level : LevelsHere(probe)) {
+    const std::string name = IsolationName(level);
+    const std::string work = MakeTempDir("distlm_space_test", "/tmp");
+    const std::string stash_tmp = "/tmp/distlm_stash_" + std::to_string(getpid());
+    // The grader's disk cache holds its compiled reference code: the build sees it (linked file
+    // by file at the user level), no run does.
+    const std::string cache = MakeTempDir("distlm_cache_test", "/tmp");  // 0700: root's, as its home is
+    WriteFileMakingDirs(cache + "/cas/b3/reference_object", "THE GRADER'S REFERENCE\n");
+    ::chmod((cache + "/cas").c_str(), 0755);
+    ::chmod((cache + "/cas/b3").c_str(), 0755);
+    ::chmod((cache + "/cas/b3/reference_object").c_str(), 0644);
+    {
+      GraderConfig config;
+      config.isolation = level;
+      config.disk_cache = cache;
+      StudentSpace space(config, work);
+      space.Confine();
+      const std::string sd = space.student_dir();
+      SandboxLimits limits;
+      limits.timeout_s = 20;
+      const auto student = [&](const std::string& script, const std::string& dir, const PreparedJail* jail) {
+        SandboxCommand c;
+        c.argv = {"/bin/bash", "-c", script};
+        c.working_dir = dir;
+        limits.jail = jail;
+        return RunSandboxed(c, limits).output;
+      };
+      // The build: a kit with a program in it, as the student's user.
+      ASSERT_NE(student("mkdir -p kit/bin && printf '#!/bin/sh\necho kit runs\n' > kit/bin/prog && chmod 0700 "
+                        "kit/bin kit/bin/prog && echo built",
+                        sd, space.run_jail())
+                    .find("built"),
+                std::string::npos);
+      if (level == Isolation::kUser) {
+        EXPECT_EQ(ReadFileOrEmpty(sd + "/disk_cache/cas/b3/reference_object"), "THE GRADER'S REFERENCE\n")
+            << "the build's copy of the disk cache is not there: this test would not see it go";
+      }
+      space.SealForRuns();
+
+      const std::string first = space.StudentFolder("run_part1_0");
+      const std::string wrote = student(
+          "mkdir out && echo 'the right answer' > out/train_log.jsonl && echo STASHED_IN_HOME > $HOME/h && echo STASHED_IN_TMPDIR > $TMPDIR/t "
+          "&& echo ran; echo STASHED_IN_WORK > " + sd + "/stash || echo 'stash refused'; echo x >> " + sd +
+              "/kit/bin/prog || echo 'kit refused'; mkdir " + sd + "/kit/new || echo 'mkdir refused'; echo STASHED_IN_TMP > " +
+              stash_tmp + "; " + sd + "/kit/bin/prog",
+          first, space.RunJail(first));
+      for (const char* said : {"ran", "stash refused", "kit refused", "mkdir refused", "kit runs"}) {
+        EXPECT_NE(wrote.find(said), std::string::npos) << name << ": '" << said << "' missing from:\n" << wrote;
+      }
+      space.TakeBackRun(first);
+
+      const std::string second = space.StudentFolder("run_task2a_1");
+      const std::string read = student("cat " + sd + "/disk_cache/cas/b3/reference_object " + cache +
+                                           "/cas/b3/reference_object " + first + "/out/train_log.jsonl " + first +
+                                           "/home/h " + first + "/tmp/t " + sd +
+                                           "/stash " + stash_tmp + " 2>&1; ls " + first + " 2>&1; echo read",
+                                       second, space.RunJail(second));
+      EXPECT_NE(read.find("read"), std::string::npos) << name << ": " << read;
+      for (const char* leaked : {"THE GRADER'S REFERENCE", "the right answer", "STASHED_IN_HOME", "STASHED_IN_TMPDIR", "STASHED_IN_WORK", "STASHED_IN_TMP\n"}) {
+        EXPECT_EQ(read.find(leaked), std::string::npos) << name << ": a later run read '" << leaked << "':\n" << read;
+      }
+      EXPECT_EQ(ReadFileOrEmpty(first + "/out/train_log.jsonl"), "the right answer\n") << name;
+      struct stat st {};
+      ASSERT_EQ(::stat(first.c_str(), &st), 0);
+      EXPECT_EQ(st.st_uid, 0u) << name << ": the finished run's folder must be the grader's";
+      std::printf("level %s: a run wrote in its own folder only; the next one read nothing of it:\n%s", name.c_str(),
+                  read.c_str());
+    }
+    EXPECT_EQ(ReadFileOrEmpty(cache + "/cas/b3/reference_object"), "THE GRADER'S REFERENCE\n")
+        << "removing the build's copy must leave the grader's cache as it was";
+    RemoveTree(work);
+    RemoveTree(stash_tmp);
+    RemoveTree(cache);
+  }
+}
+
 // A --work_dir inside a folder the student's user cannot pass (a 0700 home, a 0700 temporary
 // folder): every build and run would end in "Permission denied". The grader says so once,
 // before any student code runs, naming that folder; let through, the same folder is accepted.
