@@ -191,6 +191,38 @@ const std::vector<KnownMistake>& Autograder::Impl::RunMistakes(const std::vector
   return mistakes;
 }
 
+double Autograder::Impl::ReferenceBytes(const stages::Stage& st, const StageGrading& grading, int ranks,
+                                        const std::vector<std::string>& extra) {
+  std::vector<std::string> flags = Flags(st.Replicas(ranks));
+  const std::vector<std::string> own = grading.RunFlags(config.model_type);
+  flags.insert(flags.end(), own.begin(), own.end());
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  flags.push_back("--mutation=" + grading.ReferenceMutation());
+  std::string key = st.id + " x" + std::to_string(ranks);
+  for (const auto& f : flags) key += " " + f;
+  if (auto it = reference_bytes.find(key); it != reference_bytes.end()) return it->second;
+  double& bytes = reference_bytes[key] = -1;
+  std::string binary;
+  try {
+    binary = GraderBinary("", grading.MutantBinary());
+  } catch (const std::exception& e) {
+    mistakes_note = st.id + "'s traffic not checked: " + e.what();
+    return bytes;
+  }
+  std::string said;
+  for (const auto& f : extra) said += " " + f;
+  Progress("running the grader's own " + st.id + " on " + std::to_string(ranks) + " ranks" +
+           (said.empty() ? "" : " with" + said) + ", to count what it sends");
+  const StageRun r = RunStage(binary, ranks, Launcher::kLaunch, flags,
+                              RunOptions("reference_" + st.id + "_" + std::to_string(reference_bytes.size()), nullptr));
+  if (r.exit_code != 0 || r.log.size() < kSteps || r.network_bytes <= 0) {
+    mistakes_note = "the grader's own run of " + st.id + " on " + std::to_string(ranks) +
+                    " ranks failed or was not counted; its traffic is not checked";
+    return bytes;
+  }
+  return bytes = static_cast<double>(r.network_bytes);
+}
+
 Autograder::Autograder(GraderConfig config) : impl_(std::make_unique<Impl>()) {
   if (config.ranks < 1 || kTotalBatch % config.ranks != 0) {
     throw GraderError("--ranks=" + std::to_string(config.ranks) + " must divide the total batch of " +
@@ -254,6 +286,7 @@ GradeReport Autograder::Grade(const GradeRequest& req) {
     im.mistakes.clear();
     im.own_mistakes_tried.clear();
     im.own_mistakes.clear();
+    im.reference_bytes.clear();
   }
   im.graded_launcher.clear();
   im.space = std::make_unique<StudentSpace>(im.config, work);

@@ -36,6 +36,9 @@ struct Autograder::Impl {
   std::map<std::string, bool> own_mistakes_tried;
   std::map<std::string, std::vector<KnownMistake>> own_mistakes;
   std::string mistakes_note;
+  // The bytes the grader's own reference of a stage sent on the network, by stage, ranks and
+  // flags (ReferenceBytes); -1 where it could not be run.
+  std::map<std::string, double> reference_bytes;
   std::unique_ptr<StudentSpace> space;  // this grading's folders and jails
   std::string graded_launcher;          // GradedLauncher()'s, once made
   std::string data_dir;                 // the ViT's images (model_type "vit"), made by PrepareData
@@ -83,6 +86,13 @@ struct Autograder::Impl {
   const std::vector<KnownMistake>& RunMistakes(const std::vector<std::string>& names, bool* tried,
                                                std::vector<KnownMistake>* out, const std::string& configured,
                                                const std::string& runfile, int ranks, int replicas);
+
+  // For a stage whose traffic has no closed form here (StageGrading::ReferenceMutation): the
+  // bytes the grader's own reference sent on `ranks` ranks with the stage's flags and `extra`,
+  // counted as a graded run's are; run once per grading and set of flags; -1 (not checked)
+  // where it could not be run.
+  double ReferenceBytes(const stages::Stage& st, const StageGrading& grading, int ranks,
+                        const std::vector<std::string>& extra);
 
   // --- judging a run (grade_stage.cc) -------------------------------------------------------
 

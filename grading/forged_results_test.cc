@@ -141,6 +141,31 @@ TEST(ForgedOutputTest, APerfectTraceWithoutTrafficIsNotCredited) {
   EXPECT_NE(out.find("+0.0e+00"), std::string::npos) << out;
 }
 
+// Task 7's collectives carry activations, with no closed form of task 4's: a run is held to the
+// bytes the grader's own reference sent on the same layout. Part 1's trace handed in as task 7's
+// (what a rank 0 training the whole batch alone would log) sends nothing.
+TEST(ForgedOutputTest, APerfectTask7TraceWithoutTrafficIsNotCredited) {
+  if (ProbeIsolation().best != Isolation::kFull) {
+    GTEST_SKIP() << "SKIPPED: the runs' traffic is counted in a network namespace of their own (root with "
+                    "namespaces)";
+  }
+  const std::string out_dir = testing::MakeTempDir("replayed7");
+  testing::Command c;
+  c.argv = {Runfile("part1/reference")};
+  for (const auto& f : Autograder::RunFlags(1, "bert", "", kSeed)) c.argv.push_back(f);
+  c.argv.push_back("--output_dir=" + out_dir);
+  auto p = testing::Run(c, 120);
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  const Graded g = GradeForged("task7", Runfile("grading/forged_log_stage"),
+                               "--forge=copy:" + out_dir + "/train_log.jsonl");
+  ExpectGraded(g);
+  const std::string out = TaskOutput(g, "task7");
+  EXPECT_EQ(TaskScore(g, "task7"), 0) << out;
+  EXPECT_NE(out.find("the grader counted 0.0 MB sent over the ranks' network"), std::string::npos) << out;
+  EXPECT_NE(out.find("but its own run of the same layout sent"), std::string::npos) << out;
+  EXPECT_NE(out.find("+0.0e+00"), std::string::npos) << "the numbers alone would have passed:\n" << out;
+}
+
 // Whatever escapes the grading (an exception of any type) still ends in a results.json that
 // says the grader failed, with exit 1.
 TEST(ForgedOutputTest, AnythingThatEscapesStillWritesResults) {

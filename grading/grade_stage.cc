@@ -156,8 +156,15 @@ void Autograder::Impl::Judge(const stages::Stage& st, const StageGrading& gradin
   } else {
     t_parity.output = Diagnose(got, want, st) + "\n\n" + diff + ".\n" + TraceTable(want, got);
   }
-  // What the log claims against what the kernel counted on the ranks' network.
-  const TrafficVerdict traffic = CheckTraffic(r, st, ranks, gradient_bytes, r.log.size());
+  // What the log claims against what the kernel counted on the ranks' network: task 4's closed
+  // forms, or what the grader's own run of the same layout sent.
+  const auto traffic_of = [&](const StageRun& run_of, int n, const std::vector<std::string>& extra) {
+    if (st.report.pattern == stages::SyncPattern::kNone && !grading.ReferenceMutation().empty()) {
+      return CheckTrafficAgainst(run_of, run_of.network_bytes < 0 ? -1 : ReferenceBytes(st, grading, n, extra));
+    }
+    return CheckTraffic(run_of, st, n, gradient_bytes, run_of.log.size());
+  };
+  const TrafficVerdict traffic = traffic_of(r, ranks, {});
   traffic.Judge(&t_parity);
   // What every rank ends with, against each other and against the grader's run.
   CheckFinalWeights(r, ranks, grader_model).Judge(&t_parity);
@@ -171,12 +178,17 @@ void Autograder::Impl::Judge(const stages::Stage& st, const StageGrading& gradin
     c.run = run;
     c.diagnose = [&](const Trace& trace) { return Diagnose(trace, want, st); };
     c.run_failure = [&](const StageRun& failed) { return RunFailureMessage(failed, st, config); };
-    c.traffic = [&](const StageRun& run_of, int n) {
-      const TrafficVerdict v = CheckTraffic(run_of, st, n, gradient_bytes, run_of.log.size());
+    c.traffic = [&](const StageRun& run_of, int n, const std::vector<std::string>& extra) {
+      const TrafficVerdict v = traffic_of(run_of, n, extra);
       return v.counted && !v.enough ? v.Describe() : std::string();
     };
-    if (traffic.counted && !traffic.enough) {
-      // The stage's own tests read this run's log and files: not credited either.
+    c.final_weights = [&](const StageRun& run_of, int n) {
+      const WeightsVerdict v = CheckFinalWeights(run_of, n, grader_model);
+      return v.checked && !v.ok ? v.message : std::string();
+    };
+    if (traffic.counted && !traffic.enough && traffic.reference_bytes <= 0) {
+      // The stage's own tests read this run's log and files: not credited either. (Where the
+      // yardstick is the grader's own run, task 7's, each test's run is held to its own.)
       for (TestResult t : own_tests) {
         t.output = "not credited: " + traffic.Describe() + "\n";
         extra.push_back(t);

@@ -43,9 +43,12 @@ struct StageCheckContext {
   std::function<std::string(const Trace& got)> diagnose;
   // What went wrong in a run that did not complete.
   std::function<std::string(const StageRun& run)> run_failure;
-  // "" when what the run sent over the network can carry what it logged (traffic_check.h), else
-  // why not. Null: not checked.
-  std::function<std::string(const StageRun& run, int ranks)> traffic;
+  // "" when what the run (on `ranks` ranks, with the stage's flags and `extra`) sent over the
+  // network can carry what it logged (traffic_check.h), else why not. Null: not checked.
+  std::function<std::string(const StageRun& run, int ranks, const std::vector<std::string>& extra)> traffic;
+  // "" when every rank of the run ended with the grader's weights (final_weights.h), else why
+  // not. Null: not checked.
+  std::function<std::string(const StageRun& run, int ranks)> final_weights;
 };
 
 class StageGrading {
@@ -57,6 +60,10 @@ class StageGrading {
   // listed in the package's :grader_data), run once per grading when one of its traces fails.
   virtual std::vector<std::string> OwnMistakes() const { return {}; }
   virtual std::string MutantBinary() const { return ""; }
+  // For a stage whose traffic has no closed form of task 4's (its collectives carry
+  // activations): the --mutation of MutantBinary() that is the reference. Each run is then held
+  // to the bytes the grader's own run of the same layout sent (traffic_check.h). "": none.
+  virtual std::string ReferenceMutation() const { return ""; }
   // Tried after the first-loss check and before the generic mistakes: a message when `got`
   // matches one of `own` (the runs of OwnMistakes()), else "".
   virtual std::string Diagnose(const Trace& got, const Trace& want, const std::vector<KnownMistake>& own) const {

@@ -11,6 +11,16 @@ namespace distlm::grading {
 std::string TrafficVerdict::Describe() const {
   if (!counted) return "";
   const std::string mb = Fmt("%.1f", counted_bytes / 1e6) + " MB";
+  if (reference_bytes > 0) {
+    const std::string ref = Fmt("%.1f", reference_bytes / 1e6) + " MB";
+    if (enough) {
+      return "network: the ranks sent " + mb + " over loopback (counted by the grader, outside your processes; the " +
+             "grader's own run of this layout sent " + ref + ")";
+    }
+    return "the grader counted " + mb + " sent over the ranks' network during this run (outside your processes), "
+           "but its own run of the same layout sent " + ref + ": the log reports communication that did not go "
+           "over the network, so it is not credited";
+  }
   if (enough) {
     return "network: the ranks sent " + mb + " over loopback (counted by the grader, outside your processes; the " +
            "synchronisation needs at least " + Fmt("%.1f", least_bytes / 1e6) + " MB)";
@@ -22,7 +32,11 @@ std::string TrafficVerdict::Describe() const {
 }
 
 void TrafficVerdict::Judge(TestResult* parity) const {
-  if (counted && !enough) {
+  if (counted && !enough && !parity->passed) {
+    // Already failed on its numbers, which say what is wrong first (a mistake that skips a
+    // collective also sends less).
+    parity->output += Describe() + "\n";
+  } else if (counted && !enough) {
     parity->passed = false;
     parity->score = 0;
     parity->output = Describe() + ".\n\n" + parity->output;
@@ -42,6 +56,17 @@ TrafficVerdict CheckTraffic(const StageRun& run, const stages::Stage& st, int ra
   v.counted_bytes = static_cast<double>(run.network_bytes);
   const double per_update = task4_bench::ExpectedTrafficPerUpdate(st.report.pattern, gradient_bytes, ranks).total_sent;
   v.least_bytes = kMinTrafficShare * per_update * static_cast<double>(updates);
+  v.enough = v.counted_bytes >= v.least_bytes;
+  return v;
+}
+
+TrafficVerdict CheckTrafficAgainst(const StageRun& run, double reference_bytes) {
+  TrafficVerdict v;
+  if (run.network_bytes < 0 || reference_bytes <= 0) return v;
+  v.counted = true;
+  v.counted_bytes = static_cast<double>(run.network_bytes);
+  v.reference_bytes = reference_bytes;
+  v.least_bytes = kMinTrafficShare * reference_bytes;
   v.enough = v.counted_bytes >= v.least_bytes;
   return v;
 }

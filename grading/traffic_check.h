@@ -25,8 +25,10 @@ struct TrafficVerdict {
   bool enough = true;
   double counted_bytes = 0;
   double least_bytes = 0;  // kMinTrafficShare x expected
+  double reference_bytes = 0;  // > 0: expected is what the grader's own run sent, not a formula
   std::string Describe() const;  // one line for a test's output
-  // Not enough: the parity test scores nothing and says why first; counted: a line more.
+  // Not enough: a passing parity test scores nothing and says why first (a failing one gets a
+  // line more); counted and enough: a line more.
   void Judge(TestResult* parity) const;
 };
 
@@ -34,6 +36,10 @@ struct TrafficVerdict {
 // `ranks`: the run's; `updates`: the updates it logged.
 TrafficVerdict CheckTraffic(const StageRun& run, const stages::Stage& st, int ranks, double gradient_bytes,
                             size_t updates);
+
+// The same against `reference_bytes`, what the grader's own reference sent on the same ranks
+// and flags (<= 0: not checked).
+TrafficVerdict CheckTrafficAgainst(const StageRun& run, double reference_bytes);
 
 // S from the bytes of a model.safetensors the grader itself wrote: its data buffer (everything
 // after the header). 0 when they are not a safetensors file.

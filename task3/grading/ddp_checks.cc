@@ -142,7 +142,7 @@ bool RunsAndMatches(const DdpCheckContext& c, int ranks, const std::vector<std::
     return false;
   }
   if (c.traffic) {
-    if (const std::string problem = c.traffic(*out, ranks); !problem.empty()) {
+    if (const std::string problem = c.traffic(*out, ranks, extra); !problem.empty()) {
       t.output = "with" + flags + ": " + problem + "\n";
       return false;
     }

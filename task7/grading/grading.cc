@@ -35,6 +35,7 @@ class Task7Grading : public grading::StageGrading {
     return {"tp_f_no_backward", "tp_g_no_reduce", "tp_g_backward_reduced", "tp_bias_per_rank"};
   }
   std::string MutantBinary() const override { return "task7/grading/mutant_stage"; }
+  std::string ReferenceMutation() const override { return "tp_none"; }
 
   std::string Diagnose(const Trace& got, const Trace& want, const std::vector<KnownMistake>& own) const override {
     for (const auto& km : own) {
@@ -123,7 +124,11 @@ class Task7Grading : public grading::StageGrading {
     const std::string diff = grading::ParityDiff(want, got);
     if (diff.empty()) {
       *worst = grading::WorstDifference(want, got);
-      const std::string wrong = also ? also(r) : "";
+      // What the grader sees from outside the processes: the bytes on the ranks' network and
+      // every rank's final weights.
+      std::string wrong = c.traffic ? c.traffic(r, ranks, flags) : "";
+      if (wrong.empty() && c.final_weights) wrong = c.final_weights(r, ranks);
+      if (wrong.empty() && also) wrong = also(r);
       if (wrong.empty()) return true;
       t.output = "with" + said + " on " + std::to_string(ranks) + " ranks the losses and gradient norms match, but " +
                  wrong + "\n";
