@@ -83,13 +83,26 @@ void StudentSpace::ClearSharedTmp() const {
   // Called when no student process runs (each command ends with KillAllProcessesOf). Entries
   // are removed by name without following links; only the student's user's.
   if (user_.uid == 0) return;
-  for (const char* dir : {"/tmp", "/var/tmp", "/dev/shm"}) {
+  // At any depth: a world-writable folder inside one of these (/tmp/.X11-unix, a tool's cache
+  // left 1777) takes the student's files as well as the top does.
+  const fs::path work = fs::path(work_).lexically_normal();
+  for (const char* dir : {"/tmp", "/var/tmp", "/dev/shm", "/run/lock"}) {
     std::error_code ec;
-    for (fs::directory_iterator it(dir, ec), end; it != end; it.increment(ec)) {
+    std::vector<fs::path> mine;
+    for (fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end; it != end;
+         it.increment(ec)) {
+      if (it->path() == work) {  // this grading's folders (a --work_dir under /tmp): the runs' outputs
+        it.disable_recursion_pending();
+        continue;
+      }
       struct stat st;
       if (lstat(it->path().c_str(), &st) != 0 || st.st_uid != user_.uid) continue;
+      mine.push_back(it->path());
+      if (S_ISDIR(st.st_mode)) it.disable_recursion_pending();
+    }
+    for (const auto& p : mine) {
       std::error_code rm;
-      fs::remove_all(it->path(), rm);
+      fs::remove_all(p, rm);
     }
   }
   // System V objects outlive their processes (a full jail's IPC namespace ends with its run).

@@ -67,8 +67,8 @@ class StudentSpace {
   void SealForRuns();
   // After a run in `run_folder` ended (no student process alive): the folder becomes root's,
   // 0700, so no later run reads or changes what this one wrote (the grader still reads it: the
-  // files stay the student's); at the user level, what student code left in the shared /tmp,
-  // /var/tmp, /dev/shm and System V IPC goes too. Throws GraderError when the folder is not the
+  // files stay the student's); at the user level, what student code left in the shared folders
+  // and System V IPC goes too (ClearSharedTmp). Throws GraderError when the folder is not the
   // directory it was.
   void TakeBackRun(const std::string& run_folder) const;
   // A fresh folder in work/grader (root's, 0700; no student code reaches it).
@@ -90,8 +90,8 @@ class StudentSpace {
 
  private:
   JailSpec BaseSpec() const;
-  // Removes what the student's user owns at the top of /tmp, /var/tmp and /dev/shm, and its
-  // System V shared memory, message queues and semaphores.
+  // Removes what the student's user owns in /tmp, /var/tmp, /dev/shm and /run/lock (at any
+  // depth), and its System V shared memory, message queues and semaphores.
   void ClearSharedTmp() const;
 
   GraderConfig config_;

@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -170,6 +172,10 @@ TEST(StudentSpaceTest, NoRunReachesWhatAnEarlierRunWrote) {
     const std::string name = IsolationName(level);
     const std::string work = MakeTempDir("distlm_space_test", "/tmp");
     const std::string stash_tmp = "/tmp/distlm_stash_" + std::to_string(getpid());
+    // root's, world-writable and sticky, as /tmp/.X11-unix is: a stash one level down.
+    const std::string shared_tmp = "/tmp/distlm_shared_" + std::to_string(getpid());
+    ::mkdir(shared_tmp.c_str(), 0755);
+    ::chmod(shared_tmp.c_str(), 01777);
     // The grader's disk cache holds its compiled reference code: the build sees it (linked file
     // by file at the user level), no run does.
     const std::string cache = MakeTempDir("distlm_cache_test", "/tmp");  // 0700: root's, as its home is
@@ -210,21 +216,33 @@ TEST(StudentSpaceTest, NoRunReachesWhatAnEarlierRunWrote) {
           "mkdir out && echo 'the right answer' > out/train_log.jsonl && echo STASHED_IN_HOME > $HOME/h && echo STASHED_IN_TMPDIR > $TMPDIR/t "
           "&& echo ran; echo STASHED_IN_WORK > " + sd + "/stash || echo 'stash refused'; echo x >> " + sd +
               "/kit/bin/prog || echo 'kit refused'; mkdir " + sd + "/kit/new || echo 'mkdir refused'; echo STASHED_IN_TMP > " +
-              stash_tmp + "; " + sd + "/kit/bin/prog",
+              stash_tmp + "; echo STASHED_DEEP > " + shared_tmp + "/stash; ipcmk -M 4096 >/dev/null && echo 'shm made'; " +
+              sd + "/kit/bin/prog",
           first, space.RunJail(first));
-      for (const char* said : {"ran", "stash refused", "kit refused", "mkdir refused", "kit runs"}) {
+      for (const char* said : {"ran", "stash refused", "kit refused", "mkdir refused", "shm made", "kit runs"}) {
         EXPECT_NE(wrote.find(said), std::string::npos) << name << ": '" << said << "' missing from:\n" << wrote;
       }
       space.TakeBackRun(first);
+      // No System V object of the student's outlives the run (a full jail's IPC namespace ends
+      // with it; the user level removes them).
+      const std::string shm = ReadFileOrEmpty("/proc/sysvipc/shm");
+      size_t student_segments = 0;
+      for (size_t at = shm.find('\n'); at != std::string::npos && at + 1 < shm.size(); at = shm.find('\n', at + 1)) {
+        std::istringstream row(shm.substr(at + 1, shm.find('\n', at + 1) - at - 1));
+        std::vector<std::string> f;
+        for (std::string v; row >> v;) f.push_back(v);
+        student_segments += f.size() > 7 && f[7] == std::to_string(space.student_uid());
+      }
+      EXPECT_EQ(student_segments, 0u) << name << ": the run's shared memory segment outlived it:\n" << shm;
 
       const std::string second = space.StudentFolder("run_task2a_1");
       const std::string read = student("cat " + sd + "/disk_cache/cas/b3/reference_object " + cache +
                                            "/cas/b3/reference_object " + first + "/out/train_log.jsonl " + first +
                                            "/home/h " + first + "/tmp/t " + sd +
-                                           "/stash " + stash_tmp + " 2>&1; ls " + first + " 2>&1; echo read",
+                                           "/stash " + stash_tmp + " " + shared_tmp + "/stash 2>&1; ls " + first + " 2>&1; echo read",
                                        second, space.RunJail(second));
       EXPECT_NE(read.find("read"), std::string::npos) << name << ": " << read;
-      for (const char* leaked : {"THE GRADER'S REFERENCE", "the right answer", "STASHED_IN_HOME", "STASHED_IN_TMPDIR", "STASHED_IN_WORK", "STASHED_IN_TMP\n"}) {
+      for (const char* leaked : {"THE GRADER'S REFERENCE", "the right answer", "STASHED_IN_HOME", "STASHED_IN_TMPDIR", "STASHED_IN_WORK", "STASHED_IN_TMP\n", "STASHED_DEEP"}) {
         EXPECT_EQ(read.find(leaked), std::string::npos) << name << ": a later run read '" << leaked << "':\n" << read;
       }
       EXPECT_EQ(ReadFileOrEmpty(first + "/out/train_log.jsonl"), "the right answer\n") << name;
@@ -238,6 +256,7 @@ TEST(StudentSpaceTest, NoRunReachesWhatAnEarlierRunWrote) {
         << "removing the build's copy must leave the grader's cache as it was";
     RemoveTree(work);
     RemoveTree(stash_tmp);
+    RemoveTree(shared_tmp);
     RemoveTree(cache);
   }
 }
