@@ -96,9 +96,19 @@ void Autograder::Impl::GradeStage(const stages::Stage& st, const SubmittedStage&
     flags.insert(flags.end(), extra_flags.begin(), extra_flags.end());
     StageRunOptions o = RunOptions("run_" + st.id + "_" + std::to_string(runs++), &build);
     if (timeout_s > 0) o.limits.timeout_s = std::min(timeout_s, o.limits.timeout_s);
-    StageRun r = RunStage(build.binary, n, n > 1 ? Launcher::kLaunch : Launcher::kSingle, flags, o);
-    // What this run wrote is out of every later run's reach before the next one starts.
-    if (o.output_owner >= 0) space->TakeBackRun(o.output_root);
+    // What this run wrote is out of every later run's reach before the next one starts, even
+    // when the run could not be made (the grading goes on with the next stage).
+    const auto take_back = [&] {
+      if (o.output_owner >= 0) space->TakeBackRun(o.output_root);
+    };
+    StageRun r;
+    try {
+      r = RunStage(build.binary, n, n > 1 ? Launcher::kLaunch : Launcher::kSingle, flags, o);
+    } catch (...) {
+      take_back();
+      throw;
+    }
+    take_back();
     return r;
   };
   StageRun r = run(ranks, {}, 0);

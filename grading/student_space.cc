@@ -33,7 +33,8 @@ std::string Env(const char* name) {
 }
 
 // The ids of the System V IPC objects of `uid` listed in /proc/sysvipc/`kind` (the id is the
-// second column, the owner's uid the `uid_column`th, from 0).
+// second column, the owner's uid the `uid_column`th from 0, the creator's two further on: an
+// object handed to another owner still serves its creator).
 std::vector<int> IpcIdsOf(const char* kind, size_t uid_column, uid_t uid) {
   std::vector<int> ids;
   std::ifstream in(std::string("/proc/sysvipc/") + kind);
@@ -43,7 +44,10 @@ std::vector<int> IpcIdsOf(const char* kind, size_t uid_column, uid_t uid) {
     std::istringstream fields(line);
     std::vector<std::string> f;
     for (std::string v; fields >> v;) f.push_back(v);
-    if (f.size() > uid_column && f[uid_column] == std::to_string(uid)) ids.push_back(std::atoi(f[1].c_str()));
+    const std::string mine = std::to_string(uid);
+    if (f.size() > uid_column + 2 && (f[uid_column] == mine || f[uid_column + 2] == mine)) {
+      ids.push_back(std::atoi(f[1].c_str()));
+    }
   }
   return ids;
 }
@@ -84,21 +88,23 @@ void StudentSpace::ClearSharedTmp() const {
   // are removed by name without following links; only the student's user's.
   if (user_.uid == 0) return;
   // At any depth: a world-writable folder inside one of these (/tmp/.X11-unix, a tool's cache
-  // left 1777) takes the student's files as well as the top does.
-  const fs::path work = fs::path(work_).lexically_normal();
+  // left 1777) takes the student's files as well as the top does. Only such folders are
+  // entered: nowhere else could the student's user have written, and a grading's work folder
+  // under /tmp (root's, not world-writable: this one's or another's running beside it) holds
+  // run folders that are the student's while they run.
   for (const char* dir : {"/tmp", "/var/tmp", "/dev/shm", "/run/lock"}) {
     std::error_code ec;
     std::vector<fs::path> mine;
     for (fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end; it != end;
          it.increment(ec)) {
-      if (it->path() == work) {  // this grading's folders (a --work_dir under /tmp): the runs' outputs
-        it.disable_recursion_pending();
-        continue;
-      }
       struct stat st;
-      if (lstat(it->path().c_str(), &st) != 0 || st.st_uid != user_.uid) continue;
-      mine.push_back(it->path());
-      if (S_ISDIR(st.st_mode)) it.disable_recursion_pending();
+      if (lstat(it->path().c_str(), &st) != 0) continue;
+      if (st.st_uid == user_.uid) {
+        mine.push_back(it->path());
+        if (S_ISDIR(st.st_mode)) it.disable_recursion_pending();
+      } else if (S_ISDIR(st.st_mode) && (st.st_mode & S_IWOTH) == 0) {
+        it.disable_recursion_pending();
+      }
     }
     for (const auto& p : mine) {
       std::error_code rm;
@@ -249,7 +255,11 @@ void StudentSpace::SealForRuns() {
   std::vector<fs::path> odd;
   const auto take = [&](const fs::path& p) {
     struct stat st;
-    if (lstat(p.c_str(), &st) != 0 || st.st_uid != user_.uid) return;
+    if (lstat(p.c_str(), &st) != 0) {
+      // Nothing may stay the student's unseen (a path past PATH_MAX would).
+      throw GraderError("cannot take back " + p.string() + " before the runs: " + strerror(errno));
+    }
+    if (st.st_uid != user_.uid) return;
     if (S_ISLNK(st.st_mode)) {
       (void)!lchown(p.c_str(), 0, 0);
     } else if (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) {
@@ -279,7 +289,9 @@ void StudentSpace::TakeBackRun(const std::string& run_folder) const {
     throw GraderError("cannot take back the run folder " + run_folder + " (" + why + ")");
   }
   close(fd);
-  if (level_ == Isolation::kUser) ClearSharedTmp();
+  // At the user level /tmp and the rest are the machine's; a full jail's /tmp, /var/tmp and
+  // /dev/shm are its own, but /run/lock (1777 on Debian) is the machine's at both.
+  ClearSharedTmp();
 }
 
 std::string StudentSpace::GraderFolder(const std::string& name) const {
