@@ -193,10 +193,7 @@ const std::vector<KnownMistake>& Autograder::Impl::RunMistakes(const std::vector
 
 double Autograder::Impl::ReferenceBytes(const stages::Stage& st, const StageGrading& grading, int ranks,
                                         const std::vector<std::string>& extra) {
-  std::vector<std::string> flags = Flags(st.Replicas(ranks));
-  const std::vector<std::string> own = grading.RunFlags(config.model_type);
-  flags.insert(flags.end(), own.begin(), own.end());
-  flags.insert(flags.end(), extra.begin(), extra.end());
+  std::vector<std::string> flags = StageFlags(st, grading, ranks, {}, extra);
   flags.push_back("--mutation=" + grading.ReferenceMutation());
   std::string key = st.id + " x" + std::to_string(ranks);
   for (const auto& f : flags) key += " " + f;

@@ -50,6 +50,18 @@ struct Autograder::Impl {
 
   // The flags of a run that trains `replicas` model replicas (each reads 8 / replicas examples).
   std::vector<std::string> Flags(int replicas) const { return RunFlags(replicas, config.model_type, data_dir, seed); }
+  // A run of `st` on `ranks` ranks: those flags, then `build` (a prebuilt binary's own), the
+  // stage's own (StageGrading::RunFlags), then `extra` (later flags win). The grader's reference
+  // runs of a stage take the same, so that they run the layout the student's run did.
+  std::vector<std::string> StageFlags(const stages::Stage& st, const StageGrading& grading, int ranks,
+                                      const std::vector<std::string>& build, const std::vector<std::string>& extra) const {
+    std::vector<std::string> flags = Flags(st.Replicas(ranks));
+    flags.insert(flags.end(), build.begin(), build.end());
+    const std::vector<std::string> own = grading.RunFlags(config.model_type);
+    flags.insert(flags.end(), own.begin(), own.end());
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    return flags;
+  }
 
   // --- the grader's own runs (autograder.cc) ------------------------------------------------
 

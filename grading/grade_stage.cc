@@ -89,11 +89,7 @@ void Autograder::Impl::GradeStage(const stages::Stage& st, const SubmittedStage&
     std::string said;
     for (const auto& f : extra_flags) said += " " + f;
     Progress("running " + st.id + " on " + (n > 1 ? std::to_string(n) + " ranks" : "one process") + said);
-    std::vector<std::string> flags = Flags(st.Replicas(n));
-    flags.insert(flags.end(), build.flags.begin(), build.flags.end());
-    const std::vector<std::string> own = grading.RunFlags(config.model_type);
-    flags.insert(flags.end(), own.begin(), own.end());
-    flags.insert(flags.end(), extra_flags.begin(), extra_flags.end());
+    const std::vector<std::string> flags = StageFlags(st, grading, n, build.flags, extra_flags);
     StageRunOptions o = RunOptions("run_" + st.id + "_" + std::to_string(runs++), &build);
     if (timeout_s > 0) o.limits.timeout_s = std::min(timeout_s, o.limits.timeout_s);
     // What this run wrote is out of every later run's reach before the next one starts, even

@@ -37,6 +37,7 @@ std::string Env(const char* name) {
 // object handed to another owner still serves its creator).
 std::vector<int> IpcIdsOf(const char* kind, size_t uid_column, uid_t uid) {
   std::vector<int> ids;
+  const std::string mine = std::to_string(uid);
   std::ifstream in(std::string("/proc/sysvipc/") + kind);
   std::string line;
   std::getline(in, line);  // the header
@@ -44,7 +45,6 @@ std::vector<int> IpcIdsOf(const char* kind, size_t uid_column, uid_t uid) {
     std::istringstream fields(line);
     std::vector<std::string> f;
     for (std::string v; fields >> v;) f.push_back(v);
-    const std::string mine = std::to_string(uid);
     if (f.size() > uid_column + 2 && (f[uid_column] == mine || f[uid_column + 2] == mine)) {
       ids.push_back(std::atoi(f[1].c_str()));
     }
@@ -92,7 +92,12 @@ void StudentSpace::ClearSharedTmp() const {
   // entered: nowhere else could the student's user have written, and a grading's work folder
   // under /tmp (root's, not world-writable: this one's or another's running beside it) holds
   // run folders that are the student's while they run.
-  for (const char* dir : {"/tmp", "/var/tmp", "/dev/shm", "/run/lock"}) {
+  // A full jail's /tmp, /var/tmp, /dev/shm and IPC namespace are its own, gone with each
+  // command; /run/lock (1777 on Debian) is the machine's at both levels.
+  const bool full = level_ == Isolation::kFull;
+  const std::vector<const char*> shared =
+      full ? std::vector<const char*>{"/run/lock"} : std::vector<const char*>{"/tmp", "/var/tmp", "/dev/shm", "/run/lock"};
+  for (const char* dir : shared) {
     std::error_code ec;
     std::vector<fs::path> mine;
     for (fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end; it != end;
@@ -111,7 +116,8 @@ void StudentSpace::ClearSharedTmp() const {
       fs::remove_all(p, rm);
     }
   }
-  // System V objects outlive their processes (a full jail's IPC namespace ends with its run).
+  if (full) return;
+  // System V objects outlive their processes.
   for (int id : IpcIdsOf("shm", 7, user_.uid)) shmctl(id, IPC_RMID, nullptr);
   for (int id : IpcIdsOf("msg", 7, user_.uid)) msgctl(id, IPC_RMID, nullptr);
   for (int id : IpcIdsOf("sem", 4, user_.uid)) semctl(id, 0, IPC_RMID);
@@ -289,8 +295,6 @@ void StudentSpace::TakeBackRun(const std::string& run_folder) const {
     throw GraderError("cannot take back the run folder " + run_folder + " (" + why + ")");
   }
   close(fd);
-  // At the user level /tmp and the rest are the machine's; a full jail's /tmp, /var/tmp and
-  // /dev/shm are its own, but /run/lock (1777 on Debian) is the machine's at both.
   ClearSharedTmp();
 }
 

@@ -91,7 +91,8 @@ class StudentSpace {
  private:
   JailSpec BaseSpec() const;
   // Removes what the student's user owns in /tmp, /var/tmp, /dev/shm and /run/lock (at any
-  // depth), and its System V shared memory, message queues and semaphores.
+  // depth), and its System V shared memory, message queues and semaphores; in a full jail only
+  // /run/lock (the rest is the jail's own).
   void ClearSharedTmp() const;
 
   GraderConfig config_;

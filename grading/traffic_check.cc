@@ -11,24 +11,19 @@ namespace distlm::grading {
 std::string TrafficVerdict::Describe() const {
   if (!counted) return "";
   const std::string mb = Fmt("%.1f", counted_bytes / 1e6) + " MB";
-  if (reference_bytes > 0) {
-    const std::string ref = Fmt("%.1f", reference_bytes / 1e6) + " MB";
-    if (enough) {
-      return "network: the ranks sent " + mb + " over loopback (counted by the grader, outside your processes; the " +
-             "grader's own run of this layout sent " + ref + ")";
-    }
-    return "the grader counted " + mb + " sent over the ranks' network during this run (outside your processes), "
-           "but its own run of the same layout sent " + ref + ": the log reports communication that did not go "
-           "over the network, so it is not credited";
-  }
+  // The yardstick: what the grader's own run of the layout sent, or task 4's closed form.
+  const bool measured = reference_bytes > 0;
+  const std::string yardstick = Fmt("%.1f", (measured ? reference_bytes : least_bytes) / 1e6) + " MB";
   if (enough) {
     return "network: the ranks sent " + mb + " over loopback (counted by the grader, outside your processes; the " +
-           "synchronisation needs at least " + Fmt("%.1f", least_bytes / 1e6) + " MB)";
+           (measured ? "grader's own run of this layout sent " : "synchronisation needs at least ") + yardstick + ")";
   }
-  return "the grader counted " + mb + " sent over the ranks' network during this run (outside your processes), "
-         "but synchronising the gradients of every logged update needs at least " +
-         Fmt("%.1f", least_bytes / 1e6) + " MB: the log reports a synchronisation that did not go over the "
-         "network, so it is not credited";
+  return "the grader counted " + mb + " sent over the ranks' network during this run (outside your processes), " +
+         (measured ? "but its own run of the same layout sent " + yardstick +
+                         ": the log reports communication that did not go over the network"
+                   : "but synchronising the gradients of every logged update needs at least " + yardstick +
+                         ": the log reports a synchronisation that did not go over the network") +
+         ", so it is not credited";
 }
 
 void TrafficVerdict::Judge(TestResult* parity) const {
