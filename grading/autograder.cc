@@ -191,33 +191,36 @@ const std::vector<KnownMistake>& Autograder::Impl::RunMistakes(const std::vector
   return mistakes;
 }
 
-double Autograder::Impl::ReferenceBytes(const stages::Stage& st, const StageGrading& grading, int ranks,
-                                        const std::vector<std::string>& extra) {
+const Autograder::Impl::ReferenceFigures& Autograder::Impl::ReferenceRun(const stages::Stage& st,
+                                                                         const StageGrading& grading, int ranks,
+                                                                         const std::vector<std::string>& extra) {
   std::vector<std::string> flags = StageFlags(st, grading, ranks, {}, extra);
   flags.push_back("--mutation=" + grading.ReferenceMutation());
   std::string key = st.id + " x" + std::to_string(ranks);
   for (const auto& f : flags) key += " " + f;
-  if (auto it = reference_bytes.find(key); it != reference_bytes.end()) return it->second;
-  double& bytes = reference_bytes[key] = -1;
+  if (auto it = reference_runs.find(key); it != reference_runs.end()) return it->second;
+  ReferenceFigures& figures = reference_runs[key];
   std::string binary;
   try {
     binary = GraderBinary("", grading.MutantBinary());
   } catch (const std::exception& e) {
-    mistakes_note = st.id + "'s traffic not checked: " + e.what();
-    return bytes;
+    mistakes_note = st.id + "'s traffic and memory not checked: " + e.what();
+    return figures;
   }
   std::string said;
   for (const auto& f : extra) said += " " + f;
   Progress("running the grader's own " + st.id + " on " + std::to_string(ranks) + " ranks" +
-           (said.empty() ? "" : " with" + said) + ", to count what it sends");
+           (said.empty() ? "" : " with" + said) + ", to count what it sends and holds");
   const StageRun r = RunStage(binary, ranks, Launcher::kLaunch, flags,
-                              RunOptions("reference_" + st.id + "_" + std::to_string(reference_bytes.size()), nullptr));
-  if (r.exit_code != 0 || r.log.size() < kSteps || r.network_bytes <= 0) {
+                              RunOptions("reference_" + st.id + "_" + std::to_string(reference_runs.size()), nullptr));
+  if (r.exit_code != 0 || r.log.size() < kSteps) {
     mistakes_note = "the grader's own run of " + st.id + " on " + std::to_string(ranks) +
-                    " ranks failed or was not counted; its traffic is not checked";
-    return bytes;
+                    " ranks failed; its traffic and memory are not checked";
+    return figures;
   }
-  return bytes = static_cast<double>(r.network_bytes);
+  if (r.network_bytes > 0) figures.bytes = static_cast<double>(r.network_bytes);
+  figures.peak_memory_bytes = r.peak_memory_bytes;
+  return figures;
 }
 
 Autograder::Autograder(GraderConfig config) : impl_(std::make_unique<Impl>()) {
@@ -283,7 +286,7 @@ GradeReport Autograder::Grade(const GradeRequest& req) {
     im.mistakes.clear();
     im.own_mistakes_tried.clear();
     im.own_mistakes.clear();
-    im.reference_bytes.clear();
+    im.reference_runs.clear();
   }
   im.graded_launcher.clear();
   im.space = std::make_unique<StudentSpace>(im.config, work);

@@ -36,9 +36,15 @@ struct Autograder::Impl {
   std::map<std::string, bool> own_mistakes_tried;
   std::map<std::string, std::vector<KnownMistake>> own_mistakes;
   std::string mistakes_note;
-  // The bytes the grader's own reference of a stage sent on the network, by stage, ranks and
-  // flags (ReferenceBytes); -1 where it could not be run.
-  std::map<std::string, double> reference_bytes;
+  // What the grader's own reference of a stage did, seen from outside its processes: the bytes
+  // it sent on the network and the most memory one of its processes held (-1 each where it
+  // could not be run or counted).
+  struct ReferenceFigures {
+    double bytes = -1;
+    int64_t peak_memory_bytes = -1;
+  };
+  // By stage, ranks and flags (ReferenceRun).
+  std::map<std::string, ReferenceFigures> reference_runs;
   std::unique_ptr<StudentSpace> space;  // this grading's folders and jails
   std::string graded_launcher;          // GradedLauncher()'s, once made
   std::string data_dir;                 // the ViT's images (model_type "vit"), made by PrepareData
@@ -99,12 +105,16 @@ struct Autograder::Impl {
                                                std::vector<KnownMistake>* out, const std::string& configured,
                                                const std::string& runfile, int ranks, int replicas);
 
-  // For a stage whose traffic has no closed form here (StageGrading::ReferenceMutation): the
-  // bytes the grader's own reference sent on `ranks` ranks with the stage's flags and `extra`,
-  // counted as a graded run's are; run once per grading and set of flags; -1 (not checked)
-  // where it could not be run.
+  // For a stage whose traffic has no closed form here (StageGrading::ReferenceMutation): what
+  // the grader's own reference did on `ranks` ranks with the stage's flags and `extra`, counted
+  // as a graded run's is; run once per grading and set of flags.
+  const ReferenceFigures& ReferenceRun(const stages::Stage& st, const StageGrading& grading, int ranks,
+                                       const std::vector<std::string>& extra);
+  // Its bytes; -1 (not checked) where it could not be run or counted.
   double ReferenceBytes(const stages::Stage& st, const StageGrading& grading, int ranks,
-                        const std::vector<std::string>& extra);
+                        const std::vector<std::string>& extra) {
+    return ReferenceRun(st, grading, ranks, extra).bytes;
+  }
 
   // --- judging a run (grade_stage.cc) -------------------------------------------------------
 

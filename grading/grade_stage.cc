@@ -192,6 +192,11 @@ void Autograder::Impl::Judge(const stages::Stage& st, const StageGrading& gradin
       const WeightsVerdict v = CheckFinalWeights(run_of, n, grader_model);
       return v.checked && !v.ok ? v.message : std::string();
     };
+    if (!grading.ReferenceMutation().empty()) {
+      c.reference_peak_memory = [&](int n, const std::vector<std::string>& extra) {
+        return ReferenceRun(st, grading, n, extra).peak_memory_bytes;
+      };
+    }
     if (traffic.counted && !traffic.enough && traffic.reference_bytes <= 0) {
       // The stage's own tests read this run's log and files: not credited either. (Where the
       // yardstick is the grader's own run, task 7's, each test's run is held to its own.)

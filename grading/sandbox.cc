@@ -20,6 +20,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "grading/memory_watch.h"
+
 extern char** environ;
 
 namespace distlm::grading {
@@ -372,9 +374,12 @@ int WaitForCommand(pid_t pid, const SandboxLimits& limits, std::chrono::steady_c
                    SandboxResult* result) {
   const bool jailed = limits.jail != nullptr && limits.jail->spec().level != Isolation::kNone;
   const DiskWatch disk(limits.jail);
+  MemoryWatch memory(pid, jailed ? static_cast<int64_t>(limits.jail->spec().user.uid) : -1);
   const auto deadline = start + std::chrono::duration<double>(limits.timeout_s);
   int wstatus = 0;
   for (;;) {
+    memory.Sample();
+    result->peak_memory_bytes = memory.peak_bytes();
     pid_t r = waitpid(pid, &wstatus, WNOHANG);
     if (r == pid) break;
     if (r < 0 && errno != EINTR) throw std::runtime_error(std::string("waitpid: ") + strerror(errno));

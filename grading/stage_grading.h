@@ -6,6 +6,7 @@
 // it and names no stage. A stage without one gets the defaults: nothing particular.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -49,6 +50,11 @@ struct StageCheckContext {
   // "" when every rank of the run ended with the grader's weights (final_weights.h), else why
   // not. Null: not checked.
   std::function<std::string(const StageRun& run, int ranks)> final_weights;
+  // The most memory one process of the grader's own reference run (StageGrading::
+  // ReferenceMutation) held on `ranks` ranks with the stage's flags and `extra`, counted as a
+  // graded run's is (StageRun::peak_memory_bytes), in bytes; -1: not measured. Null: the stage
+  // has no reference run.
+  std::function<int64_t(int ranks, const std::vector<std::string>& extra)> reference_peak_memory;
 };
 
 class StageGrading {

@@ -30,6 +30,7 @@ struct StageRun {
   std::vector<std::string> bad_log_lines;  // lines of train_log.jsonl that are not JSON objects
   bool network_isolated = false;
   int64_t network_bytes = -1;        // sent over loopback by all ranks together, counted by the kernel; -1: not counted
+  int64_t peak_memory_bytes = -1;    // the most any one process held resident (sandbox.h); -1: not read
   std::string isolation_note;
   double seconds = 0;
   bool disk_limit_hit = false;

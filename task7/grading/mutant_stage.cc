@@ -8,8 +8,12 @@
 #include <torch/nn/functional/linear.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -25,7 +29,7 @@
 ABSL_FLAG(std::string, mutation, "tp_none",
           "tp_none (correct), tp_f_no_backward, tp_g_no_reduce, tp_g_backward_reduced, tp_bias_per_rank; 7c's "
           "dp_no_average, dp_sum_not_mean, mesh_coordinates_swapped; 7b's pp_loss_last_only, pp_no_grad_back, "
-          "pp_input_without_grad, pp_1f1b_warmup_too_long");
+          "pp_input_without_grad, pp_1f1b_warmup_too_long, pp_afab_logged_as_1f1b");
 
 namespace distlm::task7 {
 namespace {
@@ -33,7 +37,7 @@ namespace {
 const char* const kMutations[] = {"tp_none",          "tp_f_no_backward", "tp_g_no_reduce", "tp_g_backward_reduced",
                                   "tp_bias_per_rank", "dp_no_average",    "dp_sum_not_mean", "mesh_coordinates_swapped",
                                   "pp_loss_last_only", "pp_no_grad_back",  "pp_input_without_grad",
-                                  "pp_1f1b_warmup_too_long"};
+                                  "pp_1f1b_warmup_too_long", "pp_afab_logged_as_1f1b"};
 
 std::string& Mutation() {
   static std::string m = "tp_none";
@@ -94,7 +98,15 @@ void AverageOverDataGroup(const std::vector<torch::Tensor>& parameters, const di
 
 // pp_1f1b_warmup_too_long: 1F1B with P - s warm-up forwards instead of P - s - 1. It trains
 // correctly (the sends do not wait), but stage s holds one micro-batch more than 1F1B's P - s.
+//
+// pp_afab_logged_as_1f1b, a forgery rather than a mistake: asked for 1F1B it runs all forward
+// all backward (the same sums in the same order: the same numbers), and rank 0 rewrites its log's
+// in-flight count to 1F1B's 2 once training ended (ForgeInFlightPeak). Only the memory it held
+// gives it away.
 std::vector<PipelineStep> StageSteps(PipelineSchedule schedule, int stages, int stage, int micro_batches) {
+  if (Is("pp_afab_logged_as_1f1b") && schedule == PipelineSchedule::kOneForwardOneBackward) {
+    return ReferenceStageSteps(PipelineSchedule::kAllForwardAllBackward, stages, stage, micro_batches);
+  }
   if (!Is("pp_1f1b_warmup_too_long") || schedule != PipelineSchedule::kOneForwardOneBackward) {
     return ReferenceStageSteps(schedule, stages, stage, micro_batches);
   }
@@ -131,6 +143,17 @@ double RunPipelineSteps(const PipelineStage& stage, const std::vector<PipelineSt
   return Is("pp_loss_last_only") && stage.stage == stage.stages - 1 ? *last_loss : sum;
 }
 
+// What a submission can do to its own log: every "pipeline_in_flight_peak":N made 2.
+void ForgeInFlightPeak(const std::string& output_dir) {
+  const std::string path = output_dir + "/train_log.jsonl";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return;
+  const std::string log((std::istreambuf_iterator<char>(in)), {});
+  in.close();
+  const std::regex peak("\"pipeline_in_flight_peak\":[0-9]+");
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << std::regex_replace(log, peak, "\"pipeline_in_flight_peak\":2");
+}
+
 }  // namespace distlm::task7
 
 int main(int argc, char** argv) {
@@ -145,5 +168,10 @@ int main(int argc, char** argv) {
     return distlm::RunMain([&]() -> int { throw distlm::UserError("--mutation=" + mutation + " is not one of " + names); });
   }
   distlm::task7::Mutation() = mutation;
-  return distlm::task7::RunModelParallelMain(argc, argv, "task7", distlm::part1::MakeTrainStep());
+  const int code = distlm::task7::RunModelParallelMain(argc, argv, "task7", distlm::part1::MakeTrainStep());
+  const char* rank = std::getenv("RANK");  // rank 0 writes the log (tools/launch sets RANK)
+  if (mutation == "pp_afab_logged_as_1f1b" && (rank == nullptr || std::string(rank) == "0")) {
+    distlm::task7::ForgeInFlightPeak(distlm::grading::FlagFromArgv(argc, argv, "--output_dir", "."));
+  }
+  return code;
 }

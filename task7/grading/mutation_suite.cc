@@ -1,6 +1,7 @@
 // Task 7's mistakes, each in the reference otherwise (task7/grading/mutant_stage), graded as task
 // 7 alone (26 points): 7a's lose the parity test (12) with their own message, and 7c's test (6)
-// is then not run; 7c's lose that test only, 7b's their own (8). Linked into
+// is then not run; 7c's lose that test only, 7b's their own (8), the forged in-flight count of
+// pp_afab_logged_as_1f1b by the memory its ranks held. Linked into
 // //grading:autograder_test, which grades every stage's suite with one grader.
 #include <gtest/gtest.h>
 
@@ -49,7 +50,11 @@ INSTANTIATE_TEST_SUITE_P(
                       OwnMutation{"pp_input_without_grad", 18, {{k7b, "does not require its gradient"}}},
                       OwnMutation{"pp_1f1b_warmup_too_long", 18,
                                   {{k7b, "your 1F1B's stage 0 held 3 micro-batches between their forward and their "
-                                         "backward at once"}}}),
+                                         "backward at once"}}},
+                      // A forgery: all forward all backward run as 1F1B, the log rewritten to say 2.
+                      OwnMutation{"pp_afab_logged_as_1f1b", 18,
+                                  {{k7b, "micro-batches' activations more than the grader's own 1F1B of the same "
+                                         "layout"}}}),
     [](const ::testing::TestParamInfo<OwnMutation>& info) { return info.param.name; });
 
 }  // namespace

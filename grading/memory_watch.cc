@@ -1,0 +1,110 @@
+#include "grading/memory_watch.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace distlm::grading {
+namespace {
+
+// The program file a process runs (PROC_DIR/exe, followed), to tell two processes' programs apart.
+struct FileId {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  bool ok = false;
+};
+FileId ExeOf(const std::string& proc_dir) {
+  struct stat st;
+  if (::stat((proc_dir + "/exe").c_str(), &st) != 0) return {};
+  return {st.st_dev, st.st_ino, true};
+}
+
+// Every process of the machine: pid -> parent pid, read from /proc/PID/stat (its fourth field,
+// after the command name, which is in parentheses and may hold anything, parentheses too), and
+// with `owners`, pid -> its user.
+std::map<pid_t, pid_t> ParentsOfAll(std::map<pid_t, uid_t>* owners) {
+  std::map<pid_t, pid_t> parents;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return parents;
+  while (dirent* e = readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || pid <= 0) continue;
+    const std::string dir = std::string("/proc/") + e->d_name;
+    std::ifstream in(dir + "/stat");
+    std::string line;
+    if (!std::getline(in, line)) continue;
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos || close + 4 >= line.size()) continue;
+    // ") S PPID ...": skip the state.
+    const long ppid = std::strtol(line.c_str() + close + 4, nullptr, 10);
+    parents[static_cast<pid_t>(pid)] = static_cast<pid_t>(ppid);
+    struct stat st;
+    if (owners != nullptr && ::stat(dir.c_str(), &st) == 0) (*owners)[static_cast<pid_t>(pid)] = st.st_uid;
+  }
+  closedir(proc);
+  return parents;
+}
+
+}  // namespace
+
+int64_t HighWaterMarkOf(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) != 0) continue;
+    return std::strtoll(line.c_str() + 6, nullptr, 10) * 1024;  // "VmHWM:\t  123456 kB"
+  }
+  return -1;
+}
+
+MemoryWatch::MemoryWatch(pid_t root, int64_t uid) : root_(root), uid_(uid) {}
+
+void MemoryWatch::Rescan() {
+  std::map<pid_t, uid_t> owners;
+  const std::map<pid_t, pid_t> parents = ParentsOfAll(uid_ >= 0 ? &owners : nullptr);
+  // The command's tree: the root and every process whose chain of parents reaches it.
+  std::set<pid_t> tree = {root_};
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const auto& [pid, ppid] : parents) {
+      if (tree.count(pid) == 0 && tree.count(ppid) != 0) grew = tree.insert(pid).second;
+    }
+  }
+  for (const auto& [pid, owner] : owners) {
+    if (static_cast<int64_t>(owner) == uid_) tree.insert(pid);
+  }
+  // Not the grader's own forks that have not executed anything (the sandbox's child before its
+  // exec, a PID namespace's waiting parent and its init): their pages are copies of the
+  // grader's, not the command's.
+  static const FileId self = ExeOf("/proc/self");
+  for (pid_t pid : tree) {
+    const FileId exe = ExeOf("/proc/" + std::to_string(pid));
+    if (!exe.ok || (self.ok && exe.dev == self.dev && exe.ino == self.ino)) continue;
+    watched_.emplace(pid, -1);
+  }
+}
+
+void MemoryWatch::Sample() {
+  if (calls_++ % 5 == 0) Rescan();
+  std::vector<pid_t> gone;
+  for (auto& [pid, mark] : watched_) {
+    const int64_t now = HighWaterMarkOf(pid);
+    if (now < 0) {
+      gone.push_back(pid);
+      continue;
+    }
+    mark = now;
+    if (now > peak_bytes_) peak_bytes_ = now;
+  }
+  // An ended process's number can come back as another's: it is found again by a rescan if it
+  // belongs here.
+  for (pid_t pid : gone) watched_.erase(pid);
+}
+
+}  // namespace distlm::grading

@@ -1,0 +1,122 @@
+// The grader's count of what a command's processes held (grading/memory_watch.h), through
+// RunSandboxed: a program that holds 96 MiB is seen holding that much, whether it is the command,
+// its child, or (jailed) a process that left the command's tree; the grader's own forks, which
+// share its pages until they execute something, are not counted.
+#include "grading/memory_watch.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "common/testing/subprocess.h"
+#include "grading/jail.h"
+#include "grading/sandbox.h"
+
+namespace distlm::grading {
+namespace {
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+std::string Hog() { return testing::Runfile("grading/memory_hog"); }
+
+SandboxResult RunCommand(const std::vector<std::string>& argv, const PreparedJail* jail = nullptr) {
+  SandboxCommand c;
+  c.argv = argv;
+  SandboxLimits limits;
+  limits.timeout_s = 30;
+  limits.jail = jail;
+  return RunSandboxed(c, limits);
+}
+
+// What a 96 MiB hog must show: the 96 MiB and its program, not much more.
+void ExpectAbout96MiB(const SandboxResult& r, const std::string& what) {
+  ASSERT_EQ(r.exit_code, 0) << what << ": " << r.output;
+  EXPECT_GE(r.peak_memory_bytes, 96 * kMiB) << what;
+  EXPECT_LT(r.peak_memory_bytes, 96 * kMiB + 32 * kMiB) << what;
+}
+
+TEST(MemoryWatchTest, TheCommandItself) {
+  ExpectAbout96MiB(RunCommand({Hog(), "96", "300"}), "the command");
+  const SandboxResult small = RunCommand({Hog(), "4", "300"});
+  ASSERT_EQ(small.exit_code, 0) << small.output;
+  EXPECT_GT(small.peak_memory_bytes, 4 * kMiB);
+  EXPECT_LT(small.peak_memory_bytes, 40 * kMiB);
+}
+
+// A launcher's ranks are its children: the largest one counts, not the launcher.
+TEST(MemoryWatchTest, TheLargestOfTheCommandsChildren) {
+  const std::string hog = Hog();
+  ExpectAbout96MiB(RunCommand({"/bin/sh", "-c", hog + " 8 300 & " + hog + " 96 300 & " + hog + " 16 300 & wait"}),
+                   "three children");
+}
+
+// A command that ended at once reads as not measured, never as a made-up number.
+TEST(MemoryWatchTest, NothingMeasuredIsMinusOneOrTheProgramsOwn) {
+  const SandboxResult r = RunCommand({"/bin/true"});
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_TRUE(r.peak_memory_bytes == -1 || r.peak_memory_bytes < 16 * kMiB) << r.peak_memory_bytes;
+  EXPECT_EQ(HighWaterMarkOf(999999999), -1);
+  EXPECT_GT(HighWaterMarkOf(getpid()), 0);
+}
+
+class JailedMemoryWatchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    probe_ = ProbeIsolation();
+    if (probe_.best == Isolation::kNone) GTEST_SKIP() << "SKIPPED (the jail needs root): " << probe_.why_not_user;
+    // The student's user must be able to execute the hog: a copy in /tmp.
+    dir_ = MakeTempDir("distlm_memory_watch", "/tmp");
+    chmod(dir_.c_str(), 0755);
+    hog_ = dir_ + "/memory_hog";
+    std::filesystem::copy_file(Hog(), hog_);
+    chmod(hog_.c_str(), 0755);
+  }
+  void TearDown() override {
+    if (!dir_.empty()) RemoveTree(dir_);
+  }
+  JailSpec Spec(Isolation level) const {
+    JailSpec spec;
+    spec.level = level;
+    spec.user = probe_.user;
+    spec.binds = {{dir_, dir_, true}};  // a full jail's /tmp is its own
+    spec.max_processes = 64;
+    spec.env = {{"HOME", dir_}, {"TMPDIR", "/tmp"}};
+    return spec;
+  }
+
+  IsolationProbe probe_;
+  std::string dir_, hog_;
+};
+
+// A process that left the command's tree (its parent ended, so it was handed to the machine's
+// init) is still the student's: counted by its user.
+TEST_F(JailedMemoryWatchTest, AProcessThatLeftTheTreeIsCountedByItsUser) {
+  for (Isolation level : {Isolation::kUser, Isolation::kFull}) {
+    if (level == Isolation::kFull && probe_.best != Isolation::kFull) continue;
+    PreparedJail jail(Spec(level));
+    ExpectAbout96MiB(RunCommand({"/bin/bash", "-c", "(" + hog_ + " 96 800 &); sleep 1.2"}, &jail), IsolationName(level));
+  }
+}
+
+// A full jail starts with two forks of the grader that execute nothing (the PID namespace's
+// waiting parent and its init): they share the grader's pages, here 256 MiB more than a small
+// command holds, and must not be taken for the command's.
+TEST_F(JailedMemoryWatchTest, TheGradersOwnForksAreNotCounted) {
+  if (probe_.best != Isolation::kFull) GTEST_SKIP() << "SKIPPED (no namespaces here): " << probe_.why_not_full;
+  std::vector<char> ballast(256 * kMiB);
+  std::memset(ballast.data(), 1, ballast.size());
+  PreparedJail jail(Spec(Isolation::kFull));
+  const SandboxResult r = RunCommand({hog_, "4", "400"}, &jail);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_GT(r.peak_memory_bytes, 4 * kMiB);
+  EXPECT_LT(r.peak_memory_bytes, 64 * kMiB) << "the grader's " << ballast.size() / kMiB << " MiB were counted";
+}
+
+}  // namespace
+}  // namespace distlm::grading
