@@ -7,7 +7,10 @@
 //
 // What it misses: growth in the last sampling interval of a process's life (the samples are
 // 20 ms apart), and a process that lives less than one. A rank's peak comes while it trains,
-// seconds before it ends.
+// seconds before it ends. The kernel updates the mark lazily: memory that glibc hands back with
+// madvise (a thread's arena) can leave a peak unrecorded, so the grader's runs fix malloc's mmap
+// threshold (Autograder::RunOptions), which makes every large block a mapping that is unmapped
+// when freed, and the mark exact.
 #pragma once
 
 #include <sys/types.h>

@@ -221,12 +221,13 @@ class Task7Grading : public grading::StageGrading {
 
   // What 1F1B holds, seen from outside the processes: the log's in-flight count is the
   // submission's own word, the kernel's high-water mark of each rank's memory is not. At 512
-  // tokens a sequence and 4 sequences a micro-batch, a micro-batch's activations outweigh what
-  // else a rank allocates meanwhile (attention's scores alone are S^2 floats per head; 20 MiB a
-  // micro-batch on stage 0, measured), so the grader's own 1F1B and all forward all backward of
-  // the same layout differ by M - P = 2 micro-batches of stage 0's, and the student's 1F1B may
-  // hold at most half of one more than the grader's. At the parity runs' 64 tokens the two
-  // schedules' peaks differ by 8 MiB of about 200: too close to tell from the rest.
+  // tokens a sequence a micro-batch's activations outweigh what else a rank allocates meanwhile
+  // (attention's scores alone are S^2 floats per head: 13 MB a micro-batch of 2 on stage 0,
+  // measured), so the grader's own 1F1B and all forward all backward of the same layout differ by
+  // M - P = 2 micro-batches of stage 0's, and the student's 1F1B may hold at most 3/4 of one more
+  // than the grader's (run to run the peak moves by under 0.5 MB: Autograder::RunOptions fixes
+  // malloc's mmap threshold). At the parity runs' 64 tokens the two schedules' peaks differ by
+  // 8 MiB of about 200: too close to tell from the rest.
   static bool PipelineMemoryMatches(const grading::StageCheckContext& c, grading::TestResult& t, std::string* said) {
     if (!c.reference_peak_memory) return true;
     if (c.model_type != "bert") {
@@ -235,15 +236,13 @@ class Task7Grading : public grading::StageGrading {
       return true;
     }
     const std::vector<std::string> one_f_one_b = {"--model_parallel=pipeline", "--pipeline_schedule=1f1b",
-                                                  "--micro_batches=4", "--max_seq_length=512",
-                                                  "--per_gpu_train_batch_size=16"};
+                                                  "--micro_batches=4", "--max_seq_length=512"};
     std::vector<std::string> afab = one_f_one_b;
     afab[1] = "--pipeline_schedule=afab";
     const grading::StageRun r = c.run(2, one_f_one_b, 0);
     if (r.exit_code != 0 || r.timed_out || r.log.size() < grading::kSteps) {
-      t.output = "the run with --pipeline_schedule=1f1b --micro_batches=4 --max_seq_length=512 "
-                 "--per_gpu_train_batch_size=16 on 2 ranks (the grader's look at its memory) did not complete: " +
-                 c.run_failure(r);
+      t.output = "the run with --pipeline_schedule=1f1b --micro_batches=4 --max_seq_length=512 on 2 ranks (the "
+                 "grader's look at its memory) did not complete: " + c.run_failure(r);
       return false;
     }
     const int64_t mine = r.peak_memory_bytes, ref = c.reference_peak_memory(2, one_f_one_b),
@@ -259,12 +258,12 @@ class Task7Grading : public grading::StageGrading {
     const double micro_batch = (ref_afab - ref) / 2.0;
     const std::string figures = "the grader's own 1F1B of this layout " + mb(ref) + ", its all forward all backward " +
                                 mb(ref_afab) + ": about " + mb(micro_batch) + " a micro-batch";
-    if (mine <= ref + micro_batch / 2) {
+    if (mine <= ref + 0.75 * micro_batch) {
       *said = "memory at 512 tokens a sequence (measured by the grader, outside your processes): your 1F1B's largest "
               "rank held " + mb(mine) + " at its peak; " + figures + "\n";
       return true;
     }
-    t.output = "at 512 tokens a sequence and 16 a batch your 1F1B's largest rank held " + mb(mine) + " at its peak (the kernel's count, "
+    t.output = "at 512 tokens a sequence your 1F1B's largest rank held " + mb(mine) + " at its peak (the kernel's count, "
                "read by the grader outside your processes), " + Fmt("%.1f", (mine - ref) / micro_batch) +
                " micro-batches' activations more than the grader's own 1F1B of the same layout (" + figures +
                "): whatever the log says, stage 0 held more than 2 micro-batches between their forward and their "
