@@ -149,6 +149,7 @@ const Trace& Autograder::Impl::Expected() {
   std::ifstream model(r.output_dir + "/model.safetensors", std::ios::binary);
   grader_model.assign(std::istreambuf_iterator<char>(model), {});
   gradient_bytes = TensorBytesOf(grader_model);
+  expected_peak_memory = r.peak_memory_bytes;
   have_expected = true;
   return expected;
 }
@@ -179,7 +180,7 @@ const std::vector<KnownMistake>& Autograder::Impl::RunMistakes(const std::vector
   try {
     binary = GraderBinary(configured, runfile);
   } catch (const std::exception& e) {
-    mistakes_note = std::string("known mistakes not recognised: ") + e.what();
+    Note(std::string("known mistakes not recognised: ") + e.what());
     return mistakes;
   }
   for (const std::string& m : names) {
@@ -189,7 +190,7 @@ const std::vector<KnownMistake>& Autograder::Impl::RunMistakes(const std::vector
     flags.push_back("--mutation=" + m);
     StageRun r = RunStage(binary, ranks, Launcher::kLaunch, flags, o);
     if (r.exit_code != 0 || r.log.size() < kSteps) {
-      mistakes_note = "the grader's run of the known mistake '" + m + "' failed; it is not recognised";
+      Note("the grader's run of the known mistake '" + m + "' failed; it is not recognised");
       continue;
     }
     mistakes.push_back({m, TraceOf(r)});
@@ -210,7 +211,7 @@ const Autograder::Impl::ReferenceFigures& Autograder::Impl::ReferenceRun(const s
   try {
     binary = GraderBinary("", grading.MutantBinary());
   } catch (const std::exception& e) {
-    mistakes_note = st.id + "'s traffic and memory not checked: " + e.what();
+    Note(st.id + "'s traffic and memory not checked: " + e.what());
     return figures;
   }
   std::string said;
@@ -220,8 +221,8 @@ const Autograder::Impl::ReferenceFigures& Autograder::Impl::ReferenceRun(const s
   const StageRun r = RunStage(binary, ranks, Launcher::kLaunch, flags,
                               RunOptions("reference_" + st.id + "_" + std::to_string(reference_runs.size()), nullptr));
   if (r.exit_code != 0 || r.log.size() < kSteps) {
-    mistakes_note = "the grader's own run of " + st.id + " on " + std::to_string(ranks) +
-                    " ranks failed; its traffic and memory are not checked";
+    Note("the grader's own run of " + st.id + " on " + std::to_string(ranks) + " ranks" + (said.empty() ? "" : " with" + said) +
+         " failed; its traffic and memory are not checked");
     return figures;
   }
   if (r.network_bytes > 0) figures.bytes = static_cast<double>(r.network_bytes);
@@ -293,6 +294,7 @@ GradeReport Autograder::Grade(const GradeRequest& req) {
     im.own_mistakes_tried.clear();
     im.own_mistakes.clear();
     im.reference_runs.clear();
+    im.grader_notes.clear();
   }
   im.graded_launcher.clear();
   im.space = std::make_unique<StudentSpace>(im.config, work);
@@ -333,7 +335,7 @@ GradeReport Autograder::Grade(const GradeRequest& req) {
   im.space->SealForRuns();
   if (const std::string d = im.space->Description(); !d.empty()) report.notes.push_back(d);
   for (const stages::Stage* st : graded) im.GradeStage(*st, sub.stages.at(st->id), builds[st->id], &report);
-  if (!im.mistakes_note.empty()) report.notes.push_back(im.mistakes_note);
+  report.notes.insert(report.notes.end(), im.grader_notes.begin(), im.grader_notes.end());
   report.execution_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return report;
 }

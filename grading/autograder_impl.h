@@ -3,6 +3,7 @@
 // stage's tests from its build and run). Internal to //grading:autograder.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -29,13 +30,20 @@ struct Autograder::Impl {
   Trace expected;
   double gradient_bytes = 0;  // of the model the grader's own run saved (0: unknown, traffic not checked)
   std::string grader_model;   // that model.safetensors, bytes ("": final weights not checked)
+  int64_t expected_peak_memory = -1;  // what that run's process held at most (StageRun::peak_memory_bytes)
   bool mistakes_tried = false;
   std::vector<KnownMistake> mistakes;
   // Each stage's own known mistakes (StageGrading::OwnMistakes), run only when one of its traces
   // fails, by stage id.
   std::map<std::string, bool> own_mistakes_tried;
   std::map<std::string, std::vector<KnownMistake>> own_mistakes;
-  std::string mistakes_note;
+  // What the grader's own runs could not do (a known mistake that failed to run, a reference
+  // run that failed): every one, once, in the report's notes; kept with the runs they concern
+  // (cleared when the seed changes).
+  std::vector<std::string> grader_notes;
+  void Note(const std::string& note) {
+    if (std::find(grader_notes.begin(), grader_notes.end(), note) == grader_notes.end()) grader_notes.push_back(note);
+  }
   // What the grader's own reference of a stage did, seen from outside its processes: the bytes
   // it sent on the network and the most memory one of its processes held (-1 each where it
   // could not be run or counted).

@@ -174,6 +174,14 @@ void Autograder::Impl::Judge(const stages::Stage& st, const StageGrading& gradin
   traffic.Judge(&t_parity);
   // What every rank ends with, against each other and against the grader's run.
   CheckFinalWeights(r, ranks, grader_model).Judge(&t_parity);
+  // What the largest rank held, for the student to see (judged only where a stage says how:
+  // task 7b's 1F1B). The yardstick is the whole batch on one process.
+  if (r.peak_memory_bytes > 0 && expected_peak_memory > 0) {
+    t_parity.output += "memory: " + std::string(ranks > 1 ? "your largest rank" : "your process") + " held " +
+                       Fmt("%.1f", r.peak_memory_bytes / 1e6) + " MB at its peak (the kernel's count, read by the "
+                       "grader); the grader's single-node run, the whole batch on one process, " +
+                       Fmt("%.1f", expected_peak_memory / 1e6) + " MB\n";
+  }
 
   const std::vector<TestResult> own_tests = grading.ExtraTestNames();
   if (!own_tests.empty()) {
