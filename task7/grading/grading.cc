@@ -248,11 +248,19 @@ class Task7Grading : public grading::StageGrading {
     const int64_t mine = r.peak_memory_bytes, ref = c.reference_peak_memory(2, one_f_one_b),
                   ref_afab = c.reference_peak_memory(2, afab);
     const auto mb = [](double bytes) { return Fmt("%.1f", bytes / 1e6) + " MB"; };
-    // Less than 4 MB between the two schedules: this machine's counts cannot tell them apart.
-    if (mine < 0 || ref < 0 || ref_afab - ref < 4'000'000) {
+    if (ref >= 0 && mine < 0) {
+      // The grader read its own ranks' memory but not these: nothing to credit on the log's word.
+      t.output = "the grader could not read the memory of your 1F1B run's ranks while they ran (at 512 tokens a "
+                 "sequence), so their in-flight count is not credited\n";
+      return false;
+    }
+    // Not measured on this machine, or less than 4 MB between the two schedules: its counts
+    // cannot tell them apart.
+    if (ref < 0 || ref_afab < 0 || ref_afab - ref < 4'000'000) {
       *said = "memory: not judged here (" +
-              (mine < 0 || ref < 0 ? std::string("not measured") : "the grader's own two schedules held " + mb(ref) +
-                                                                       " and " + mb(ref_afab)) + ")\n";
+              (ref < 0 || ref_afab < 0 ? std::string("the grader's own runs were not measured")
+                                       : "the grader's own two schedules held " + mb(ref) + " and " + mb(ref_afab)) +
+              ")\n";
       return true;
     }
     const double micro_batch = (ref_afab - ref) / 2.0;
