@@ -5,7 +5,7 @@
 
 #include <cstdlib>
 #include <fstream>
-#include <set>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -86,21 +86,20 @@ void MemoryWatch::Rescan() {
   for (pid_t pid : tree) {
     const FileId exe = ExeOf("/proc/" + std::to_string(pid));
     if (!exe.ok || (self.ok && exe.dev == self.dev && exe.ino == self.ino)) continue;
-    watched_.emplace(pid, -1);
+    watched_.insert(pid);
   }
 }
 
 void MemoryWatch::Sample() {
   if (calls_++ % 5 == 0) Rescan();
   std::vector<pid_t> gone;
-  for (auto& [pid, mark] : watched_) {
+  for (pid_t pid : watched_) {
     const int64_t now = HighWaterMarkOf(pid);
     if (now < 0) {
       gone.push_back(pid);
-      continue;
+    } else if (now > peak_bytes_) {
+      peak_bytes_ = now;
     }
-    mark = now;
-    if (now > peak_bytes_) peak_bytes_ = now;
   }
   // An ended process's number can come back as another's: it is found again by a rescan if it
   // belongs here.

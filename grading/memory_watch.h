@@ -16,7 +16,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
-#include <map>
+#include <set>
 
 namespace distlm::grading {
 
@@ -38,7 +38,7 @@ class MemoryWatch {
   pid_t root_;
   int64_t uid_;
   int calls_ = 0;
-  std::map<pid_t, int64_t> watched_;  // pid -> its latest high-water mark (bytes)
+  std::set<pid_t> watched_;  // the command's processes found so far and still alive
   int64_t peak_bytes_ = -1;
 };
 

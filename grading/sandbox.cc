@@ -379,7 +379,6 @@ int WaitForCommand(pid_t pid, const SandboxLimits& limits, std::chrono::steady_c
   int wstatus = 0;
   for (;;) {
     memory.Sample();
-    result->peak_memory_bytes = memory.peak_bytes();
     pid_t r = waitpid(pid, &wstatus, WNOHANG);
     if (r == pid) break;
     if (r < 0 && errno != EINTR) throw std::runtime_error(std::string("waitpid: ") + strerror(errno));
@@ -394,6 +393,7 @@ int WaitForCommand(pid_t pid, const SandboxLimits& limits, std::chrono::steady_c
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  result->peak_memory_bytes = memory.peak_bytes();
   kill(-pid, SIGKILL);  // whatever it left behind in its group
   // and whatever left the group (setsid, daemons): every process of the student's user.
   if (jailed) KillAllProcessesOf(limits.jail->spec().user.uid);
