@@ -1,6 +1,7 @@
 // No replay: a graded run may not start processes or execute programs beyond what the grader's
-// launcher started. Without this, a run could re-execute its own binary on one process with the
-// whole batch (the very computation behind the grader's expected trace) and log its numbers.
+// launcher started, nor leave kernel objects behind for a later run. Without this, a run could
+// re-execute its own binary on one process with the whole batch (the very computation behind the
+// grader's expected trace) and log its numbers.
 //
 // The mechanism is a seccomp filter (Debian's libseccomp builds it), installed in each rank
 // between fork() and execve() and inherited by everything the rank does afterwards:
@@ -13,6 +14,8 @@
 //     no way to learn the address (the filter cannot be read back without CAP_SYS_ADMIN, the
 //     launcher is not dumpable), and guessing it is one system call per try among ~2^44;
 //   - ptrace and process_vm_readv/writev fail with EPERM (no reaching into another process);
+//   - add_key, request_key, keyctl and mq_open fail with EPERM: a key in the user's keyring or a
+//     POSIX message queue outlives the run's processes and could hand bytes to the next run;
 //   - a system call of another architecture (int 0x80 on x86-64) kills the process.
 // Why seccomp and not another kernel mechanism: it needs no privilege beyond no_new_privs (so it
 // works as the unprivileged student user, inside or outside the namespaces), it binds every

@@ -1,7 +1,8 @@
-// Tries every way of starting a process or another program and prints, one line each, what
-// happened: "fork: Operation not permitted" or "fork: ALLOWED". A thread must still start.
+// Tries every way of starting a process or another program, or of leaving a kernel object for a
+// later run, and prints, one line each, what happened: "fork: Operation not permitted" or "fork: ALLOWED". A thread must still start.
 // Run by no_spawn_test under `launch --no_spawn` (all refused) and plain `launch` (all allowed).
 #include <fcntl.h>
+#include <mqueue.h>
 #include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
@@ -86,6 +87,28 @@ int main() {
     iovec local{to, sizeof(to)}, remote{from, sizeof(from)};
     const long rc = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
     Say("process_vm_readv", rc, errno);
+  }
+  {
+    // A key in the user's keyring (KEY_SPEC_USER_KEYRING) outlives the process; revoked at once
+    // when it was made.
+    const long key = syscall(SYS_add_key, "user", "distlm_no_spawn_testee", "x", 1, -4);
+    Say("add_key", key, errno);
+    if (key >= 0) syscall(SYS_keyctl, 3 /* KEYCTL_REVOKE */, key);
+    const long found = syscall(SYS_keyctl, 0 /* KEYCTL_GET_KEYRING_ID */, -4, 0);
+    Say("keyctl", found, errno);
+  }
+  {
+    // A POSIX message queue outlives the process too; removed at once when it was made.
+    mq_attr attr{};
+    attr.mq_maxmsg = 1;
+    attr.mq_msgsize = 8;
+    const std::string name = "distlm_no_spawn_testee_" + std::to_string(getpid());
+    const long q = syscall(SYS_mq_open, name.c_str(), O_CREAT | O_RDWR, 0600, &attr);
+    Say("mq_open", q, errno);
+    if (q >= 0) {
+      close(static_cast<int>(q));
+      syscall(SYS_mq_unlink, name.c_str());
+    }
   }
   {
     char arg0[] = "/bin/true";
