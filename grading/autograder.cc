@@ -75,7 +75,7 @@ StageRunOptions Autograder::Impl::RunOptions(const std::string& name, const Buil
   o.limits.file_size_bytes = int64_t{256} << 20;  // the tiny model and its snapshots are a few MiB
   o.unset_env = kDistEnv;
   // Every block of 64 KiB or more a mapping of its own, given back to the kernel when freed:
-  // then a process's high-water mark (memory_watch.h) is the peak of what it had live, the same
+  // then a process's high-water mark (process_watch.h) is the peak of what it had live, the same
   // to within 0.5 MB run after run. With malloc's own sliding threshold the freed memory of a
   // thread's arena goes back through madvise, which the mark may miss, and the same 1F1B run
   // peaked anywhere in 307-321 MB (measured). The student's runs and the grader's alike.

@@ -1,22 +1,32 @@
-// A program that holds a known amount of memory, for //grading:memory_watch_test:
-//   memory_hog MB HOLD_MS
+// A program that holds a known amount of memory and uses a known amount of CPU time, for
+// //grading:process_watch_test:
+//   memory_hog MB HOLD_MS [CPU_MS]
 // allocates MB MiB, writes every page (so that each is resident), holds them HOLD_MS
-// milliseconds, and exits 0.
+// milliseconds, then computes until it has used CPU_MS milliseconds of CPU time (0 if not
+// given), and exits 0.
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
 
 int main(int argc, char** argv) {
-  if (argc != 3) return 2;
+  if (argc != 3 && argc != 4) return 2;
   const size_t bytes = static_cast<size_t>(std::atol(argv[1])) << 20;
   char* p = static_cast<char*>(std::malloc(bytes));
   if (p == nullptr) return 3;
   std::memset(p, 1, bytes);
   usleep(static_cast<useconds_t>(std::atol(argv[2])) * 1000);
-  // Read back, so that the writes are not optimised away.
-  long sum = 0;
-  for (size_t i = 0; i < bytes; i += 4096) sum += p[i];
+  // Read back, so that the writes are not optimised away; as many times as CPU_MS asks.
+  const double cpu_s = argc == 4 ? std::atol(argv[3]) / 1000.0 : 0;
+  long sum = 0, rounds = 0;
+  for (;;) {
+    for (size_t i = 0; i < bytes; i += 4096) sum += p[i];
+    ++rounds;
+    timespec used{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &used);
+    if (used.tv_sec + used.tv_nsec / 1e9 >= cpu_s) break;
+  }
   std::free(p);
-  return sum == static_cast<long>(bytes / 4096) ? 0 : 4;
+  return sum == rounds * static_cast<long>(bytes / 4096) ? 0 : 4;
 }

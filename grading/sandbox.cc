@@ -20,7 +20,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "grading/memory_watch.h"
+#include "grading/process_watch.h"
 
 extern char** environ;
 
@@ -374,11 +374,11 @@ int WaitForCommand(pid_t pid, const SandboxLimits& limits, std::chrono::steady_c
                    SandboxResult* result) {
   const bool jailed = limits.jail != nullptr && limits.jail->spec().level != Isolation::kNone;
   const DiskWatch disk(limits.jail);
-  MemoryWatch memory(pid, jailed ? static_cast<int64_t>(limits.jail->spec().user.uid) : -1);
+  ProcessWatch watch(pid, jailed ? static_cast<int64_t>(limits.jail->spec().user.uid) : -1);
   const auto deadline = start + std::chrono::duration<double>(limits.timeout_s);
   int wstatus = 0;
   for (;;) {
-    memory.Sample();
+    watch.Sample();
     pid_t r = waitpid(pid, &wstatus, WNOHANG);
     if (r == pid) break;
     if (r < 0 && errno != EINTR) throw std::runtime_error(std::string("waitpid: ") + strerror(errno));
@@ -393,7 +393,8 @@ int WaitForCommand(pid_t pid, const SandboxLimits& limits, std::chrono::steady_c
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  result->peak_memory_bytes = memory.peak_bytes();
+  result->peak_memory_bytes = watch.peak_bytes();
+  result->peak_cpu_seconds = watch.peak_cpu_seconds();
   kill(-pid, SIGKILL);  // whatever it left behind in its group
   // and whatever left the group (setsid, daemons): every process of the student's user.
   if (jailed) KillAllProcessesOf(limits.jail->spec().user.uid);

@@ -53,8 +53,11 @@ struct SandboxResult {
   // count but sending more); -1 when it had no namespace of its own.
   int64_t loopback_bytes = -1;
   // The largest resident set any one of its processes reached (their kernel high-water marks,
-  // sampled by the grader while it ran: grading/memory_watch.h), in bytes; -1 when none was read.
+  // sampled by the grader while it ran: grading/process_watch.h), in bytes; -1 when none was read.
   int64_t peak_memory_bytes = -1;
+  // The most CPU time any one of its processes used (all its threads, user and system), sampled
+  // the same way, in seconds; -1 when none was read.
+  double peak_cpu_seconds = -1;
 };
 
 // Runs the command to its end or to the deadline. Throws std::runtime_error only when the

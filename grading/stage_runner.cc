@@ -101,6 +101,7 @@ StageRun RunStage(const std::string& binary, int nproc, Launcher launcher, const
   SandboxResult r = RunSandboxed(c, limits);
   run.network_bytes = r.loopback_bytes;
   run.peak_memory_bytes = r.peak_memory_bytes;
+  run.peak_cpu_seconds = r.peak_cpu_seconds;
   run.signal = r.signal;
   run.output = r.output;
   run.network_isolated = r.network_isolated;

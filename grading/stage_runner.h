@@ -31,6 +31,7 @@ struct StageRun {
   bool network_isolated = false;
   int64_t network_bytes = -1;        // sent over loopback by all ranks together, counted by the kernel; -1: not counted
   int64_t peak_memory_bytes = -1;    // the most any one process held resident (sandbox.h); -1: not read
+  double peak_cpu_seconds = -1;      // the most CPU time any one process used (sandbox.h); -1: not read
   std::string isolation_note;
   double seconds = 0;
   bool disk_limit_hit = false;

@@ -1,8 +1,9 @@
-// The grader's count of what a command's processes held (grading/memory_watch.h), through
-// RunSandboxed: a program that holds 96 MiB is seen holding that much, whether it is the command,
-// its child, or (jailed) a process that left the command's tree; the grader's own forks, which
-// share its pages until they execute something, are not counted.
-#include "grading/memory_watch.h"
+// The grader's count of what a command's processes held and used (grading/process_watch.h),
+// through RunSandboxed: a program that holds 96 MiB is seen holding that much, whether it is the
+// command, its child, or (jailed) a process that left the command's tree; the grader's own forks,
+// which share its pages until they execute something, are not counted; the CPU time of the
+// busiest of three children is its own, not the others' nor their sum.
+#include "grading/process_watch.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -41,7 +42,7 @@ void ExpectAbout96MiB(const SandboxResult& r, const std::string& what) {
   EXPECT_LT(r.peak_memory_bytes, 96 * kMiB + 32 * kMiB) << what;
 }
 
-TEST(MemoryWatchTest, TheCommandItself) {
+TEST(ProcessWatchTest, TheCommandItself) {
   ExpectAbout96MiB(RunCommand({Hog(), "96", "300"}), "the command");
   const SandboxResult small = RunCommand({Hog(), "4", "300"});
   ASSERT_EQ(small.exit_code, 0) << small.output;
@@ -50,14 +51,32 @@ TEST(MemoryWatchTest, TheCommandItself) {
 }
 
 // A launcher's ranks are its children: the largest one counts, not the launcher.
-TEST(MemoryWatchTest, TheLargestOfTheCommandsChildren) {
+TEST(ProcessWatchTest, TheLargestOfTheCommandsChildren) {
   const std::string hog = Hog();
   ExpectAbout96MiB(RunCommand({"/bin/sh", "-c", hog + " 8 300 & " + hog + " 96 300 & " + hog + " 16 300 & wait"}),
                    "three children");
 }
 
+// The busiest process's CPU time, not the sum: a rank that did the work of all is told from
+// ranks that each did their share by its own count.
+TEST(ProcessWatchTest, TheCpuTimeOfTheBusiestProcess) {
+  const std::string hog = Hog();
+  const SandboxResult r =
+      RunCommand({"/bin/sh", "-c", hog + " 4 0 200 & " + hog + " 4 0 900 & " + hog + " 4 0 300 & wait"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // The last sample can come up to 20 ms before the busiest one ends.
+  EXPECT_GE(r.peak_cpu_seconds, 0.85) << "the busiest child used 0.9 s";
+  EXPECT_LT(r.peak_cpu_seconds, 1.2) << "not the busiest child's alone (the three used 1.4 s)";
+  const SandboxResult idle = RunCommand({hog, "4", "500"});
+  ASSERT_EQ(idle.exit_code, 0) << idle.output;
+  EXPECT_GE(idle.peak_cpu_seconds, 0);
+  EXPECT_LT(idle.peak_cpu_seconds, 0.3) << "a process that sleeps 0.5 s";
+  EXPECT_EQ(CpuSecondsOf(999999999), -1);
+  EXPECT_GT(CpuSecondsOf(getpid()), 0);
+}
+
 // A command that ended at once reads as not measured, never as a made-up number.
-TEST(MemoryWatchTest, NothingMeasuredIsMinusOneOrTheProgramsOwn) {
+TEST(ProcessWatchTest, NothingMeasuredIsMinusOneOrTheProgramsOwn) {
   const SandboxResult r = RunCommand({"/bin/true"});
   ASSERT_EQ(r.exit_code, 0);
   EXPECT_TRUE(r.peak_memory_bytes == -1 || r.peak_memory_bytes < 16 * kMiB) << r.peak_memory_bytes;
@@ -65,13 +84,13 @@ TEST(MemoryWatchTest, NothingMeasuredIsMinusOneOrTheProgramsOwn) {
   EXPECT_GT(HighWaterMarkOf(getpid()), 0);
 }
 
-class JailedMemoryWatchTest : public ::testing::Test {
+class JailedProcessWatchTest : public ::testing::Test {
  protected:
   void SetUp() override {
     probe_ = ProbeIsolation();
     if (probe_.best == Isolation::kNone) GTEST_SKIP() << "SKIPPED (the jail needs root): " << probe_.why_not_user;
     // The student's user must be able to execute the hog: a copy in /tmp.
-    dir_ = MakeTempDir("distlm_memory_watch", "/tmp");
+    dir_ = MakeTempDir("distlm_process_watch", "/tmp");
     chmod(dir_.c_str(), 0755);
     hog_ = dir_ + "/memory_hog";
     std::filesystem::copy_file(Hog(), hog_);
@@ -96,7 +115,7 @@ class JailedMemoryWatchTest : public ::testing::Test {
 
 // A process that left the command's tree (its parent ended, so it was handed to the machine's
 // init) is still the student's: counted by its user.
-TEST_F(JailedMemoryWatchTest, AProcessThatLeftTheTreeIsCountedByItsUser) {
+TEST_F(JailedProcessWatchTest, AProcessThatLeftTheTreeIsCountedByItsUser) {
   for (Isolation level : {Isolation::kUser, Isolation::kFull}) {
     if (level == Isolation::kFull && probe_.best != Isolation::kFull) continue;
     PreparedJail jail(Spec(level));
@@ -107,7 +126,7 @@ TEST_F(JailedMemoryWatchTest, AProcessThatLeftTheTreeIsCountedByItsUser) {
 // A full jail starts with two forks of the grader that execute nothing (the PID namespace's
 // waiting parent and its init): they share the grader's pages, here 256 MiB more than a small
 // command holds, and must not be taken for the command's.
-TEST_F(JailedMemoryWatchTest, TheGradersOwnForksAreNotCounted) {
+TEST_F(JailedProcessWatchTest, TheGradersOwnForksAreNotCounted) {
   if (probe_.best != Isolation::kFull) GTEST_SKIP() << "SKIPPED (no namespaces here): " << probe_.why_not_full;
   std::vector<char> ballast(256 * kMiB);
   std::memset(ballast.data(), 1, ballast.size());

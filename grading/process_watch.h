@@ -1,9 +1,11 @@
 // Evidence from outside the student's processes, as the byte count on the network is: the most
-// memory any one process of a command held, read by the grader from the kernel while the
-// command runs. Each process's VmHWM (/proc/PID/status) is the high-water mark of its resident
-// set since its last exec, kept by the kernel; a process can raise it, never lower it. The
-// watch follows the command's process tree and, for a jailed command, every process of the
-// student's user (one that left the tree, through a double fork or setsid, is still counted).
+// memory any one process of a command held, and the most CPU time any one of them used, read by
+// the grader from the kernel while the command runs. Each process's VmHWM (/proc/PID/status) is
+// the high-water mark of its resident set since its last exec, and its utime + stime
+// (/proc/PID/stat) the CPU time of all its threads; the kernel keeps both, and a process can
+// raise them, never lower them. The watch follows the command's process tree and, for a jailed
+// command, every process of the student's user (one that left the tree, through a double fork or
+// setsid, is still counted).
 //
 // What it misses: growth in the last sampling interval of a process's life (the samples are
 // 20 ms apart), and a process that lives less than one. A rank's peak comes while it trains,
@@ -20,17 +22,20 @@
 
 namespace distlm::grading {
 
-class MemoryWatch {
+class ProcessWatch {
  public:
   // `root`: the command's first process. `uid` >= 0: also every process of that user.
-  MemoryWatch(pid_t root, int64_t uid);
+  ProcessWatch(pid_t root, int64_t uid);
 
-  // One sample: the high-water marks of the processes known; every few calls the process list
-  // is read again for new ones. Cheap enough to call every 20 ms.
+  // One sample: the high-water marks and CPU times of the processes known; every few calls the
+  // process list is read again for new ones. Cheap enough to call every 20 ms.
   void Sample();
 
   // The largest high-water mark seen, in bytes; -1 before any process was read.
   int64_t peak_bytes() const { return peak_bytes_; }
+  // The most CPU time (user and system, all threads) any one process had used when last read, in
+  // seconds; -1 before any process was read.
+  double peak_cpu_seconds() const { return peak_cpu_seconds_; }
 
  private:
   void Rescan();
@@ -40,10 +45,14 @@ class MemoryWatch {
   int calls_ = 0;
   std::set<pid_t> watched_;  // the command's processes found so far and still alive
   int64_t peak_bytes_ = -1;
+  double peak_cpu_seconds_ = -1;
 };
 
 // The high-water mark of `pid`'s resident set in bytes (VmHWM), or -1 when it cannot be read
 // (the process ended, or has no memory of its own: a kernel thread, a zombie).
 int64_t HighWaterMarkOf(pid_t pid);
+// The CPU time `pid` has used, user and system, all its threads, in seconds (utime + stime of
+// /proc/PID/stat), or -1 when it cannot be read.
+double CpuSecondsOf(pid_t pid);
 
 }  // namespace distlm::grading

@@ -1,10 +1,12 @@
-#include "grading/memory_watch.h"
+#include "grading/process_watch.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -63,9 +65,29 @@ int64_t HighWaterMarkOf(pid_t pid) {
   return -1;
 }
 
-MemoryWatch::MemoryWatch(pid_t root, int64_t uid) : root_(root), uid_(uid) {}
+double CpuSecondsOf(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return -1;
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos) return -1;
+  // After the command name: state (field 3), ... utime (14) and stime (15), in clock ticks.
+  std::istringstream fields(line.substr(close + 1));
+  std::string field;
+  double ticks = 0;
+  for (int n = 3; n <= 15 && fields >> field; ++n) {
+    if (n >= 14) ticks += std::strtod(field.c_str(), nullptr);
+    if (n == 15) {
+      static const long per_second = sysconf(_SC_CLK_TCK);
+      return per_second > 0 ? ticks / static_cast<double>(per_second) : -1;
+    }
+  }
+  return -1;
+}
 
-void MemoryWatch::Rescan() {
+ProcessWatch::ProcessWatch(pid_t root, int64_t uid) : root_(root), uid_(uid) {}
+
+void ProcessWatch::Rescan() {
   std::map<pid_t, uid_t> owners;
   const std::map<pid_t, pid_t> parents = ParentsOfAll(uid_ >= 0 ? &owners : nullptr);
   // The command's tree: the root and every process whose chain of parents reaches it.
@@ -90,16 +112,18 @@ void MemoryWatch::Rescan() {
   }
 }
 
-void MemoryWatch::Sample() {
+void ProcessWatch::Sample() {
   if (calls_++ % 5 == 0) Rescan();
   std::vector<pid_t> gone;
   for (pid_t pid : watched_) {
     const int64_t now = HighWaterMarkOf(pid);
     if (now < 0) {
       gone.push_back(pid);
-    } else if (now > peak_bytes_) {
-      peak_bytes_ = now;
+      continue;
     }
+    if (now > peak_bytes_) peak_bytes_ = now;
+    const double cpu = CpuSecondsOf(pid);
+    if (cpu > peak_cpu_seconds_) peak_cpu_seconds_ = cpu;
   }
   // An ended process's number can come back as another's: it is found again by a rescan if it
   // belongs here.
