@@ -230,6 +230,49 @@ const Autograder::Impl::ReferenceFigures& Autograder::Impl::ReferenceRun(const s
   return figures;
 }
 
+const Autograder::Impl::LongRuns& Autograder::Impl::LongRunsOf(int ranks) {
+  if (auto it = long_runs.find(ranks); it != long_runs.end()) return it->second;
+  LongRuns& runs = long_runs[ranks];
+  runs.yardstick.ranks = ranks;
+  const std::vector<std::string> long_flag = {"--max_seq_length=512"};
+  try {
+    // The whole batch on one process: part 1's reference, as for the grader's trace.
+    Progress("running the grader's own single-node run at 512 tokens a sequence, to see what one rank's share costs");
+    StageRunOptions o = RunOptions("expected_512", nullptr);
+    o.limits.isolate_network = false;
+    o.limits.address_space_bytes = 0;
+    std::vector<std::string> flags = Flags(1);
+    flags.insert(flags.end(), long_flag.begin(), long_flag.end());
+    const StageRun one = RunStage(RequiredGraderBinary(config.expected_binary, "part1/reference", "reference binary"), 1,
+                                  Launcher::kSingle, flags, o);
+    if (one.exit_code == 0 && one.log.size() >= kSteps) {
+      runs.single_ok = true;
+      runs.single_trace = TraceOf(one);
+      runs.yardstick.single = {one.peak_memory_bytes, one.peak_cpu_seconds};
+    } else {
+      Note("the grader's own single-node run at 512 tokens failed; each rank's share is not checked");
+      return runs;
+    }
+    // Its data-parallel reference on the same ranks (task 2b's, the all_reduce of every gradient).
+    Progress("running the grader's own data-parallel run on " + std::to_string(ranks) + " ranks at 512 tokens");
+    flags = Flags(ranks);
+    flags.insert(flags.end(), long_flag.begin(), long_flag.end());
+    flags.push_back("--mutation=none");
+    const StageRun dp = RunStage(GraderBinary(config.mutant_binary, "grading/mutant_stage"), ranks, Launcher::kLaunch,
+                                 flags, RunOptions("share_" + std::to_string(ranks), nullptr));
+    if (dp.exit_code == 0 && dp.log.size() >= kSteps) {
+      runs.yardstick.data_parallel = {dp.peak_memory_bytes, dp.peak_cpu_seconds};
+    } else {
+      Note("the grader's own data-parallel run at 512 tokens failed; each rank's share is not checked");
+    }
+  } catch (const GraderError&) {
+    throw;
+  } catch (const std::exception& e) {
+    Note(std::string("each rank's share not checked: ") + e.what());
+  }
+  return runs;
+}
+
 Autograder::Autograder(GraderConfig config) : impl_(std::make_unique<Impl>()) {
   if (config.ranks < 1 || kTotalBatch % config.ranks != 0) {
     throw GraderError("--ranks=" + std::to_string(config.ranks) + " must divide the total batch of " +
@@ -294,6 +337,7 @@ GradeReport Autograder::Grade(const GradeRequest& req) {
     im.own_mistakes_tried.clear();
     im.own_mistakes.clear();
     im.reference_runs.clear();
+    im.long_runs.clear();
     im.grader_notes.clear();
   }
   im.graded_launcher.clear();

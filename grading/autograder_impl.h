@@ -15,11 +15,13 @@
 #include "grading/autograder.h"
 #include "grading/diagnosis.h"
 #include "grading/kit_build.h"
+#include "grading/share_check.h"
 #include "grading/stage_grading.h"
 #include "grading/stage_runner.h"
 #include "grading/student_space.h"
 #include "grading/submission.h"
 #include "grading/test_result.h"
+#include "grading/traffic_check.h"
 #include "grading/trace.h"
 
 namespace distlm::grading {
@@ -53,6 +55,15 @@ struct Autograder::Impl {
   };
   // By stage, ranks and flags (ReferenceRun).
   std::map<std::string, ReferenceFigures> reference_runs;
+  // The grader's own runs at 512 tokens a sequence for the share check (share_check.h), by
+  // number of ranks: the whole batch on one process (its trace, which the student's run at that
+  // length must match) and its data-parallel reference. Cleared when the seed changes.
+  struct LongRuns {
+    bool single_ok = false;
+    Trace single_trace;
+    ShareYardstick yardstick;
+  };
+  std::map<int, LongRuns> long_runs;
   std::unique_ptr<StudentSpace> space;  // this grading's folders and jails
   std::string graded_launcher;          // GradedLauncher()'s, once made
   std::string data_dir;                 // the ViT's images (model_type "vit"), made by PrepareData
@@ -124,6 +135,10 @@ struct Autograder::Impl {
     return ReferenceRun(st, grading, ranks, extra).bytes;
   }
 
+  // The grader's own two runs at 512 tokens on `ranks` ranks and on one process, once per
+  // grading and number of ranks (LongRuns).
+  const LongRuns& LongRunsOf(int ranks);
+
   // --- judging a run (grade_stage.cc) -------------------------------------------------------
 
   std::string Diagnose(const Trace& got, const Trace& want, const stages::Stage& st);
@@ -137,6 +152,13 @@ struct Autograder::Impl {
   void Judge(const stages::Stage& st, const StageGrading& grading, const StageRun& r,
              const std::function<StageRun(int, const std::vector<std::string>&, double)>& run, int ranks,
              bool has_comm_test, TestResult* t_parity_out, TestResult* t_comm_out, std::vector<TestResult>* extra_out);
+  // The share check of a data-parallel run that passed (share_check.h): a run at 512 tokens,
+  // its trace, traffic, memory and CPU time. Fails *t_parity where they say a rank did more than
+  // its share; returns what the collectives test should say then ("" when fine).
+  std::string JudgeShare(const stages::Stage& st,
+                         const std::function<StageRun(int, const std::vector<std::string>&, double)>& run, int ranks,
+                         const std::function<TrafficVerdict(const StageRun&, int, const std::vector<std::string>&)>& traffic_of,
+                         TestResult* t_parity);
 };
 
 }  // namespace distlm::grading

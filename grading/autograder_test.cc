@@ -109,7 +109,7 @@ TEST_P(MutationTest, LosesItsPointsWithAMessageThatNamesTheMistake) {
 INSTANTIATE_TEST_SUITE_P(
     Mutations, MutationTest,
     ::testing::Values(
-        Mutation{"none", 8, 2, {"match the grader's single-node run"}},
+        Mutation{"none", 8, 2, {"match the grader's single-node run", "each rank's share, at 512 tokens a sequence"}},
         Mutation{"no_sync", 0, 0, {"never synchronise their gradients"}},
         Mutation{"sum_without_average", 0, 2, {"summed but not divided by the world size", "divide the sum by 4"}},
         // Half the gradients cross the network: the grader's own count says so, and the
@@ -117,7 +117,11 @@ INSTANTIATE_TEST_SUITE_P(
         Mutation{"some_params_only", 0, 0, {"only some of the parameters are synchronised", "the grader counted"}},
         Mutation{"rank0_keeps_own", 0, 2, {"rank 0 keeps its own gradient"}},
         Mutation{"sync_after_step", 0, 2, {"synchronise before the optimizer step, not after it"}},
-        Mutation{"same_data", 0, 2, {"very first loss", "every rank reads the whole data set in the same order"}}),
+        Mutation{"same_data", 0, 2, {"very first loss", "every rank reads the whole data set in the same order"}},
+        // The forgeries: every rank trains the whole batch and pads the network, so the trace,
+        // the weights and the byte count are right; what each rank held, or computed, is not.
+        Mutation{"trains_alone", 0, 0, {"not credited: at 512 tokens", "ranks' shares more than the grader's largest rank"}},
+        Mutation{"trains_alone_in_shares", 0, 0, {"not credited: at 512 tokens", "of CPU time (the kernel's count)"}}),
     [](const ::testing::TestParamInfo<Mutation>& info) { return info.param.name; });
 
 struct Failure {

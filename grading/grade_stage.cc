@@ -183,6 +183,14 @@ void Autograder::Impl::Judge(const stages::Stage& st, const StageGrading& gradin
                        Fmt("%.1f", expected_peak_memory / 1e6) + " MB\n";
   }
 
+  // Each rank did its share and no more (share_check.h): a data-parallel run that passed runs
+  // again at 512 tokens a sequence, and must match the grader's own run at that length, send
+  // what the formula says, and keep its busiest rank's memory and CPU time near the grader's.
+  std::string share_problem;
+  if (t_parity.passed && ranks > 1 && st.report.pattern != stages::SyncPattern::kNone) {
+    share_problem = JudgeShare(st, run, ranks, traffic_of, &t_parity);
+  }
+
   const std::vector<TestResult> own_tests = grading.ExtraTestNames();
   if (!own_tests.empty()) {
     StageCheckContext c;
@@ -221,6 +229,7 @@ void Autograder::Impl::Judge(const stages::Stage& st, const StageGrading& gradin
     if (problem.empty() && traffic.counted && !traffic.enough) {
       problem = "the collectives your log reports were not sent (" + traffic.Describe() + ")";
     }
+    if (problem.empty() && !share_problem.empty()) problem = share_problem;
     if (problem.empty()) {
       t_comm.passed = true;
       t_comm.score = t_comm.max_score;
@@ -231,6 +240,43 @@ void Autograder::Impl::Judge(const stages::Stage& st, const StageGrading& gradin
                       " to synchronise the gradients\n";
     }
   }
+}
+
+std::string Autograder::Impl::JudgeShare(
+    const stages::Stage& st, const std::function<StageRun(int, const std::vector<std::string>&, double)>& run,
+    int ranks, const std::function<TrafficVerdict(const StageRun&, int, const std::vector<std::string>&)>& traffic_of,
+    TestResult* t_parity) {
+  if (config.model_type != "bert") {
+    t_parity->output += "each rank's share: judged with --model_type=bert only (its long sequences are what make a "
+                        "share's work outweigh the rest)\n";
+    return "";
+  }
+  const LongRuns& grader = LongRunsOf(ranks);
+  if (!grader.single_ok) {
+    t_parity->output += "each rank's share: not judged here (the grader's own run at 512 tokens failed)\n";
+    return "";
+  }
+  const auto not_credited = [&](const std::string& why) {
+    t_parity->passed = false;
+    t_parity->score = 0;
+    t_parity->output = "not credited: " + why + "\n\n" + t_parity->output;
+    return "each rank did not do its own share of the work (see the parity test)";
+  };
+  const StageRun r = run(ranks, {"--max_seq_length=512"}, 0);
+  if (r.exit_code != 0 || r.timed_out || r.log.size() < kSteps || !r.bad_log_lines.empty()) {
+    return not_credited("the run with --max_seq_length=512 (the grader's look at each rank's share of the work) did "
+                        "not complete: " + RunFailureMessage(r, st, config));
+  }
+  if (const std::string diff = ParityDiff(grader.single_trace, TraceOf(r)); !diff.empty()) {
+    return not_credited("at --max_seq_length=512 your run does not match the grader's single-node run at that length (" +
+                        diff + "), while at 64 it did");
+  }
+  if (const TrafficVerdict traffic = traffic_of(r, ranks, {}); traffic.counted && !traffic.enough) {
+    return not_credited("at --max_seq_length=512 " + traffic.Describe());
+  }
+  const ShareVerdict share = CheckShare({r.peak_memory_bytes, r.peak_cpu_seconds}, grader.yardstick);
+  share.Judge(t_parity);
+  return share.ok ? "" : "each rank did not do its own share of the work (see the parity test)";
 }
 
 }  // namespace distlm::grading

@@ -8,11 +8,14 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <csignal>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "common/dist/counting_process_group.h"
@@ -28,7 +31,8 @@ ABSL_FLAG(std::string, mutation, "none",
           "none (a correct all_reduce average); the mistakes: no_sync, sum_without_average, "
           "some_params_only, rank0_keeps_own, sync_after_step, same_data; task 2a's (gather and "
           "scatter): root_only_average, scatter_sum; the failures: "
-          "deadlock, hang, crash, memory_hog (task 5's own: task5/grading/mutant_stage)");
+          "deadlock, hang, crash, memory_hog (task 5's own: task5/grading/mutant_stage); the "
+          "forgeries: trains_alone, trains_alone_in_shares");
 
 namespace {
 
@@ -68,6 +72,12 @@ void FromRoot(c10d::ProcessGroup& pg, const torch::Tensor& value, const torch::T
 // Every mutation that lives inside the gradient-synchronisation hook.
 void Sync(const std::string& m, c10d::ProcessGroup& pg, const std::vector<torch::Tensor>& params) {
   if (m == "no_sync") return;
+  if (m == "trains_alone" || m == "trains_alone_in_shares") {
+    // Every rank already holds the whole batch's gradient (see Main): nothing to synchronise,
+    // and an all_reduce of copies puts on the network what a real one would.
+    for (const auto& p : params) AllreduceSum(pg, p.grad().clone());
+    return;
+  }
   if (m == "root_only_average") {
     // Task 2a without its scatter: rank 0 averages, the others keep their own gradients.
     for (const auto& p : params) {
@@ -164,12 +174,35 @@ class MutantStage : public distlm::task2a::GradientSyncStage {
     return norm;
   }
   DataShare data_share(const distlm::train::DistInfo& dist) const override {
-    return mutation_ == "same_data" ? DataShare{1, 0} : Stage::data_share(dist);
+    return mutation_ == "same_data" || TrainsAlone() ? DataShare{1, 0} : Stage::data_share(dist);
   }
 
  private:
+  bool TrainsAlone() const { return mutation_ == "trains_alone" || mutation_ == "trains_alone_in_shares"; }
   std::string mutation_;
 };
+
+// The forgeries of a data-parallel run that no trace, final weight or byte count can tell from
+// the real thing (grading/share_check.h): every rank trains the whole batch, with the grader's
+// single-node numbers, and pads the network. trains_alone takes the whole batch at once (its
+// --per_gpu_train_batch_size times the world size); trains_alone_in_shares a share at a time
+// (its own batch, --gradient_accumulation_steps the world size), which holds no more memory than
+// a real rank. A submission could do the same from inside its stage; here the flags say it.
+std::vector<std::string> ForgedArgs(int argc, char** argv, const std::string& mutation) {
+  std::vector<std::string> args(argv, argv + argc);
+  const char* world = std::getenv("WORLD_SIZE");
+  const int64_t w = world == nullptr ? 1 : std::max(1L, std::atol(world));
+  if (mutation != "trains_alone" && mutation != "trains_alone_in_shares") return args;
+  if (mutation == "trains_alone_in_shares") {
+    args.push_back("--gradient_accumulation_steps=" + std::to_string(w));
+    return args;
+  }
+  const std::string batch_flag = "--per_gpu_train_batch_size=";
+  for (std::string& a : args) {
+    if (a.rfind(batch_flag, 0) == 0) a = batch_flag + std::to_string(std::atol(a.c_str() + batch_flag.size()) * w);
+  }
+  return args;
+}
 
 int Main(int argc, char** argv) {
   // It picks the stage's class, before RunStageMain parses the flags (BeforeTraining checks that
@@ -179,7 +212,7 @@ int Main(int argc, char** argv) {
                                        "some_params_only", "rank0_keeps_own",   "sync_after_step",
                                        "same_data",     "root_only_average", "scatter_sum",
                                        "deadlock",      "hang",              "crash",
-                                       "memory_hog"};
+                                       "memory_hog",    "trains_alone",      "trains_alone_in_shares"};
   bool known = false;
   std::string names;
   for (const char* k : kKnown) {
@@ -190,7 +223,11 @@ int Main(int argc, char** argv) {
     return distlm::RunMain([&]() -> int { throw distlm::UserError("--mutation=" + mutation + " is not one of " + names); });
   }
   MutantStage stage(mutation);
-  return distlm::train::RunStageMain(argc, argv, stage);
+  std::vector<std::string> args = ForgedArgs(argc, argv, mutation);
+  std::vector<char*> forged;
+  for (std::string& a : args) forged.push_back(a.data());
+  forged.push_back(nullptr);
+  return distlm::train::RunStageMain(static_cast<int>(args.size()), forged.data(), stage);
 }
 
 }  // namespace
