@@ -13,8 +13,9 @@
 // holds its activations (the single process's peak); one that trains it a share at a time
 // (gradient accumulation) holds a share's but uses the single process's CPU time. So the
 // largest rank may hold at most 3/4 of a share more than the grader's largest rank, and use at
-// most 0.6 of the gap to the single process's CPU time more (measured: honest runs at 0 % of
-// that gap, give or take 10 %; the two forgeries at 118 % and 156 %).
+// most 0.6 of the gap to the single process's CPU time more (measured, graded in the full jail:
+// the references of tasks 2a to 6 at -22 % to -3 % of that gap and within 2.3 MB of the grader's
+// memory; the two forgeries at 118 % and 156 %, and 3.1 shares).
 #pragma once
 
 #include <cstdint>
