@@ -227,50 +227,54 @@ const Autograder::Impl::ReferenceFigures& Autograder::Impl::ReferenceRun(const s
   }
   if (r.network_bytes > 0) figures.bytes = static_cast<double>(r.network_bytes);
   figures.peak_memory_bytes = r.peak_memory_bytes;
+  figures.peak_cpu_seconds = r.peak_cpu_seconds;
   return figures;
 }
 
-const Autograder::Impl::LongRuns& Autograder::Impl::LongRunsOf(int ranks) {
-  if (auto it = long_runs.find(ranks); it != long_runs.end()) return it->second;
-  LongRuns& runs = long_runs[ranks];
-  runs.yardstick.ranks = ranks;
-  const std::vector<std::string> long_flag = {"--max_seq_length=512"};
+const Autograder::Impl::LongSingle& Autograder::Impl::LongSingleRun() {
+  if (long_single.tried) return long_single;
+  long_single.tried = true;
+  // The whole batch on one process: part 1's reference, as for the grader's trace.
+  Progress("running the grader's own single-node run at 512 tokens a sequence, to see what one rank's share costs");
+  StageRunOptions o = RunOptions("expected_512", nullptr);
+  o.limits.isolate_network = false;
+  o.limits.address_space_bytes = 0;
+  std::vector<std::string> flags = Flags(1);
+  for (const std::string& f : ShareRunFlags()) flags.push_back(f);
+  const StageRun one = RunStage(RequiredGraderBinary(config.expected_binary, "part1/reference", "reference binary"), 1,
+                                Launcher::kSingle, flags, o);
+  if (one.exit_code == 0 && one.log.size() >= kSteps) {
+    long_single.ok = true;
+    long_single.trace = TraceOf(one);
+    long_single.figures = {one.peak_memory_bytes, one.peak_cpu_seconds};
+  } else {
+    Note("the grader's own single-node run at 512 tokens failed; each rank's share is not checked");
+  }
+  return long_single;
+}
+
+ShareFigures Autograder::Impl::LongDataParallel(int ranks) {
+  if (auto it = long_data_parallel.find(ranks); it != long_data_parallel.end()) return it->second;
+  ShareFigures& figures = long_data_parallel[ranks];
+  std::string binary;
   try {
-    // The whole batch on one process: part 1's reference, as for the grader's trace.
-    Progress("running the grader's own single-node run at 512 tokens a sequence, to see what one rank's share costs");
-    StageRunOptions o = RunOptions("expected_512", nullptr);
-    o.limits.isolate_network = false;
-    o.limits.address_space_bytes = 0;
-    std::vector<std::string> flags = Flags(1);
-    flags.insert(flags.end(), long_flag.begin(), long_flag.end());
-    const StageRun one = RunStage(RequiredGraderBinary(config.expected_binary, "part1/reference", "reference binary"), 1,
-                                  Launcher::kSingle, flags, o);
-    if (one.exit_code == 0 && one.log.size() >= kSteps) {
-      runs.single_ok = true;
-      runs.single_trace = TraceOf(one);
-      runs.yardstick.single = {one.peak_memory_bytes, one.peak_cpu_seconds};
-    } else {
-      Note("the grader's own single-node run at 512 tokens failed; each rank's share is not checked");
-      return runs;
-    }
-    // Its data-parallel reference on the same ranks (task 2b's, the all_reduce of every gradient).
-    Progress("running the grader's own data-parallel run on " + std::to_string(ranks) + " ranks at 512 tokens");
-    flags = Flags(ranks);
-    flags.insert(flags.end(), long_flag.begin(), long_flag.end());
-    flags.push_back("--mutation=none");
-    const StageRun dp = RunStage(GraderBinary(config.mutant_binary, "grading/mutant_stage"), ranks, Launcher::kLaunch,
-                                 flags, RunOptions("share_" + std::to_string(ranks), nullptr));
-    if (dp.exit_code == 0 && dp.log.size() >= kSteps) {
-      runs.yardstick.data_parallel = {dp.peak_memory_bytes, dp.peak_cpu_seconds};
-    } else {
-      Note("the grader's own data-parallel run at 512 tokens failed; each rank's share is not checked");
-    }
-  } catch (const GraderError&) {
-    throw;
+    binary = GraderBinary(config.mutant_binary, "grading/mutant_stage");
   } catch (const std::exception& e) {
     Note(std::string("each rank's share not checked: ") + e.what());
+    return figures;
   }
-  return runs;
+  // Task 2b's reference (the all_reduce of every gradient) on the same ranks.
+  Progress("running the grader's own data-parallel run on " + std::to_string(ranks) + " ranks at 512 tokens");
+  std::vector<std::string> flags = Flags(ranks);
+  for (const std::string& f : ShareRunFlags()) flags.push_back(f);
+  flags.push_back("--mutation=none");
+  const StageRun dp = RunStage(binary, ranks, Launcher::kLaunch, flags, RunOptions("share_" + std::to_string(ranks), nullptr));
+  if (dp.exit_code == 0 && dp.log.size() >= kSteps) {
+    figures = {dp.peak_memory_bytes, dp.peak_cpu_seconds};
+  } else {
+    Note("the grader's own data-parallel run at 512 tokens failed; each rank's share is not checked");
+  }
+  return figures;
 }
 
 Autograder::Autograder(GraderConfig config) : impl_(std::make_unique<Impl>()) {
@@ -337,7 +341,8 @@ GradeReport Autograder::Grade(const GradeRequest& req) {
     im.own_mistakes_tried.clear();
     im.own_mistakes.clear();
     im.reference_runs.clear();
-    im.long_runs.clear();
+    im.long_single = {};
+    im.long_data_parallel.clear();
     im.grader_notes.clear();
   }
   im.graded_launcher.clear();

@@ -52,18 +52,21 @@ struct Autograder::Impl {
   struct ReferenceFigures {
     double bytes = -1;
     int64_t peak_memory_bytes = -1;
+    double peak_cpu_seconds = -1;  // its busiest process's
   };
   // By stage, ranks and flags (ReferenceRun).
   std::map<std::string, ReferenceFigures> reference_runs;
-  // The grader's own runs at 512 tokens a sequence for the share check (share_check.h), by
-  // number of ranks: the whole batch on one process (its trace, which the student's run at that
-  // length must match) and its data-parallel reference. Cleared when the seed changes.
-  struct LongRuns {
-    bool single_ok = false;
-    Trace single_trace;
-    ShareYardstick yardstick;
+  // The grader's own runs at 512 tokens a sequence for the share check (share_check.h): the
+  // whole batch on one process (its trace, which a student's run at that length must match) and
+  // its data-parallel reference, by number of ranks. Cleared when the seed changes.
+  struct LongSingle {
+    bool tried = false;
+    bool ok = false;
+    Trace trace;
+    ShareFigures figures;
   };
-  std::map<int, LongRuns> long_runs;
+  LongSingle long_single;
+  std::map<int, ShareFigures> long_data_parallel;
   std::unique_ptr<StudentSpace> space;  // this grading's folders and jails
   std::string graded_launcher;          // GradedLauncher()'s, once made
   std::string data_dir;                 // the ViT's images (model_type "vit"), made by PrepareData
@@ -135,9 +138,9 @@ struct Autograder::Impl {
     return ReferenceRun(st, grading, ranks, extra).bytes;
   }
 
-  // The grader's own two runs at 512 tokens on `ranks` ranks and on one process, once per
-  // grading and number of ranks (LongRuns).
-  const LongRuns& LongRunsOf(int ranks);
+  // Those runs, each once per grading (and number of ranks).
+  const LongSingle& LongSingleRun();
+  ShareFigures LongDataParallel(int ranks);
 
   // --- judging a run (grade_stage.cc) -------------------------------------------------------
 
@@ -152,13 +155,15 @@ struct Autograder::Impl {
   void Judge(const stages::Stage& st, const StageGrading& grading, const StageRun& r,
              const std::function<StageRun(int, const std::vector<std::string>&, double)>& run, int ranks,
              bool has_comm_test, TestResult* t_parity_out, TestResult* t_comm_out, std::vector<TestResult>* extra_out);
-  // The share check of a data-parallel run that passed (share_check.h): a run at 512 tokens,
-  // its trace, traffic, memory and CPU time. Fails *t_parity where they say a rank did more than
-  // its share; returns what the collectives test should say then ("" when fine).
-  std::string JudgeShare(const stages::Stage& st,
-                         const std::function<StageRun(int, const std::vector<std::string>&, double)>& run, int ranks,
-                         const std::function<TrafficVerdict(const StageRun&, int, const std::vector<std::string>&)>& traffic_of,
-                         TestResult* t_parity);
+  // The share check (share_check.h) of the layout `extra` on `ranks` ranks: the submission's
+  // run at 512 tokens (`long_run`, or made here through `run`) must complete, match the grader's
+  // single-node run at 512 tokens, send enough (`traffic_of`), and hold and compute no more than
+  // a rank's share: against task 2b's reference for a data-parallel stage, the stage's own
+  // reference (StageGrading::ReferenceMutation) otherwise.
+  ShareOutcome ShareCheck(const stages::Stage& st, const StageGrading& grading,
+                          const std::function<StageRun(int, const std::vector<std::string>&, double)>& run, int ranks,
+                          const std::vector<std::string>& extra, const StageRun* long_run,
+                          const std::function<TrafficVerdict(const StageRun&, int, const std::vector<std::string>&)>& traffic_of);
 };
 
 }  // namespace distlm::grading

@@ -183,12 +183,22 @@ void Autograder::Impl::Judge(const stages::Stage& st, const StageGrading& gradin
                        Fmt("%.1f", expected_peak_memory / 1e6) + " MB\n";
   }
 
-  // Each rank did its share and no more (share_check.h): a data-parallel run that passed runs
-  // again at 512 tokens a sequence, and must match the grader's own run at that length, send
-  // what the formula says, and keep its busiest rank's memory and CPU time near the grader's.
+  // Each rank did its share and no more (share_check.h): a run that passed runs again at 512
+  // tokens a sequence, and must match the grader's own run at that length, send what it must,
+  // and keep its busiest rank's memory and CPU time near the grader's own run of the layout.
+  const bool has_share_check =
+      ranks > 1 && (st.report.pattern != stages::SyncPattern::kNone || !grading.ReferenceMutation().empty());
   std::string share_problem;
-  if (t_parity.passed && ranks > 1 && st.report.pattern != stages::SyncPattern::kNone) {
-    share_problem = JudgeShare(st, run, ranks, traffic_of, &t_parity);
+  if (t_parity.passed && has_share_check) {
+    const ShareOutcome share = ShareCheck(st, grading, run, ranks, {}, nullptr, traffic_of);
+    if (share.ok) {
+      t_parity.output += share.message;
+    } else {
+      t_parity.passed = false;
+      t_parity.score = 0;
+      t_parity.output = share.message + "\n" + t_parity.output;
+      share_problem = "each rank did not do its own share of the work (see the parity test)";
+    }
   }
 
   const std::vector<TestResult> own_tests = grading.ExtraTestNames();
@@ -211,6 +221,9 @@ void Autograder::Impl::Judge(const stages::Stage& st, const StageGrading& gradin
     if (!grading.ReferenceMutation().empty()) {
       c.reference_peak_memory = [&](int n, const std::vector<std::string>& extra) {
         return ReferenceRun(st, grading, n, extra).peak_memory_bytes;
+      };
+      c.share = [&](int n, const std::vector<std::string>& extra, const StageRun* long_run) {
+        return ShareCheck(st, grading, run, n, extra, long_run, traffic_of);
       };
     }
     if (traffic.counted && !traffic.enough && traffic.reference_bytes <= 0) {
@@ -242,41 +255,66 @@ void Autograder::Impl::Judge(const stages::Stage& st, const StageGrading& gradin
   }
 }
 
-std::string Autograder::Impl::JudgeShare(
-    const stages::Stage& st, const std::function<StageRun(int, const std::vector<std::string>&, double)>& run,
-    int ranks, const std::function<TrafficVerdict(const StageRun&, int, const std::vector<std::string>&)>& traffic_of,
-    TestResult* t_parity) {
+ShareOutcome Autograder::Impl::ShareCheck(
+    const stages::Stage& st, const StageGrading& grading,
+    const std::function<StageRun(int, const std::vector<std::string>&, double)>& run, int ranks,
+    const std::vector<std::string>& extra, const StageRun* long_run,
+    const std::function<TrafficVerdict(const StageRun&, int, const std::vector<std::string>&)>& traffic_of) {
+  ShareOutcome out;
   if (config.model_type != "bert") {
-    t_parity->output += "each rank's share: judged with --model_type=bert only (its long sequences are what make a "
-                        "share's work outweigh the rest)\n";
-    return "";
+    out.message = "each rank's share: judged with --model_type=bert only (its long sequences are what make a share's "
+                  "work outweigh the rest)\n";
+    return out;
   }
-  const LongRuns& grader = LongRunsOf(ranks);
-  if (!grader.single_ok) {
-    t_parity->output += "each rank's share: not judged here (the grader's own run at 512 tokens failed)\n";
-    return "";
+  const LongSingle& one = LongSingleRun();
+  if (!one.ok) {
+    out.message = "each rank's share: not judged here (the grader's own run at 512 tokens failed)\n";
+    return out;
   }
-  const auto not_credited = [&](const std::string& why) {
-    t_parity->passed = false;
-    t_parity->score = 0;
-    t_parity->output = "not credited: " + why + "\n\n" + t_parity->output;
-    return "each rank did not do its own share of the work (see the parity test)";
+  std::vector<std::string> flags = extra;
+  for (const std::string& f : ShareRunFlags()) flags.push_back(f);
+  std::string said;
+  for (const auto& f : flags) said += " " + f;
+  StageRun made;
+  if (long_run == nullptr) {
+    made = run(ranks, flags, 0);
+    long_run = &made;
+  }
+  const auto refused = [&](const std::string& why) {
+    out.ok = false;
+    out.message = "not credited: " + why + "\n";
+    return out;
   };
-  const StageRun r = run(ranks, {"--max_seq_length=512"}, 0);
+  const StageRun& r = *long_run;
   if (r.exit_code != 0 || r.timed_out || r.log.size() < kSteps || !r.bad_log_lines.empty()) {
-    return not_credited("the run with --max_seq_length=512 (the grader's look at each rank's share of the work) did "
-                        "not complete: " + RunFailureMessage(r, st, config));
+    return refused("the run with" + said + " on " + std::to_string(ranks) + " ranks (the grader's look at each rank's "
+                   "share of the work) did not complete: " + RunFailureMessage(r, st, config));
   }
-  if (const std::string diff = ParityDiff(grader.single_trace, TraceOf(r)); !diff.empty()) {
-    return not_credited("at --max_seq_length=512 your run does not match the grader's single-node run at that length (" +
-                        diff + "), while at 64 it did");
+  if (const std::string diff = ParityDiff(one.trace, TraceOf(r)); !diff.empty()) {
+    return refused("with" + said + " on " + std::to_string(ranks) + " ranks your run does not match the grader's "
+                   "single-node run at 512 tokens, while at 64 it did (" + diff + ")");
   }
-  if (const TrafficVerdict traffic = traffic_of(r, ranks, {}); traffic.counted && !traffic.enough) {
-    return not_credited("at --max_seq_length=512 " + traffic.Describe());
+  if (const TrafficVerdict traffic = traffic_of(r, ranks, flags); traffic.counted && !traffic.enough) {
+    return refused("with" + said + " on " + std::to_string(ranks) + " ranks " + traffic.Describe());
   }
-  const ShareVerdict share = CheckShare({r.peak_memory_bytes, r.peak_cpu_seconds}, grader.yardstick);
-  share.Judge(t_parity);
-  return share.ok ? "" : "each rank did not do its own share of the work (see the parity test)";
+  ShareYardstick y;
+  y.ranks = ranks;
+  y.single = one.figures;
+  if (st.report.pattern != stages::SyncPattern::kNone) {
+    y.split = LongDataParallel(ranks);
+    y.share_name = "a rank's share of the batch (" + std::to_string(kTotalBatch / ranks) + " examples)";
+  } else {
+    const ReferenceFigures& ref = ReferenceRun(st, grading, ranks, flags);
+    y.split = {ref.peak_memory_bytes, ref.peak_cpu_seconds};
+    y.split_name = "run of this layout";
+    y.share_name = "a rank's part of the model and the batch";
+    y.advice = "each rank computes its own part (its heads and MLP slice, its layers, its examples) and gets the rest "
+               "through the collectives";
+  }
+  const ShareVerdict v = CheckShare({r.peak_memory_bytes, r.peak_cpu_seconds}, y);
+  out.ok = v.ok;
+  out.message = v.message;
+  return out;
 }
 
 }  // namespace distlm::grading

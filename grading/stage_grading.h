@@ -32,6 +32,19 @@ inline bool Matches(const Trace& got, const KnownMistake& mistake) {
          Close(got.grad_norms, mistake.trace.grad_norms, 1, kMistakeTol);
 }
 
+// The flags of the share check's runs (grading/share_check.h), after a layout's own: long
+// sequences, and updates enough that training rather than start-up is most of a rank's CPU time
+// (at 5 updates start-up is a third of it; at 10 the whole batch on one process takes 2.0 times
+// a data-parallel rank's CPU time instead of 1.7, measured).
+inline std::vector<std::string> ShareRunFlags() { return {"--max_seq_length=512", "--max_steps=10"}; }
+
+// The share check's verdict on one layout (grading/share_check.h): not ok, `message` says why
+// the test is not credited; ok, what was measured (or why it was not judged).
+struct ShareOutcome {
+  bool ok = true;
+  std::string message;
+};
+
 // What a stage's own tests may use of this grading.
 struct StageCheckContext {
   int ranks = 4;                     // of the main run
@@ -55,6 +68,11 @@ struct StageCheckContext {
   // graded run's is (StageRun::peak_memory_bytes), in bytes; -1: not measured. Null: the stage
   // has no reference run.
   std::function<int64_t(int ranks, const std::vector<std::string>& extra)> reference_peak_memory;
+  // The share check of the layout `extra` on `ranks` ranks: the submission's run of it with
+  // ShareRunFlags() (`long_run`, already made with extra + those flags, or null: made here)
+  // against the grader's own run of the layout and the whole batch on one process, at 512 tokens.
+  // Null: the stage has no reference run.
+  std::function<ShareOutcome(int ranks, const std::vector<std::string>& extra, const StageRun* long_run)> share;
 };
 
 class StageGrading {

@@ -165,10 +165,18 @@ class Task7Grading : public grading::StageGrading {
     };
     double worst = 0;
     if (!RunMatches(c, 4, {"--tensor_parallel_size=2"}, explain, t, &worst)) return;
+    // Each rank's share of the work (grading/share_check.h): a half of the batch on a half of
+    // the heads, not the whole batch on the whole model with the network padded.
+    const grading::ShareOutcome share =
+        c.share ? c.share(4, {"--tensor_parallel_size=2"}, nullptr) : grading::ShareOutcome{};
+    if (!share.ok) {
+      t.output = "with --tensor_parallel_size=2 on 4 ranks the losses and gradient norms match, but " + share.message;
+      return;
+    }
     t.passed = true;
     t.score = t.max_score;
     t.output = "the " + std::to_string(grading::kSteps) + " losses and gradient norms of 2 replicas x 2 ranks match " +
-               "the single-node run (worst " + Fmt("%.1e", worst) + ")\n";
+               "the single-node run (worst " + Fmt("%.1e", worst) + ")\n" + share.message;
   }
 
   // The tiny BERT's 2 layers as 2 stages, each rank reading the whole batch: the student's
@@ -235,14 +243,16 @@ class Task7Grading : public grading::StageGrading {
               "activations outweigh the rest)\n";
       return true;
     }
-    const std::vector<std::string> one_f_one_b = {"--model_parallel=pipeline", "--pipeline_schedule=1f1b",
-                                                  "--micro_batches=4", "--max_seq_length=512"};
+    const std::vector<std::string> layout = {"--model_parallel=pipeline", "--pipeline_schedule=1f1b",
+                                             "--micro_batches=4"};
+    std::vector<std::string> one_f_one_b = layout;
+    for (const std::string& f : grading::ShareRunFlags()) one_f_one_b.push_back(f);
     std::vector<std::string> afab = one_f_one_b;
     afab[1] = "--pipeline_schedule=afab";
     const grading::StageRun r = c.run(2, one_f_one_b, 0);
     if (r.exit_code != 0 || r.timed_out || r.log.size() < grading::kSteps) {
-      t.output = "the run with --pipeline_schedule=1f1b --micro_batches=4 --max_seq_length=512 on 2 ranks (the "
-                 "grader's look at its memory) did not complete: " + c.run_failure(r);
+      t.output = "the run with --pipeline_schedule=1f1b --micro_batches=4 --max_seq_length=512 --max_steps=10 on 2 "
+                 "ranks (the grader's look at its memory) did not complete: " + c.run_failure(r);
       return false;
     }
     const int64_t mine = r.peak_memory_bytes, ref = c.reference_peak_memory(2, one_f_one_b),
@@ -256,12 +266,25 @@ class Task7Grading : public grading::StageGrading {
     }
     // Not measured on this machine, or less than 4 MB between the two schedules: its counts
     // cannot tell them apart.
+    // Then the same run for the share check (its trace at 512 tokens, its traffic, its CPU
+    // time): a stage computes its own layers, not the whole model.
+    const auto share_ok = [&] {
+      if (!c.share) return true;
+      const grading::ShareOutcome share = c.share(2, layout, &r);
+      if (share.ok) {
+        *said += share.message;
+        return true;
+      }
+      t.output = "with --pipeline_schedule=1f1b --micro_batches=4 on 2 ranks the losses and gradient norms match, but " +
+                 share.message;
+      return false;
+    };
     if (ref < 0 || ref_afab < 0 || ref_afab - ref < 4'000'000) {
       *said = "memory: not judged here (" +
               (ref < 0 || ref_afab < 0 ? std::string("the grader's own runs were not measured")
                                        : "the grader's own two schedules held " + mb(ref) + " and " + mb(ref_afab)) +
               ")\n";
-      return true;
+      return share_ok();
     }
     const double micro_batch = (ref_afab - ref) / 2.0;
     const std::string figures = "the grader's own 1F1B of this layout " + mb(ref) + ", its all forward all backward " +
@@ -269,7 +292,7 @@ class Task7Grading : public grading::StageGrading {
     if (mine <= ref + 0.75 * micro_batch) {
       *said = "memory at 512 tokens a sequence (measured by the grader, outside your processes): your 1F1B's largest "
               "rank held " + mb(mine) + " at its peak; " + figures + "\n";
-      return true;
+      return share_ok();
     }
     t.output = "at 512 tokens a sequence your 1F1B's largest rank held " + mb(mine) + " at its peak (the kernel's count, "
                "read by the grader outside your processes), " + Fmt("%.1f", (mine - ref) / micro_batch) +

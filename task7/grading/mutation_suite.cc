@@ -1,7 +1,8 @@
 // Task 7's mistakes, each in the reference otherwise (task7/grading/mutant_stage), graded as task
 // 7 alone (26 points): 7a's lose the parity test (12) with their own message, and 7c's test (6)
 // is then not run; 7c's lose that test only, 7b's their own (8), the forged in-flight count of
-// pp_afab_logged_as_1f1b by the memory its ranks held. Linked into
+// pp_afab_logged_as_1f1b by the memory its ranks held; the forgery of every layout at once
+// (grading/mutant_stage's whole_batch) loses everything. Linked into
 // //grading:autograder_test, which grades every stage's suite with one grader.
 #include <gtest/gtest.h>
 
@@ -56,6 +57,17 @@ INSTANTIATE_TEST_SUITE_P(
                                   {{k7b, "micro-batches' activations more than the grader's own 1F1B of the same "
                                          "layout"}}}),
     [](const ::testing::TestParamInfo<OwnMutation>& info) { return info.param.name; });
+
+// The forgery of every layout (grading/mutant_stage --mutation=whole_batch): each rank trains the
+// whole batch on the whole model, pads the network and logs 1F1B's in-flight count. Every trace,
+// every rank's final weights and the byte counts are right; what the ranks held is not.
+TEST(TensorParallelForgeryTest, TheWholeBatchOnEveryRankIsCreditedNowhere) {
+  GradeOwnMutant("task7", "grading/mutant_stage", "--mutation=whole_batch",
+                 {{"task7" + kParity, "not credited: at 512 tokens a sequence, where a rank's part of the model"},
+                  {k7c, "not credited: at 512 tokens"},
+                  {k7b, "micro-batches' activations more than the grader's own 1F1B"}},
+                 0, 26);
+}
 
 }  // namespace
 }  // namespace distlm::grading
