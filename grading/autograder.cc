@@ -130,15 +130,21 @@ void Autograder::Impl::PrepareData() {
   Progress("every run trains the tiny ViT on " + dir);
 }
 
+StageRun Autograder::Impl::SingleNodeRun(const std::string& name, const std::vector<std::string>& extra) {
+  const std::string binary =
+      RequiredGraderBinary(config.expected_binary, "part1/reference", "reference binary");
+  StageRunOptions o = RunOptions(name, nullptr);
+  o.limits.isolate_network = false;
+  o.limits.address_space_bytes = 0;
+  std::vector<std::string> flags = Flags(1);
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  return RunStage(binary, 1, Launcher::kSingle, flags, o);
+}
+
 const Trace& Autograder::Impl::Expected() {
   if (have_expected) return expected;
   Progress("running the grader's own single-node trace (part 1 reference, batch 8)");
-  const std::string binary =
-      RequiredGraderBinary(config.expected_binary, "part1/reference", "reference binary");
-  StageRunOptions o = RunOptions("expected", nullptr);
-  o.limits.isolate_network = false;
-  o.limits.address_space_bytes = 0;
-  StageRun r = RunStage(binary, 1, Launcher::kSingle, Flags(1), o);
+  StageRun r = SingleNodeRun("expected", {});
   if (r.exit_code != 0 || r.log.size() < kSteps) {
     throw GraderError("the grader's own single-node run failed (exit " + std::to_string(r.exit_code) + "):\n" +
                       Tail(r.output, 20));
@@ -236,13 +242,7 @@ const Autograder::Impl::LongSingle& Autograder::Impl::LongSingleRun() {
   long_single.tried = true;
   // The whole batch on one process: part 1's reference, as for the grader's trace.
   Progress("running the grader's own single-node run at 512 tokens a sequence, to see what one rank's share costs");
-  StageRunOptions o = RunOptions("expected_512", nullptr);
-  o.limits.isolate_network = false;
-  o.limits.address_space_bytes = 0;
-  std::vector<std::string> flags = Flags(1);
-  for (const std::string& f : ShareRunFlags()) flags.push_back(f);
-  const StageRun one = RunStage(RequiredGraderBinary(config.expected_binary, "part1/reference", "reference binary"), 1,
-                                Launcher::kSingle, flags, o);
+  const StageRun one = SingleNodeRun("expected_512", ShareRunFlags());
   if (one.exit_code == 0 && one.log.size() >= kSteps) {
     long_single.ok = true;
     long_single.trace = TraceOf(one);

@@ -115,7 +115,10 @@ struct Autograder::Impl {
   // updates of 8 ends an epoch.
   void PrepareData();
 
-  // Part 1's reference on one process with the whole batch: what every stage must reproduce.
+  // Part 1's reference on one process with the whole batch and `extra` flags, as the grader
+  // (no network namespace, no address-space limit).
+  StageRun SingleNodeRun(const std::string& name, const std::vector<std::string>& extra);
+  // That run with the grader's flags: what every stage must reproduce.
   const Trace& Expected();
 
   // The grader's runs of the known mistakes, made once, when a failing trace needs a name.

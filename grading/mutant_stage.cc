@@ -7,12 +7,12 @@
 // whole grading/ folder out.
 #include <sys/resource.h>
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
-#include <csignal>
 #include <memory>
 #include <string>
 #include <thread>

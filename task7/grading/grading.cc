@@ -264,10 +264,8 @@ class Task7Grading : public grading::StageGrading {
                  "sequence), so their in-flight count is not credited\n";
       return false;
     }
-    // Not measured on this machine, or less than 4 MB between the two schedules: its counts
-    // cannot tell them apart.
-    // Then the same run for the share check (its trace at 512 tokens, its traffic, its CPU
-    // time): a stage computes its own layers, not the whole model.
+    // Once the memory is judged, the same run for the share check (its trace at 512 tokens, its
+    // traffic, its CPU time): a stage computes its own layers, not the whole model.
     const auto share_ok = [&] {
       if (!c.share) return true;
       const grading::ShareOutcome share = c.share(2, layout, &r);
@@ -279,6 +277,8 @@ class Task7Grading : public grading::StageGrading {
                  share.message;
       return false;
     };
+    // Not measured on this machine, or less than 4 MB between the two schedules: its counts
+    // cannot tell them apart.
     if (ref < 0 || ref_afab < 0 || ref_afab - ref < 4'000'000) {
       *said = "memory: not judged here (" +
               (ref < 0 || ref_afab < 0 ? std::string("the grader's own runs were not measured")
