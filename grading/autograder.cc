@@ -167,7 +167,7 @@ const std::vector<KnownMistake>& Autograder::Impl::Mistakes() {
                      config.ranks);
 }
 
-const std::vector<KnownMistake>& Autograder::Impl::OwnMistakes(const stages::Stage& st) {
+const std::vector<KnownMistake>& Autograder::Impl::OwnMistakes(const stages::Row& st) {
   const StageGrading& grading = GradingOf(st.id);
   const int ranks = st.RunRanks(config.ranks);
   return RunMistakes(grading.OwnMistakes(), &own_mistakes_tried[st.id], &own_mistakes[st.id], "",
@@ -204,7 +204,7 @@ const std::vector<KnownMistake>& Autograder::Impl::RunMistakes(const std::vector
   return mistakes;
 }
 
-const Autograder::Impl::ReferenceFigures& Autograder::Impl::ReferenceRun(const stages::Stage& st,
+const Autograder::Impl::ReferenceFigures& Autograder::Impl::ReferenceRun(const stages::Row& st,
                                                                          const StageGrading& grading, int ranks,
                                                                          const std::vector<std::string>& extra) {
   std::vector<std::string> flags = StageFlags(st, grading, ranks, {}, extra);
@@ -292,7 +292,7 @@ Autograder::~Autograder() = default;
 
 std::vector<std::string> Autograder::RunFlags(int replicas, const std::string& model_type, const std::string& data_dir,
                                               uint64_t seed) {
-  // What grading/parity_test.cc uses: the tiny built-in model and data, no dropout, a learning
+  // What task2a/parity_test.cc uses: the tiny built-in model and data, no dropout, a learning
   // rate that makes a wrong update visible at once, one thread per rank (2 cores, 4 ranks).
   // The ViT's as grading/vit_parity_test.cc: its augmentation stays on (it depends on the seed,
   // the epoch and the example only, so every rank and stage sees the same pixels).
@@ -359,7 +359,7 @@ GradeReport Autograder::Grade(const GradeRequest& req) {
   Submission sub = LoadSubmission(req.submission, im.space->GraderFolder("submission"));
   report.notes.insert(report.notes.end(), sub.notes.begin(), sub.notes.end());
   for (const auto& i : sub.ignored) report.notes.push_back("ignored: " + i);
-  std::vector<const stages::Stage*> graded;
+  std::vector<const stages::Row*> graded;
   for (const auto& st : stages::All()) {
     if (!st.Trains(im.config.model_type)) {
       if (sub.stages.at(st.id).folder_present) {
@@ -376,14 +376,14 @@ GradeReport Autograder::Grade(const GradeRequest& req) {
   }
   std::map<std::string, BuildOutcome> builds;
   if (!sub.fatal.empty()) {
-    for (const stages::Stage* st : graded) builds[st->id].message = "the submission could not be read: " + sub.fatal;
+    for (const stages::Row* st : graded) builds[st->id].message = "the submission could not be read: " + sub.fatal;
   } else {
     builds = BuildSubmission(im.config, graded, sub, req.prebuilt, im.space.get(), &report.notes);
   }
   // From here on student code runs, each run writing only in its own folder (student_space.h).
   im.space->SealForRuns();
   if (const std::string d = im.space->Description(); !d.empty()) report.notes.push_back(d);
-  for (const stages::Stage* st : graded) im.GradeStage(*st, sub.stages.at(st->id), builds[st->id], &report);
+  for (const stages::Row* st : graded) im.GradeStage(*st, sub.stages.at(st->id), builds[st->id], &report);
   report.notes.insert(report.notes.end(), im.grader_notes.begin(), im.grader_notes.end());
   report.execution_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return report;

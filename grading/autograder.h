@@ -64,7 +64,7 @@ struct GraderConfig {
   // cache) has its own limit.
   double build_timeout_s = 600;
   double kit_build_timeout_s = 1800;
-  // What every run trains (#23): "bert", the tiny built-in BERT on the built-in RTE sample, or
+  // What every run trains: "bert", the tiny built-in BERT on the built-in RTE sample, or
   // "vit", the tiny ViT on a CIFAR-10-format set the grader writes for each grading (80 images,
   // shown read-only to student code). The same tests, points and messages either way: the
   // students' files never see the model, so a submission that passes on one passes on both.
@@ -113,7 +113,7 @@ class Autograder {
   GradeReport Grade(const GradeRequest& request);
 
   // The flags of every graded run: the total batch of 8 split over `replicas` (the ranks of a
-  // data-parallel stage; stages::Stage::Replicas), `seed` (0: the trainer's default, 42). For
+  // data-parallel stage; stages::Row::Replicas), `seed` (0: the trainer's default, 42). For
   // model_type "vit", data_dir is the CIFAR-10-format folder.
   static std::vector<std::string> RunFlags(int replicas, const std::string& model_type = "bert",
                                            const std::string& data_dir = "", uint64_t seed = 0);

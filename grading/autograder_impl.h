@@ -81,7 +81,7 @@ struct Autograder::Impl {
   // A run of `st` on `ranks` ranks: those flags, then `build` (a prebuilt binary's own), the
   // stage's own (StageGrading::RunFlags), then `extra` (later flags win). The grader's reference
   // runs of a stage take the same, so that they run the layout the student's run did.
-  std::vector<std::string> StageFlags(const stages::Stage& st, const StageGrading& grading, int ranks,
+  std::vector<std::string> StageFlags(const stages::Row& st, const StageGrading& grading, int ranks,
                                       const std::vector<std::string>& build, const std::vector<std::string>& extra) const {
     std::vector<std::string> flags = Flags(st.Replicas(ranks));
     flags.insert(flags.end(), build.begin(), build.end());
@@ -123,9 +123,9 @@ struct Autograder::Impl {
 
   // The grader's runs of the known mistakes, made once, when a failing trace needs a name.
   const std::vector<KnownMistake>& Mistakes();
-  const std::vector<KnownMistake>& OwnMistakes(const stages::Stage& st);
+  const std::vector<KnownMistake>& OwnMistakes(const stages::Row& st);
   // `configured`: a path given in the config ("" : the runfile `runfile`); each run on `ranks`
-  // ranks that make `replicas` model replicas (stages::Stage::RunRanks, Replicas).
+  // ranks that make `replicas` model replicas (stages::Row::RunRanks, Replicas).
   const std::vector<KnownMistake>& RunMistakes(const std::vector<std::string>& names, bool* tried,
                                                std::vector<KnownMistake>* out, const std::string& configured,
                                                const std::string& runfile, int ranks, int replicas);
@@ -133,10 +133,10 @@ struct Autograder::Impl {
   // For a stage whose traffic has no closed form here (StageGrading::ReferenceMutation): what
   // the grader's own reference did on `ranks` ranks with the stage's flags and `extra`, counted
   // as a graded run's is; run once per grading and set of flags.
-  const ReferenceFigures& ReferenceRun(const stages::Stage& st, const StageGrading& grading, int ranks,
+  const ReferenceFigures& ReferenceRun(const stages::Row& st, const StageGrading& grading, int ranks,
                                        const std::vector<std::string>& extra);
   // Its bytes; -1 (not checked) where it could not be run or counted.
-  double ReferenceBytes(const stages::Stage& st, const StageGrading& grading, int ranks,
+  double ReferenceBytes(const stages::Row& st, const StageGrading& grading, int ranks,
                         const std::vector<std::string>& extra) {
     return ReferenceRun(st, grading, ranks, extra).bytes;
   }
@@ -147,15 +147,15 @@ struct Autograder::Impl {
 
   // --- judging a run (grade_stage.cc) -------------------------------------------------------
 
-  std::string Diagnose(const Trace& got, const Trace& want, const stages::Stage& st);
+  std::string Diagnose(const Trace& got, const Trace& want, const stages::Row& st);
 
   // The stage's tests (builds, runs, parity, collectives, its own) into report->tests.
-  void GradeStage(const stages::Stage& st, const SubmittedStage& sub, const BuildOutcome& build,
+  void GradeStage(const stages::Row& st, const SubmittedStage& sub, const BuildOutcome& build,
                   GradeReport* report);
 
   // The tests of a run that completed: parity with the grader's trace, the stage's own, the
   // collectives called.
-  void Judge(const stages::Stage& st, const StageGrading& grading, const StageRun& r,
+  void Judge(const stages::Row& st, const StageGrading& grading, const StageRun& r,
              const std::function<StageRun(int, const std::vector<std::string>&, double)>& run, int ranks,
              bool has_comm_test, TestResult* t_parity_out, TestResult* t_comm_out, std::vector<TestResult>* extra_out);
   // The share check (share_check.h) of the layout `extra` on `ranks` ranks: the submission's
@@ -163,7 +163,7 @@ struct Autograder::Impl {
   // single-node run at 512 tokens, send enough (`traffic_of`), and hold and compute no more than
   // a rank's share: against task 2b's reference for a data-parallel stage, the stage's own
   // reference (StageGrading::ReferenceMutation) otherwise.
-  ShareOutcome ShareCheck(const stages::Stage& st, const StageGrading& grading,
+  ShareOutcome ShareCheck(const stages::Row& st, const StageGrading& grading,
                           const std::function<StageRun(int, const std::vector<std::string>&, double)>& run, int ranks,
                           const std::vector<std::string>& extra, const StageRun* long_run,
                           const std::function<TrafficVerdict(const StageRun&, int, const std::vector<std::string>&)>& traffic_of);

@@ -3,6 +3,7 @@
 // score full marks, the untouched stubs zero, every wrong synchronisation loses the points it
 // should with a message that names the mistake, failures (hang, crash, memory, mismatched
 // collectives) are messages, and the command writes Gradescope's results.json.
+#include "common/stages/stages.h"
 #include "grading/autograder.h"
 #include "grading/mutation_testing.h"
 
@@ -57,7 +58,7 @@ GradeReport GradeReferences(Autograder& grader) {
 TEST(AutograderTest, ReferenceSolutionsScoreFullMarks) {
   GradeReport r = GradeReferences(Grader());
   EXPECT_EQ(r.score(), r.max_score());
-  EXPECT_EQ(r.max_score(), 141);  // 75, 20 each for the optional tasks 5 and 6, 26 for task 7 (7a 12, 7c 6, 7b 8)
+  EXPECT_EQ(r.max_score(), stages::TotalPoints("bert"));  // every stage, the optional ones too
   for (const auto& t : r.tests) EXPECT_TRUE(t.passed) << t.name << ":\n" << t.output;
   EXPECT_EQ(r.tests.size(), kTestsOfEveryStage);
 }
@@ -83,7 +84,7 @@ TEST(AutograderTest, UntouchedStubsScoreZeroAndSaySo) {
                                                    // the split model's forward reaches task 7's linears first
                                                    {"task7", "your task7 ColumnParallelLinear still calls StudentTodo"}};
   for (const auto& [id, message] : todo) {
-    const stages::Stage* st = stages::Find(id);
+    const stages::Row* st = stages::Find(id);
     const int ranks = st->RunRanks(4);
     const TestResult& run =
         Find(r, id + ": runs 5 updates on " + (ranks > 1 ? std::to_string(ranks) + " ranks" : "one process"));
@@ -157,7 +158,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(AutograderTest, AnEmptyOrUnreadableSubmissionIsGradedNotFatal) {
   GradeReport empty = Grader().Grade({testing::MakeTempDir("empty"), {}});
   EXPECT_EQ(empty.score(), 0);
-  EXPECT_EQ(empty.max_score(), 75);
+  EXPECT_EQ(empty.max_score(), stages::TotalPoints("bert", /*with_optional=*/false));
   EXPECT_NE(Find(empty, "task3: builds").output.find("missing from the submission: task3/bucketed_ddp.cc"), std::string::npos);
   EXPECT_NE(Find(empty, "task3" + kParity).output.find("not run: the build step did not succeed"), std::string::npos);
   EXPECT_NE(Find(empty, "task3: no_sync: gradient accumulation sends each gradient once per update (3c)").output.find("not run: the build step did not succeed"), std::string::npos);
@@ -174,7 +175,7 @@ TEST(AutograderTest, AnEmptyOrUnreadableSubmissionIsGradedNotFatal) {
             std::string::npos);
 }
 
-// The same grader on the second model (#23): every run, the grader's own included, trains the
+// The same grader on the second model: every run, the grader's own included, trains the
 // tiny ViT on images the grader writes. The students' files are the same, so the same tests
 // must come out with the same points, and a mistake must be named as it is on BERT.
 Autograder& VitGrader() {
@@ -195,8 +196,8 @@ double FirstExpectedLoss(const TestResult& parity) {
 
 TEST(AutograderVitTest, ReferenceSolutionsScoreFullMarksInTheSameTests) {
   GradeReport r = GradeReferences(VitGrader());
-  EXPECT_EQ(r.score(), 141);  // task 7 too: the ViT's heads and MLP split as BERT's, its units cut as BERT's
-  EXPECT_EQ(r.max_score(), 141);
+  EXPECT_EQ(r.max_score(), stages::TotalPoints("vit"));  // task 7 too: the ViT's heads and MLP split as BERT's
+  EXPECT_EQ(r.score(), r.max_score());
   for (const auto& t : r.tests) EXPECT_TRUE(t.passed) << t.name << ":\n" << t.output;
   EXPECT_EQ(r.tests.size(), kTestsOfEveryStage);
   // It trained the ViT: a random 10-class head starts near ln 10 = 2.303 (the tiny BERT's two

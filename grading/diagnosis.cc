@@ -7,7 +7,7 @@
 
 namespace distlm::grading {
 
-std::string Diagnose(const Trace& got, const Trace& want, const stages::Stage& st, const StageGrading& grading,
+std::string Diagnose(const Trace& got, const Trace& want, const stages::Row& st, const StageGrading& grading,
                      int ranks, const MistakeRuns& mistakes, const MistakeRuns& own_mistakes) {
   const double n = ranks;
   for (size_t i = 0; i < kSteps && i < got.losses.size(); ++i) {

@@ -21,7 +21,7 @@ using MistakeRuns = std::function<const std::vector<KnownMistake>&()>;
 
 // `ranks`: of the graded run (1 for part 1). `own_mistakes`: the runs of the stage's own known
 // mistakes (StageGrading::OwnMistakes), asked for only when `grading` may need them.
-std::string Diagnose(const Trace& got, const Trace& want, const stages::Stage& st, const StageGrading& grading,
+std::string Diagnose(const Trace& got, const Trace& want, const stages::Row& st, const StageGrading& grading,
                      int ranks, const MistakeRuns& mistakes, const MistakeRuns& own_mistakes);
 
 }  // namespace distlm::grading

@@ -1,4 +1,4 @@
-// What a submission writes can neither crash the grader nor buy points (#33). Each mode of
+// What a submission writes can neither crash the grader nor buy points. Each mode of
 // grading/forged_log_stage (a train_log.jsonl a hostile task 2b could write) is graded through
 // the autograde command, as Gradescope runs it: results.json is always written and valid, the
 // task scores nothing, and the message says why, quoting the submission's own words behind "|".
@@ -27,7 +27,7 @@ constexpr uint64_t kSeed = 777;
 // Task 2b's reference as the submitted file (so it "builds"), the forger as its binary.
 Graded GradeForged(const std::string& stage, const std::string& binary, const std::string& flag) {
   const std::string sub = testing::MakeTempDir("forged");
-  const stages::Stage* st = stages::Find(stage);
+  const stages::Row* st = stages::Find(stage);
   for (const auto& f : st->files) {
     WriteFileMakingDirs(sub + "/" + stage + "/" + f, ReadFileOrEmpty(Runfile(st->id + "/reference/" + f)));
   }

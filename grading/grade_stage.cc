@@ -36,23 +36,22 @@ std::string JoinOps(const std::vector<std::string>& ops, const std::string& last
 
 }  // namespace
 
-std::string Autograder::Impl::Diagnose(const Trace& got, const Trace& want, const stages::Stage& st) {
+std::string Autograder::Impl::Diagnose(const Trace& got, const Trace& want, const stages::Row& st) {
   return grading::Diagnose(got, want, st, GradingOf(st.id), st.RunRanks(config.ranks),
                            [this]() -> const std::vector<KnownMistake>& { return Mistakes(); },
                            [this, &st]() -> const std::vector<KnownMistake>& { return OwnMistakes(st); });
 }
 
-void Autograder::Impl::GradeStage(const stages::Stage& st, const SubmittedStage& sub, const BuildOutcome& build,
+void Autograder::Impl::GradeStage(const stages::Row& st, const SubmittedStage& sub, const BuildOutcome& build,
                                   GradeReport* report) {
   const int ranks = st.RunRanks(config.ranks);
   const std::string ranks_text = ranks > 1 ? std::to_string(ranks) + " ranks" : "one process";
   TestResult t_build{st.id + ": builds", 0, 0, build.ok, ""};
   TestResult t_run{st.id + ": runs " + std::to_string(kSteps) + " updates on " + ranks_text, 0, 0, false, ""};
-  TestResult t_parity{st.id + ": losses and gradient norms match the single-node run", 0, static_cast<double>(st.grading.parity_points), false,
-                      ""};
-  TestResult t_comm{st.id + ": uses " + JoinOps(st.grading.required_ops, " and "), 0, static_cast<double>(st.grading.comm_points),
-                    false, ""};
   const bool has_comm_test = st.grading.comm_points > 0;
+  TestResult t_parity{st.grading.parity_test().name, 0, static_cast<double>(st.grading.parity_test().points), false, ""};
+  TestResult t_comm{has_comm_test ? st.grading.comm_test().name : "", 0, static_cast<double>(st.grading.comm_points),
+                    false, ""};
   const StageGrading& grading = GradingOf(st.id);
   std::vector<TestResult> extra;  // the stage's own tests (StageGrading::ExtraTests)
   auto finish = [&] {
@@ -68,7 +67,7 @@ void Autograder::Impl::GradeStage(const stages::Stage& st, const SubmittedStage&
   };
   auto not_run = [&](const std::string& why) {
     t_run.output = t_parity.output = t_comm.output = why;
-    for (TestResult t : grading.ExtraTestNames()) {
+    for (TestResult t : OwnTests(st)) {
       t.output = why;
       extra.push_back(t);
     }
@@ -142,7 +141,7 @@ void Autograder::Impl::GradeStage(const stages::Stage& st, const SubmittedStage&
   finish();
 }
 
-void Autograder::Impl::Judge(const stages::Stage& st, const StageGrading& grading, const StageRun& r,
+void Autograder::Impl::Judge(const stages::Row& st, const StageGrading& grading, const StageRun& r,
                              const std::function<StageRun(int, const std::vector<std::string>&, double)>& run,
                              int ranks, bool has_comm_test, TestResult* t_parity_out, TestResult* t_comm_out,
                              std::vector<TestResult>* extra_out) {
@@ -201,7 +200,7 @@ void Autograder::Impl::Judge(const stages::Stage& st, const StageGrading& gradin
     }
   }
 
-  const std::vector<TestResult> own_tests = grading.ExtraTestNames();
+  const std::vector<TestResult> own_tests = OwnTests(st);
   if (!own_tests.empty()) {
     StageCheckContext c;
     c.ranks = ranks;
@@ -235,6 +234,14 @@ void Autograder::Impl::Judge(const stages::Stage& st, const StageGrading& gradin
       }
     } else {
       extra = grading.ExtraTests(r, c);
+      // The row names the tests and their points; a grading that returns others is the grader's bug.
+      bool same = extra.size() == own_tests.size();
+      for (size_t i = 0; same && i < extra.size(); ++i) {
+        same = extra[i].name == own_tests[i].name && extra[i].max_score == own_tests[i].max_score;
+      }
+      if (!same) {
+        throw std::logic_error(st.id + "'s grading returned other tests than its row in common/stages/stages.bzl names");
+      }
     }
   }
   if (has_comm_test) {
@@ -256,7 +263,7 @@ void Autograder::Impl::Judge(const stages::Stage& st, const StageGrading& gradin
 }
 
 ShareOutcome Autograder::Impl::ShareCheck(
-    const stages::Stage& st, const StageGrading& grading,
+    const stages::Row& st, const StageGrading& grading,
     const std::function<StageRun(int, const std::vector<std::string>&, double)>& run, int ranks,
     const std::vector<std::string>& extra, const StageRun* long_run,
     const std::function<TrafficVerdict(const StageRun&, int, const std::vector<std::string>&)>& traffic_of) {

@@ -2,7 +2,7 @@
 // run_autograder at its root, executable; the kit; the compiled grader; no reference source,
 // no grader source), and that the grader runs from the unpacked zip alone, outside Bazel,
 // writing results.json with Gradescope's fields. Building the kit inside the package
-// (setup.sh) and a grading with builds is the long end-to-end test issue #20 asks for: not here.
+// (setup.sh) and a grading with builds is the long end-to-end test (grading/gradescope/e2e_debootstrap.sh): not here.
 #include <unistd.h>
 
 #include <filesystem>

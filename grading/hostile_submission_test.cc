@@ -75,14 +75,14 @@ inline void TryWrite(const std::string& path, const std::string& text) {
 
 // A task's reference file with `body` run before main() in every rank.
 std::string WithStartup(const std::string& id, const std::string& body) {
-  const stages::Stage* st = stages::Find(id);
+  const stages::Row* st = stages::Find(id);
   return std::string(kPrelude) + ReadFileOrEmpty(Checkout() + "/" + st->id + "/reference/" + st->files[0]) +
          "\nnamespace {\nconst int hostile_startup = [] {\n" + body + "\n  return 0;\n}();\n}  // namespace\n";
 }
 
 // `text` as the stage's first file, its other files (task 3 has two) from the reference.
 void Put(const std::string& dir, const std::string& id, const std::string& text) {
-  const stages::Stage* st = stages::Find(id);
+  const stages::Row* st = stages::Find(id);
   WriteFileMakingDirs(dir + "/" + id + "/" + st->files[0], text);
   for (size_t i = 1; i < st->files.size(); ++i) {
     WriteFileMakingDirs(dir + "/" + id + "/" + st->files[i],
@@ -314,7 +314,7 @@ long table[] = {HOSTILE_R10(1) HOSTILE_R10(2) HOSTILE_R10(3)};
   EXPECT_EQ(g.results["score"].get<double>(), 0);
 }
 
-// #33's attacks in one grading. Part 1 makes its gradients NaN (an honest NaN: logged as null,
+// The forged-output attacks in one grading. Part 1 makes its gradients NaN (an honest NaN: logged as null,
 // which once crashed the grader); task 2a plants links, FIFOs and hard links where the grader
 // used to make the next runs' folders; task 2b tries every way to start a process or re-execute
 // itself (the replay); task 3 prints lines that imitate the grader's verdict; task 5 looks for

@@ -36,7 +36,7 @@ bool CompilerLine(const std::string& line, const std::string& student_dir) {
   return false;
 }
 
-std::string CompileErrors(const std::string& output, const std::string& kit, const stages::Stage& st) {
+std::string CompileErrors(const std::string& output, const std::string& kit, const stages::Row& st) {
   // Bazel reports each failed action as "ERROR: <pkg>/BUILD:<line>:<col>: Compiling ... failed:
   // (Exit 1): gcc failed: error executing command <the whole command line>", then the
   // compiler's or linker's own lines. Keep the blocks of this task's package.
@@ -68,15 +68,15 @@ std::string CompileErrors(const std::string& output, const std::string& kit, con
 }  // namespace
 
 std::map<std::string, BuildOutcome> BuildSubmission(const GraderConfig& config,
-                                                    const std::vector<const stages::Stage*>& graded,
+                                                    const std::vector<const stages::Row*>& graded,
                                                     const Submission& sub, const std::map<std::string, Prebuilt>& prebuilt,
                                                     StudentSpace* space, std::vector<std::string>* notes) {
   auto progress = [&](const std::string& line) {
     if (config.progress) config.progress(line);
   };
   std::map<std::string, BuildOutcome> out;
-  std::vector<const stages::Stage*> to_build;
-  for (const stages::Stage* st : graded) {
+  std::vector<const stages::Row*> to_build;
+  for (const stages::Row* st : graded) {
     const SubmittedStage& s = sub.stages.at(st->id);
     BuildOutcome& b = out[st->id];
     if (!s.missing.empty()) {
@@ -155,7 +155,7 @@ std::map<std::string, BuildOutcome> BuildSubmission(const GraderConfig& config,
   };
   std::vector<std::string> targets;
   std::string said;
-  for (const stages::Stage* st : to_build) {
+  for (const stages::Row* st : to_build) {
     targets.push_back("//" + st->id + ":student");
     said += (said.empty() ? "" : " ") + targets.back();
   }
@@ -181,11 +181,11 @@ std::map<std::string, BuildOutcome> BuildSubmission(const GraderConfig& config,
   }
   // The stubs' binaries that build left behind go: a task's binary must exist only if the build
   // of the submitted files made it (a file that does not compile leaves no link to run).
-  for (const stages::Stage* st : to_build) {
+  for (const stages::Row* st : to_build) {
     std::error_code ec;
     fs::remove(kit + "/bazel-bin/" + st->id + "/student", ec);
   }
-  for (const stages::Stage* st : to_build) {
+  for (const stages::Row* st : to_build) {
     for (const auto& [name, path] : sub.stages.at(st->id).files) {
       const std::string dst = kit + "/" + st->id + "/student/" + name;
       std::error_code ec;
@@ -213,7 +213,7 @@ std::map<std::string, BuildOutcome> BuildSubmission(const GraderConfig& config,
     fs::remove(kit + "/part1/student/train_step.cc", ec);
   }
   if (r.disk_limit_hit) notes->push_back("the build was stopped: " + DiskLimitMessage(r.inode_limit_hit, config));
-  for (const stages::Stage* st : to_build) {
+  for (const stages::Row* st : to_build) {
     BuildOutcome& b = out[st->id];
     b.from_kit = true;
     const std::string target = "//" + st->id + ":student";

@@ -28,7 +28,7 @@ struct BuildOutcome {
 // Bazel runs there as the student (space->Confine() first). Notes on how it was built go to
 // `notes`. Throws GraderError when the kit cannot be made or the student code cannot be confined.
 std::map<std::string, BuildOutcome> BuildSubmission(const GraderConfig& config,
-                                                    const std::vector<const stages::Stage*>& graded,
+                                                    const std::vector<const stages::Row*>& graded,
                                                     const Submission& sub, const std::map<std::string, Prebuilt>& prebuilt,
                                                     StudentSpace* space, std::vector<std::string>* notes);
 

@@ -26,7 +26,7 @@
 #include "common/train/run_stage.h"
 #include "grading/mutation_flag.h"
 #include "part1/train_step.h"
-#include "task2a/gradient_sync_stage.h"
+#include "common/stages/gradient_sync_stage.h"
 
 ABSL_FLAG(std::string, mutation, "none",
           "none (a correct all_reduce average); the mistakes: no_sync, sum_without_average, "
@@ -148,7 +148,7 @@ void Sync(const std::string& m, c10d::ProcessGroup& pg, const std::vector<torch:
 // Task 2b's stage with the mutation in its synchronisation; sync_after_step moves it after the
 // optimizer step, same_data drops the distributed sampler. What it sends is counted by
 // GradientSyncStage, as for a real submission, so a mutant's log looks like one.
-class MutantStage : public distlm::task2a::GradientSyncStage {
+class MutantStage : public distlm::stages::GradientSyncStage {
  public:
   explicit MutantStage(const std::string& mutation)
       : GradientSyncStage("mutant", distlm::part1::MakeTrainStep(),

@@ -13,7 +13,7 @@ using ::distlm::testing::WriteFileMakingDirs;
 std::string SubmissionFrom(const std::string& side, const std::vector<std::string>& ids) {
   std::string dir = testing::MakeTempDir("submission");
   for (const auto& id : ids) {
-    const stages::Stage* st = stages::Find(id);
+    const stages::Row* st = stages::Find(id);
     for (const auto& f : st->files) {
       WriteFileMakingDirs(dir + "/" + id + "/" + f, ReadFileOrEmpty(testing::Runfile(id + "/" + side + "/" + f)));
     }

@@ -1,4 +1,4 @@
-// What the stage-against-stage parity tests (ddp_parity_test, zero_parity_test) share: the
+// What the stage-against-stage parity tests (task3/, task5/, task6/ and task7/parity_test) share: the
 // flags of a short, deterministic run and the cases they run it in.
 #pragma once
 

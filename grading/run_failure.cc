@@ -39,7 +39,7 @@ std::string DiskLimitMessage(bool inodes, const GraderConfig& config) {
   return "it wrote more than " + Fmt("%.0f", static_cast<double>(config.disk_limit_bytes) / (1 << 30)) + " GiB to the disk";
 }
 
-std::string RunFailureMessage(const StageRun& r, const stages::Stage& st, const GraderConfig& config) {
+std::string RunFailureMessage(const StageRun& r, const stages::Row& st, const GraderConfig& config) {
   std::ostringstream m;
   const std::string todo_marker = "TODO(student)";
   std::vector<std::string> errors = ErrorLines(r.output, 6);

@@ -12,7 +12,7 @@
 
 namespace distlm::grading {
 
-std::string RunFailureMessage(const StageRun& r, const stages::Stage& st, const GraderConfig& config);
+std::string RunFailureMessage(const StageRun& r, const stages::Row& st, const GraderConfig& config);
 
 // "it wrote more than 4 GiB to the disk" or "it made more than 200000 files and folders".
 std::string DiskLimitMessage(bool inodes, const GraderConfig& config);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/stages/stages.h"
 #include "grading/stage_runner.h"
 #include "grading/test_result.h"
 #include "grading/trace.h"
@@ -96,13 +97,15 @@ class StageGrading {
   // Where the generic "summed but not averaged" message tells the student to divide ("": it
   // names no place).
   virtual std::string DivideWhere() const { return ""; }
-  // Tests beyond build, run, parity and collectives, in report order, with points: their names
-  // (not run: a stage that did not build or complete), and the tests on a completed main run.
-  virtual std::vector<TestResult> ExtraTestNames() const { return {}; }
+  // The stage's own tests (its row's, after parity and collectives: OwnTests below) on a
+  // completed main run, in the row's order, with the row's names and points.
   virtual std::vector<TestResult> ExtraTests(const StageRun& main_run, const StageCheckContext& context) const {
     return {};
   }
 };
+
+// The stage's own tests as its row in common/stages/stages.bzl names them, not run yet.
+std::vector<TestResult> OwnTests(const stages::Row& stage);
 
 // Called once per stage, from DISTLM_STAGE_GRADING; a second registration of an id is a logic
 // error.

@@ -28,7 +28,6 @@ TEST(StageGradingTest, AStageWithoutOneGetsTheDefaults) {
   const StageGrading& g = GradingOf("no such stage");
   EXPECT_TRUE(g.RunFlags("bert").empty());
   EXPECT_TRUE(g.OwnMistakes().empty());
-  EXPECT_TRUE(g.ExtraTestNames().empty());
   EXPECT_EQ(g.DivideWhere(), "");
 }
 
@@ -36,9 +35,12 @@ TEST(StageGradingTest, TheStagesSayWhatTheGraderNeeds) {
   // Task 3's bucket cap follows the model (4 buckets of the tiny BERT and of the tiny ViT).
   EXPECT_EQ(GradingOf("task3").RunFlags("bert"), (std::vector<std::string>{"--ddp=buckets", "--bucket_cap_mb=0.5"}));
   EXPECT_EQ(GradingOf("task3").RunFlags("vit"), (std::vector<std::string>{"--ddp=buckets", "--bucket_cap_mb=0.08"}));
-  int points = 0;
-  for (const TestResult& t : GradingOf("task3").ExtraTestNames()) points += static_cast<int>(t.max_score);
-  EXPECT_EQ(points, 28) << "task 3's own tests (docs/instructor.md's table)";
+  // A stage's own tests are its row's: those after parity and collectives, with their points.
+  const std::vector<TestResult> own = OwnTests(stages::Get("task3"));
+  ASSERT_EQ(own.size(), 6u);
+  EXPECT_EQ(own[1].name, "task3: bucket all-reduces start while backward runs (3b)");
+  EXPECT_EQ(own[1].max_score, 6);
+  EXPECT_TRUE(OwnTests(stages::Get("task2b")).empty());
   // A stage's own mistakes come with the binary that makes them.
   for (const auto& st : stages::All()) {
     const StageGrading& g = GradingOf(st.id);

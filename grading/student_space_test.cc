@@ -1,5 +1,5 @@
 // The grading's folders as student code sees them (grading/student_space.h): what the grader
-// shares with the runs (the ViT's images, #23) can be read by every rank and changed by none,
+// shares with the runs (the ViT's images) can be read by every rank and changed by none,
 // at either isolation level. Needs root, like grading/jail_test.cc; elsewhere it skips, saying so.
 #include "grading/student_space.h"
 

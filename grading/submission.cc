@@ -236,7 +236,7 @@ struct Origin {
 // stage: "" when accepted, else why it was not.
 std::string TakeEntry(const Entry& e, const std::string& rel, const Origin& origin, Submission* sub) {
   auto parts = Split(rel);
-  const stages::Stage* st = parts.empty() ? nullptr : stages::Find(parts[0]);
+  const stages::Row* st = parts.empty() ? nullptr : stages::Find(parts[0]);
   if (st != nullptr) sub->stages[st->id].folder_present = true;
   const bool allowed =
       st != nullptr && parts.size() == 2 && std::find(st->files.begin(), st->files.end(), parts[1]) != st->files.end();

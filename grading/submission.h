@@ -17,7 +17,7 @@ namespace distlm::grading {
 inline constexpr size_t kMaxStudentFileBytes = 1 << 20;
 
 struct SubmittedStage {
-  const stages::Stage* spec = nullptr;
+  const stages::Row* spec = nullptr;
   bool folder_present = false;                // the submission has <id>/ (or one of its files)
   std::map<std::string, std::string> files;   // student file name -> the grader's copy of it
   std::vector<std::string> missing;           // student file names not found

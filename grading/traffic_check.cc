@@ -40,7 +40,7 @@ void TrafficVerdict::Judge(TestResult* parity) const {
   }
 }
 
-TrafficVerdict CheckTraffic(const StageRun& run, const stages::Stage& st, int ranks, double gradient_bytes,
+TrafficVerdict CheckTraffic(const StageRun& run, const stages::Row& st, int ranks, double gradient_bytes,
                             size_t updates) {
   TrafficVerdict v;
   if (run.network_bytes < 0 || ranks < 2 || gradient_bytes <= 0 || updates == 0 ||

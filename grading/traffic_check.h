@@ -34,7 +34,7 @@ struct TrafficVerdict {
 
 // `gradient_bytes`: S, the bytes of the model's gradients (the grader's own trace's model);
 // `ranks`: the run's; `updates`: the updates it logged.
-TrafficVerdict CheckTraffic(const StageRun& run, const stages::Stage& st, int ranks, double gradient_bytes,
+TrafficVerdict CheckTraffic(const StageRun& run, const stages::Row& st, int ranks, double gradient_bytes,
                             size_t updates);
 
 // The same against `reference_bytes`, what the grader's own reference sent on the same ranks

@@ -1,4 +1,4 @@
-// The parity suite on the second model family (#23): a tiny ViT on a generated CIFAR-10-format
+// The parity suite on the second model family: a tiny ViT on a generated CIFAR-10-format
 // set (//common/vision:make_sample_cifar10), with the training augmentation on, through every
 // stage's reference against part 1, loss by loss over 5 updates at the BERT suite's tolerance.
 // The stages never see which model they train: this is the check that the Stage interface is

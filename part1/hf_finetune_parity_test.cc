@@ -2,7 +2,7 @@
 // tools/peers/make_dumps.sh to $DISTLM_PEERS_DIR/finetune/tiny): the reference tiny BERT on the
 // real RTE, the same data order, batches, torch.optim.AdamW (--optim=adamw_torch), linear
 // schedule and clipping, dropout off. Every update's loss and learning rate must agree within
-// 1e-4 relative (#22); prints one OK / NOT OK line per update with the difference. Skips, saying
+// 1e-4 relative; prints one OK / NOT OK line per update with the difference. Skips, saying
 // so, without the transformers run or without ../shared/reference.
 #include <algorithm>
 #include <cmath>

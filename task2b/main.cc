@@ -3,10 +3,10 @@
 // part 1 (see BUILD).
 #include "common/train/run_stage.h"
 #include "part1/train_step.h"
-#include "task2a/gradient_sync_stage.h"
+#include "common/stages/gradient_sync_stage.h"
 #include "task2b/grad_sync.h"
 
 int main(int argc, char** argv) {
   return distlm::train::RunStageMain(
-      argc, argv, distlm::task2a::MakeGradientSyncStage("task2b", distlm::part1::MakeTrainStep(), distlm::task2b::SyncGradients));
+      argc, argv, distlm::stages::MakeGradientSyncStage("task2b", distlm::part1::MakeTrainStep(), distlm::task2b::SyncGradients));
 }

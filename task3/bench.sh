@@ -7,7 +7,7 @@
 #   task3/bench.sh [nproc=4] [repeats=3] [extra flags for task 3, e.g. --bucket_cap_mb=4]
 #   (binaries from $DISTLM_BIN, default bazel-out/k8-opt/bin)
 #
-# Flags as grading/parity_test.cc, with --max_steps=40 --do_eval=false. Each (config, stage)
+# Flags as task2a/parity_test.cc, with --max_steps=40 --do_eval=false. Each (config, stage)
 # runs `repeats` times, interleaved; the table gives the median of the runs' "mean iteration
 # time over iterations 2..40" and, for task 3, over updates 2..40 of the median run:
 #   exposed = mean comm_time_ms (the step blocked on all-reduces after backward),

@@ -1,4 +1,4 @@
-// What each stage holds per rank, measured, against ZeRO's formulas (issue #36, item 4).
+// What each stage holds per rank, measured, against ZeRO's formulas.
 //
 //   bazel run //task4_bench:memory -- --out=DIR [--model=bert_base,vit_b16] [--ranks=1,2,4]
 //

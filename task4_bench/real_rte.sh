@@ -24,7 +24,7 @@
 #
 # Starting point: the model with a 2-label head that transformers draws under seed 42
 # (hf_finetune.py --init_out), which every stage loads, so all start from the same weights.
-# Settings (the seed's, README "The real run"): max_seq_length 128, a total batch of 8, learning
+# Settings (the seed's; docs/results.md has the runs): max_seq_length 128, a total batch of 8, learning
 # rate 2e-5 decaying linearly to 0, no warm-up, torch.optim.AdamW (--optim=adamw_torch, what
 # transformers' Trainer runs; eps 1e-8, weight decay 0), clip 1.0, seed 42, lower-cased (the
 # vocabulary is uncased), dropout 0.1 as the model's config says, each batch padded to its

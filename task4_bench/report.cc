@@ -1,4 +1,4 @@
-// The scaling report of task 4 (issue #8, item 4), and the training traffic table (item 2).
+// The scaling report of task 4, and the training traffic table.
 //
 //   bazel run //task4_bench:report -- --out=DIR [--quick]
 //

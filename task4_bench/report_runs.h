@@ -12,7 +12,7 @@
 
 namespace distlm::task4_bench {
 
-using StageSpec = stages::Stage;
+using StageSpec = stages::Row;
 
 struct Config {
   std::string out;

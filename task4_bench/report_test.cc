@@ -137,7 +137,7 @@ TEST(ReportTest, WritesTheTablesAndPlots) {
   EXPECT_TRUE(IsPng(out + "/traffic.png"));
 }
 
-// The second model family (#23): one report with rows for the tiny BERT and the tiny ViT. Each
+// The second model family: one report with rows for the tiny BERT and the tiny ViT. Each
 // model's rows use its own gradients (tensors.csv: bert.* against vit.*, 41 against 40 tensors);
 // the stages and the formulas are the same.
 TEST(ReportTest, BertAndViTRowsInOneReport) {

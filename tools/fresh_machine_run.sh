@@ -9,7 +9,7 @@
 # the output in the work folder it names. A benchmark, not a test (minutes: packages from the
 # Debian mirror, then a cold Bazel build). Needs root, debootstrap and a Debian mirror
 # (DISTLM_DEBIAN_MIRROR, default deb.debian.org). Exits 3 when no root can be made.
-# Run 2026-11-27 (README, "Quick start": 341 s, 55 lines).
+# Its figures: docs/results.md, "A fresh machine's first run".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 keep=0

@@ -36,8 +36,13 @@ def _row(
         takes_comm_dtype = False,
         pattern = "none",
         model_parallel = 0,
-        models = ["bert", "vit"]):
-    """One stage; stages.h says what each field means."""
+        models = ["bert", "vit"],
+        own_tests = [],
+        part = "",
+        writes = "",
+        teaches = "",
+        handout = ""):
+    """One stage; stages.h says what each field means. The last four are for the docs' tables."""
     if pattern not in _PATTERNS:
         fail("stage %s: pattern '%s' is not one of %s" % (id, pattern, ", ".join(_PATTERNS.keys())))
     if model_parallel < 0 or (model_parallel > 0 and ranks < 2):
@@ -45,7 +50,14 @@ def _row(
     for m in models:
         if m not in ["bert", "vit"]:
             fail("stage %s: model '%s' is not bert or vit" % (id, m))
-    for text in [id, what] + files + required_ops + forbidden_ops:
+    for t in own_tests:
+        if t.points <= 0:
+            fail("stage %s: its own test '%s' is worth %d points" % (id, t.name, t.points))
+        if not t.name.startswith(id + ": "):
+            fail("stage %s: its own test '%s' does not start with '%s: '" % (id, t.name, id))
+    if not (part and writes and teaches and handout):
+        fail("stage %s: part, writes, teaches and handout are what the docs' tables show; give each" % id)
+    for text in [id, what, part, writes, teaches, handout] + files + required_ops + forbidden_ops + [t.name for t in own_tests]:
         if "\"" in text or "'" in text or "$" in text or "\\" in text:
             fail("stage %s: '%s' holds a quote, a backslash or a $ (the C++ table is generated from it)" % (id, text))
     return struct(
@@ -64,7 +76,23 @@ def _row(
         pattern = pattern,
         model_parallel = model_parallel,
         models = models,
+        own_tests = own_tests,
+        points = parity_points + comm_points + _own_points(own_tests),
+        part = part,
+        writes = writes,
+        teaches = teaches,
+        handout = handout,
     )
+
+def _own_points(tests):
+    total = 0
+    for t in tests:
+        total += t.points
+    return total
+
+def _test(name, points):
+    """A test of the stage's own (beyond parity and collectives), as results.json names it."""
+    return struct(name = name, points = points)
 
 # In the order the course takes them (and the grader reports them). Points follow the work
 # each part asks for (reference solutions: part 1 15 lines, 2a 34, 2b 16, 3 165, 5 54);
@@ -72,45 +100,93 @@ def _row(
 STAGES = [
     # Every task trains with part 1's step; without part1/ the grader builds them with its own.
     _row("part1", ["train_step.cc"], "Backward / OptimizerStep / EndOfEpoch",
-         ranks = 1, parity_points = 10),
+         ranks = 1, parity_points = 10,
+         part = "1", writes = "the backward pass, the optimizer step, the evaluation call",
+         teaches = "one step of training (backward, clipping, AdamW, the schedule) in the loop every later stage reuses",
+         handout = "part1.md"),
     _row("task2a", ["grad_sync.cc"], "SyncGradients (gather + scatter)",
          parity_points = 12, comm_points = 3, required_ops = ["gather", "scatter"],
          forbidden_ops = ["allreduce", "reduce", "allgather", "reduce_scatter"], grading = True,
-         pattern = "gather_scatter"),
+         pattern = "gather_scatter",
+         part = "2a", writes = "gradient averaging through rank 0 (gather + scatter)",
+         teaches = "why averaged gradients give the update of one machine, and the cost of one rank in the middle",
+         handout = "part2.md#task-2a"),
     _row("task2b", ["grad_sync.cc"], "SyncGradients (all_reduce)",
          parity_points = 8, comm_points = 2, required_ops = ["allreduce"], takes_comm_dtype = True,
-         pattern = "ring_allreduce"),
+         pattern = "ring_allreduce",
+         part = "2b", writes = "gradient averaging with all_reduce",
+         teaches = "the ring all-reduce, its bytes per rank and its round trips",
+         handout = "part2.md#task-2b"),
     # The student's own DDP: parity on the bucketed version (3b) at a cap that makes several
-    # buckets on the tiny model; task3/grading/ddp_checks.h adds 28 points of its own tests.
+    # buckets on the tiny model, and its own tests (task3/grading/ddp_checks.h).
     _row("task3", ["bucketed_ddp.cc", "per_parameter_ddp.cc"],
          "your DistributedDataParallel (per-parameter, buckets, no_sync)",
-         parity_points = 12, grading = True, takes_comm_dtype = True, pattern = "ring_allreduce"),
+         parity_points = 12, grading = True, takes_comm_dtype = True, pattern = "ring_allreduce",
+         own_tests = [
+             _test("task3: buckets in reverse order, closed at the cap (3b)", 4),
+             _test("task3: bucket all-reduces start while backward runs (3b)", 6),
+             _test("task3: per-parameter DDP matches the single-node run (3a)", 6),
+             _test("task3: per-parameter DDP sends one all-reduce per parameter during backward (3a)", 2),
+             _test("task3: no_sync: gradient accumulation sends each gradient once per update (3c)", 8),
+             _test("task3: a parameter without a gradient is named in an error", 2),
+         ],
+         part = "3",
+         writes = "your own DistributedDataParallel: one all-reduce per parameter from autograd hooks (3a), gradient buckets (3b), no_sync (3c)",
+         teaches = "overlapping communication with backward, and measuring how much of it hides",
+         handout = "part3.md"),
     # The advanced part: graded when submitted. Over Gloo (LibTorch 1.13 has no reduce_scatter
     # there) the reduce-scatter is an all_reduce plus a slice, so only the all-gather is a
     # collective of its own.
     _row("task5", ["sharded_step.cc"], "ShardedStep (reduce-scatter, shard step, all-gather)",
          parity_points = 16, comm_points = 4, required_ops = ["allgather"], optional = True,
-         grading = True, pattern = "allreduce_allgather"),
+         grading = True, pattern = "allreduce_allgather",
+         part = "5 (advanced)", writes = "sharded data parallelism, ZeRO stage 2: reduce-scatter, shard step, all-gather",
+         teaches = "each rank keeps and updates only its slice of the optimizer state: memory for traffic",
+         handout = "part5.md"),
     # Fully sharded data parallel (ZeRO-3): each unit gathered for its forward and backward,
     # freed after each, its gradient reduce-scattered. Advanced, graded when submitted; its
     # all-gathers are the collectives of its own (the reduce-scatter is an all_reduce plus a
-    # slice over Gloo, as task 5's). task6/grading adds 4 points: prefetch (6b) and the
-    # reduce-scatter behind backward (6c).
+    # slice over Gloo, as task 5's).
     _row("task6", ["fsdp.cc"], "GatherUnit / ReshardUnit / ReduceScatterGrad / ShardedStep (fully sharded)",
          parity_points = 12, comm_points = 4, required_ops = ["allgather"], optional = True,
-         grading = True, pattern = "allreduce_two_allgathers"),
+         grading = True, pattern = "allreduce_two_allgathers",
+         own_tests = [
+             _test("task6: prefetched all-gathers travel while a unit computes (6b)", 2),
+             _test("task6: reduce-scatters run behind the rest of backward (6c)", 2),
+         ],
+         part = "6 (advanced)",
+         writes = "fully sharded data parallelism (ZeRO stage 3, FSDP): gather, reshard, reduce-scatter per unit, the sharded step",
+         teaches = "nothing is held whole longer than it computes; prefetch (6b) and the reduce-scatter behind backward (6c)",
+         handout = "part6.md"),
     # Tensor parallelism (7a, Megatron-LM's layout): the model split over 2 ranks that share one
     # replica, so each reads the whole batch (model_parallel = 2: the tiny BERT's and the tiny
-    # ViT's 2 heads allow no more). Advanced, graded when submitted. Its all-reduces carry activations, not
-    # gradients: no traffic pattern of task 4's (docs/handout/part7.md has its bytes per
-    # update); the ViT's split as BERT's (its heads and MLP). task7/grading names its mistakes.
-    # 7c's layout and data-group average (device_mesh.cc) are graded by task 7's own test of a
-    # 2 x 2 (data x tensor) run on 4 ranks, 7b's schedules and loop (pipeline_schedule.cc,
-    # pipeline_parallel.cc) by its test of 2-stage pipelines under both schedules.
+    # ViT's 2 heads allow no more). Advanced, graded when submitted. Its all-reduces carry
+    # activations, not gradients: no traffic pattern of task 4's. 7c (a 2 x 2 data x tensor
+    # layout) and 7b (pipelines of 2 stages under both schedules) are task 7's own tests.
     _row("task7", ["tensor_parallel.cc", "device_mesh.cc", "pipeline_schedule.cc", "pipeline_parallel.cc"],
          "f, g, ColumnParallelLinear and RowParallelLinear (tensor parallel)",
-         parity_points = 12, optional = True, grading = True, model_parallel = 2, models = ["bert", "vit"]),
+         parity_points = 12, optional = True, grading = True, model_parallel = 2, models = ["bert", "vit"],
+         own_tests = [
+             _test("task7: 7c, 2 x 2 (data x tensor) on 4 ranks: losses and gradient norms match the single-node run", 6),
+             _test("task7: 7b, pipelines of 2 stages (1F1B over 4 micro-batches, all forward all backward over 2): " +
+                   "losses and gradient norms match the single-node run, and 1F1B holds at most 2 micro-batches on stage 0", 8),
+         ],
+         part = "7 (advanced)",
+         writes = "model parallelism: tensor-parallel linears with f and g (7a), pipeline schedules and their send/recv loop (7b), the process-group layout of 2D parallelism (7c)",
+         teaches = "tensor parallelism in the layout of Megatron-LM, the bubble of a pipeline and the activations each schedule keeps, 2D layouts through process subgroups",
+         handout = "part7.md"),
 ]
+
+# Part 4 is measurements, not a stage: no student files and no points. The docs' tables show it
+# after task 3.
+MEASUREMENTS = struct(
+    id = "task4_bench",
+    after = "task3",
+    part = "4 (optional)",
+    writes = "measurements: collectives, traffic, scaling, memory",
+    teaches = "collectives, the bytes an update really sends, an emulated cluster with shaped links, scaling",
+    handout = "part4.md",
+)
 
 def _rows(distributed):
     return [s for s in STAGES if distributed == None or s.distributed == distributed]
@@ -161,11 +237,117 @@ def _strings(items):
 def _bool(b):
     return "true" if b else "false"
 
+def _join_ops(ops):
+    if len(ops) < 2:
+        return "".join(ops)
+    return ", ".join(ops[:-1]) + " and " + ops[-1]
+
+def parity_test_name(s):
+    return s.id + ": losses and gradient norms match the single-node run"
+
+def comm_test_name(s):
+    return s.id + ": uses " + _join_ops(s.required_ops)
+
+def stage_tests(s):
+    """The tests of a stage that carry points, in report order: struct(name, points)."""
+    tests = [_test(parity_test_name(s), s.parity_points)]
+    if s.comm_points > 0:
+        tests.append(_test(comm_test_name(s), s.comm_points))
+    return tests + s.own_tests
+
+def _model_total(model, optional):
+    total = 0
+    for s in STAGES:
+        if model in s.models and (optional or not s.optional):
+            total += s.points
+    return total
+
+def _block(out, name, lines):
+    out.append("<!-- stages.bzl: %s -->" % name)
+    out.extend(lines)
+    out.append("<!-- end %s -->" % name)
+
+def _course():
+    """The stages and part 4's measurements, in the order the course takes them."""
+    rows = []
+    for s in STAGES:
+        rows.append(s)
+        if s.id == MEASUREMENTS.after:
+            rows.append(MEASUREMENTS)
+    return rows
+
+def stages_docs():
+    """The docs' blocks made from the table, each between '<!-- stages.bzl: NAME -->' and
+    '<!-- end NAME -->' lines; //docs:stage_facts_test holds the docs to them and
+    `bazel run //docs:stage_facts -- --update` writes them in."""
+    out = []
+    lines = ["| part | folder | you write | it teaches |", "| --- | --- | --- | --- |"]
+    for s in _course():
+        lines.append("| %s | `%s/` | %s | %s |" % (s.part, s.id, s.writes, s.teaches))
+    _block(out, "stage_table", lines)
+
+    lines = ["| part | you write | points | read |", "| --- | --- | --- | --- |"]
+    for s in _course():
+        points = str(s.points) if hasattr(s, "points") else "not graded"
+        lines.append("| %s | %s | %s | [%s](%s) |" % (s.part, s.writes, points, s.handout.split("#")[0], s.handout))
+    _block(out, "handout_table", lines)
+
+    lines = ["| test | points |", "| --- | --- |"]
+    for s in STAGES:
+        for t in stage_tests(s):
+            lines.append("| %s | %d |" % (t.name, t.points))
+    _block(out, "points_table", lines)
+
+    lines = ["```text"]
+    for s in STAGES:
+        for i, f in enumerate(s.files):
+            line = "%s/%s" % (s.id, f)
+            if s.optional and i == 0:
+                line = (line + " " * 33)[:33] + "optional (part %s)" % s.part.split(" ")[0]
+                if len(s.files) > 1:
+                    line += ": all %d files together" % len(s.files)
+            lines.append(line)
+    _block(out, "submission_layout", lines + ["```"])
+
+    optional = [s for s in STAGES if s.optional]
+    bert, vit = _model_total("bert", True), _model_total("vit", True)
+    worth = "%d points, graded on BERT or on the ViT" % bert if bert == vit else "%d points on BERT and %d on the ViT" % (bert, vit)
+    _block(out, "totals", [
+        "A submission of every part is worth %s: %d for the required parts (%s) and %s for the advanced parts %s, each graded when its folder is submitted." % (
+            worth,
+            _model_total("bert", False),
+            ", ".join([s.part for s in STAGES if not s.optional]),
+            ", ".join([str(s.points) for s in optional]),
+            ", ".join([s.part.split(" ")[0] for s in optional]),
+        ),
+    ])
+    return "\n".join(out) + "\n"
+
+def stages_json():
+    """The table for scripts outside Bazel (grading/gradescope/e2e_debootstrap.sh), as JSON."""
+    stages = []
+    for s in STAGES:
+        stages.append("{\"id\": \"%s\", \"files\": [%s], \"points\": %d, \"parity_points\": %d, \"optional\": %s, \"models\": [%s]}" % (
+            s.id,
+            ", ".join(["\"%s\"" % f for f in s.files]),
+            s.points,
+            s.parity_points,
+            _bool(s.optional),
+            ", ".join(["\"%s\"" % m for m in s.models]),
+        ))
+    totals = ", ".join(["\"%s\": %d" % (m, _model_total(m, True)) for m in ["bert", "vit"]])
+    return "{\"stages\": [%s], \"total\": {%s}, \"required\": %d}\n" % (
+        ", ".join(stages),
+        totals,
+        _model_total("bert", False),
+    )
+
 def stages_cc_rows():
     """The C++ rows of stages.h's table: //common/stages:stages_table writes them to stages_table.inc."""
     rows = []
     for s in STAGES:
-        grading = "{%d, %d, %d, %s, %s, %s, %s, %d}" % (
+        tests = stage_tests(s)
+        grading = "{%d, %d, %d, %s, %s, %s, %s, %d, {%s}}" % (
             s.ranks,
             s.parity_points,
             s.comm_points,
@@ -174,6 +356,7 @@ def stages_cc_rows():
             _bool(s.optional),
             _bool(s.grading),
             s.model_parallel,
+            ", ".join(["{\"%s\", %d}" % (t.name, t.points) for t in tests]),
         )
         rows.append("{\"%s\", %s, \"%s\", %s, %s, {SyncPattern::%s}, %s},\n" % (
             s.id,

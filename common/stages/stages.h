@@ -23,6 +23,12 @@ enum class SyncPattern {
   kAllreduceTwoAllGathers,
 };
 
+// A test of the grader's that carries points, as results.json names it.
+struct TestSpec {
+  std::string name;
+  int points = 0;
+};
+
 // How the autograder runs and scores a stage (grading/README.md).
 struct Grading {
   int ranks = 4;                           // ranks the grader runs it on (1: one process)
@@ -38,6 +44,21 @@ struct Grading {
   // reads the replica's whole batch); 0: data parallel, every rank a replica of its own. A
   // model-parallel stage runs on exactly this many ranks, whatever the grader's --ranks.
   int model_parallel = 0;
+  // Every test of the stage that carries points, in report order: the parity test, the
+  // collectives test (when comm_points > 0), then the stage's own (its grading/ package runs
+  // those). Names and points are written once, in stages.bzl.
+  std::vector<TestSpec> tests;
+  const TestSpec& parity_test() const { return tests.at(0); }
+  const TestSpec& comm_test() const { return tests.at(1); }  // only when comm_points > 0
+  // The stage's own tests: those after parity and collectives.
+  std::vector<TestSpec> own_tests() const {
+    return {tests.begin() + (comm_points > 0 ? 2 : 1), tests.end()};
+  }
+  int points() const {
+    int total = 0;
+    for (const auto& t : tests) total += t.points;
+    return total;
+  }
 };
 
 // How task 4's report runs it (pattern kNone: not in the report).
@@ -45,7 +66,8 @@ struct Report {
   SyncPattern pattern = SyncPattern::kNone;  // what the expected traffic is computed as
 };
 
-struct Stage {
+// A row of the table: one stage of the course (its folder, files, grading and report).
+struct Row {
   // Names the stage everywhere: its folder (the Bazel package holding student/ and reference/),
   // logs, messages, the submission's folder and the tests.
   std::string id;
@@ -77,15 +99,25 @@ struct Stage {
 // In the order the course takes them (and the grader reports them): the rows of STAGES in
 // common/stages/stages.bzl, generated into stages_table.inc (bazel-bin/common/stages/) by
 // //common/stages:stages_table.
-inline const std::vector<Stage>& All() {
-  static const std::vector<Stage> stages = {
+inline const std::vector<Row>& All() {
+  static const std::vector<Row> stages = {
 #include "common/stages/stages_table.inc"
   };
   return stages;
 }
 
+// What a submission of every stage is worth when graded on `model_type` (bert or vit); without
+// the optional stages when `with_optional` is false.
+inline int TotalPoints(const std::string& model_type, bool with_optional = true) {
+  int total = 0;
+  for (const auto& s : All()) {
+    if (s.Trains(model_type) && (with_optional || !s.grading.optional)) total += s.grading.points();
+  }
+  return total;
+}
+
 // The row of `id`, or null.
-inline const Stage* Find(const std::string& id) {
+inline const Row* Find(const std::string& id) {
   for (const auto& s : All()) {
     if (s.id == id) return &s;
   }
@@ -93,8 +125,8 @@ inline const Stage* Find(const std::string& id) {
 }
 
 // The row of `id`; a logic error when there is none (a main naming itself wrongly).
-inline const Stage& Get(const std::string& id) {
-  const Stage* s = Find(id);
+inline const Row& Get(const std::string& id) {
+  const Row* s = Find(id);
   if (s == nullptr) throw std::logic_error("no stage '" + id + "' in common/stages/stages.h");
   return *s;
 }

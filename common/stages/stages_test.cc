@@ -18,7 +18,7 @@ TEST(StagesTest, TheTableHoldsTogether) {
   EXPECT_EQ(All()[0].grading.ranks, 1) << "part 1 runs on one process";
   EXPECT_EQ(All()[0].report.pattern, SyncPattern::kNone);
   std::set<std::string> ids;
-  for (const Stage& s : All()) {
+  for (const Row& s : All()) {
     EXPECT_TRUE(ids.insert(s.id).second) << s.id << " twice";
     EXPECT_FALSE(s.files.empty()) << s.id << ": the student writes no file";
     EXPECT_FALSE(s.what.empty()) << s.id;
@@ -33,7 +33,7 @@ TEST(StagesTest, TheTableHoldsTogether) {
     EXPECT_TRUE(s.Trains("bert")) << s.id;
   }
   // Task 7a: 2 ranks share one replica of the tiny BERT (its 2 heads), each reading the whole batch.
-  const Stage& t7 = Get("task7");
+  const Row& t7 = Get("task7");
   EXPECT_EQ(t7.grading.model_parallel, 2);
   EXPECT_EQ(t7.RunRanks(4), 2);
   EXPECT_EQ(t7.Replicas(2), 1);
@@ -46,6 +46,35 @@ TEST(StagesTest, TheTableHoldsTogether) {
   EXPECT_EQ(Find("task2a")->grading.forbidden_ops.size(), 4u);
   EXPECT_EQ(Find("nope"), nullptr);
   EXPECT_THROW(Get("nope"), std::logic_error);
+}
+
+// Each row's tests: the parity test first with the row's parity points, the collectives test
+// next exactly when the row has comm points, every test named for its stage and worth points;
+// the totals are their sums.
+TEST(StagesTest, EachRowsTestsAndTheTotals) {
+  int all = 0, required = 0;
+  for (const Row& s : All()) {
+    ASSERT_FALSE(s.grading.tests.empty()) << s.id;
+    EXPECT_EQ(s.grading.parity_test().points, s.grading.parity_points) << s.id;
+    EXPECT_EQ(s.grading.parity_test().name, s.id + ": losses and gradient norms match the single-node run");
+    if (s.grading.comm_points > 0) {
+      EXPECT_EQ(s.grading.comm_test().points, s.grading.comm_points) << s.id;
+      EXPECT_EQ(s.grading.comm_test().name.rfind(s.id + ": uses " + s.grading.required_ops[0], 0), 0u)
+          << s.grading.comm_test().name;
+    }
+    EXPECT_EQ(s.grading.tests.size(), 1 + (s.grading.comm_points > 0) + s.grading.own_tests().size()) << s.id;
+    for (const TestSpec& t : s.grading.tests) {
+      EXPECT_GT(t.points, 0) << t.name;
+      EXPECT_EQ(t.name.rfind(s.id + ": ", 0), 0u) << t.name << " is not named for " << s.id;
+    }
+    all += s.grading.points();
+    if (!s.grading.optional) required += s.grading.points();
+  }
+  EXPECT_EQ(Get("task2a").grading.comm_test().name, "task2a: uses gather and scatter");
+  EXPECT_EQ(Get("task3").grading.own_tests().size(), 6u);
+  EXPECT_EQ(TotalPoints("bert"), all);
+  EXPECT_EQ(TotalPoints("bert", false), required);
+  EXPECT_EQ(TotalPoints("vit"), all) << "every stage trains the ViT too";
 }
 
 }  // namespace

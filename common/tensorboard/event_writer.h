@@ -5,7 +5,7 @@
 // {wall_time, step, summary {value {tag, simple_value}...}} per call (or a text summary). The
 // Events are protobuf messages (event.proto, TensorBoard's field numbers; protobuf's lite
 // runtime serializes them); the framing and CRC are here. docs/design/trace_and_tensorboard.md
-// has the sources and the plan around it.
+// describes the format and where each part comes from.
 #pragma once
 
 #include <cstdint>

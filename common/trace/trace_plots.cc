@@ -7,13 +7,13 @@
 #include <map>
 #include <sstream>
 
-#include "common/train/plots.h"
+#include "common/plot/gnuplot.h"
 
 namespace distlm::trace {
 namespace {
 
 namespace fs = std::filesystem;
-using train::GnuplotQuoted;
+using plot::GnuplotQuoted;
 
 struct Phase {
   const char* category;
@@ -116,7 +116,7 @@ std::vector<std::string> WriteTracePlots(const nlohmann::json& merged, const std
     std::ofstream(dir + "/timeline.dat") << boxes.str();
     const int n = static_cast<int>(rows.size());
     std::ostringstream s;
-    s << "set terminal pngcairo size " << train::kPlotWidth + 300 << "," << std::max(300, 120 + 45 * n)
+    s << "set terminal pngcairo size " << plot::kPlotWidth + 300 << "," << std::max(300, 120 + 45 * n)
       << " font ',10' noenhanced\nset output " << GnuplotQuoted(dir + "/timeline.png") << "\n"
       << "set title " << GnuplotQuoted(merged["otherData"].value("stage", std::string("?")) + ": the traced updates") << "\n"
       << "set xlabel 'ms'\nset yrange [" << n - 0.5 << ":-0.5]\nset ytics (" << ytics << ")\n"
@@ -130,13 +130,13 @@ std::vector<std::string> WriteTracePlots(const nlohmann::json& merged, const std
     }
     s << "\n";
     std::ofstream(dir + "/timeline.gp") << s.str();
-    *why = train::RunGnuplot(dir + "/timeline.gp", dir + "/gnuplot.log");
+    *why = plot::RunGnuplot(dir + "/timeline.gp", dir + "/gnuplot.log");
     if (!why->empty()) return {};
     files.push_back(dir + "/timeline.png");
   }
   if (!in_use.empty()) {
     std::ostringstream s;
-    s << "set terminal pngcairo size " << train::kPlotWidth << "," << train::kPlotHeight
+    s << "set terminal pngcairo size " << plot::kPlotWidth << "," << plot::kPlotHeight
       << " font ',10' noenhanced\nset output " << GnuplotQuoted(dir + "/memory.png") << "\nset title 'bytes in use through the traced updates'\n"
       << "set xlabel 'ms'\nset ylabel 'MiB'\nset grid\nset key top right\n"
       << updates.str() << "plot ";
@@ -158,7 +158,7 @@ std::vector<std::string> WriteTracePlots(const nlohmann::json& merged, const std
     series(model_state, "model-state", "lw 1 dt 2", ": model state held (parameters, gradients, AdamW)");
     s << "\n";
     std::ofstream(dir + "/memory.gp") << s.str();
-    *why = train::RunGnuplot(dir + "/memory.gp", dir + "/gnuplot.log");
+    *why = plot::RunGnuplot(dir + "/memory.gp", dir + "/gnuplot.log");
     if (!why->empty()) return files;
     files.push_back(dir + "/memory.png");
   }

@@ -14,18 +14,14 @@
 #include <string>
 #include <vector>
 
+#include "common/plot/gnuplot.h"
+
 namespace distlm::train {
 
-// Every PNG is this size.
-inline constexpr int kPlotWidth = 900;
-inline constexpr int kPlotHeight = 500;
-
-// `text` as a gnuplot single-quoted string (a path, a title).
-std::string GnuplotQuoted(const std::string& text);
-
-// Runs `gnuplot SCRIPT` (no shell), its output into `log`. "" on success, otherwise why not
-// ("gnuplot is not installed ...", "gnuplot failed: see LOG").
-std::string RunGnuplot(const std::string& script, const std::string& log);
+using plot::GnuplotQuoted;
+using plot::kPlotHeight;
+using plot::kPlotWidth;
+using plot::RunGnuplot;
 
 // Writes RUN_DIR/plots/*.png. Returns the files written; *why says why none were (no gnuplot,
 // no log) or what failed. Never throws for a missing or broken log: plots are a by-product.

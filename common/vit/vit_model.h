@@ -1,5 +1,5 @@
 // A Vision Transformer for image classification as torch::nn modules, the second model family
-// of the course (#23): the stages' mechanisms (gradient synchronisation, DDP, sharding) do not
+// of the course: the stages' mechanisms (gradient synchronisation, DDP, sharding) do not
 // care which model made the gradients.
 //
 // Module and parameter names are exactly HuggingFace's ViTForImageClassification

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/stages/stages.h"
+#include "grading/stage_grading.h"
 #include "grading/text.h"
 
 namespace distlm::grading {
@@ -14,10 +16,6 @@ namespace {
 // The unused parameter's name (task3/ddp_stage.h's kUnusedParameterName; the grader does not
 // link task 3).
 constexpr char kUnusedName[] = "unused_by_the_loss.weight";
-constexpr int kLayoutPoints = 4, kOverlapPoints = 6, kPerParameterParityPoints = 6, kPerParameterShapePoints = 2,
-              kNoSyncPoints = 8, kUnusedPoints = 2;
-
-TestResult Test(const std::string& name, int points) { return {name, 0, static_cast<double>(points), false, ""}; }
 
 void Pass(TestResult& t, const std::string& output) {
   t.passed = true;
@@ -254,15 +252,7 @@ std::vector<int64_t> ExpectedBuckets(const std::vector<int64_t>& numels, int64_t
   return buckets;
 }
 
-std::vector<TestResult> DdpTestNames() {
-  return {Test("task3: buckets in reverse order, closed at the cap (3b)", kLayoutPoints),
-          Test("task3: bucket all-reduces start while backward runs (3b)", kOverlapPoints),
-          Test("task3: per-parameter DDP matches the single-node run (3a)", kPerParameterParityPoints),
-          Test("task3: per-parameter DDP sends one all-reduce per parameter during backward (3a)",
-               kPerParameterShapePoints),
-          Test("task3: no_sync: gradient accumulation sends each gradient once per update (3c)", kNoSyncPoints),
-          Test("task3: a parameter without a gradient is named in an error", kUnusedPoints)};
-}
+std::vector<TestResult> DdpTestNames() { return OwnTests(stages::Get("task3")); }
 
 std::vector<TestResult> DdpTests(const StageRun& main_run, const DdpCheckContext& c) {
   std::vector<TestResult> t = DdpTestNames();

@@ -28,7 +28,6 @@ class Task3Grading : public grading::StageGrading {
     return {"--ddp=buckets", cap};
   }
   std::string DivideWhere() const override { return " in FinishGradientSync, once its all-reduces are done"; }
-  std::vector<TestResult> ExtraTestNames() const override { return grading::DdpTestNames(); }
   std::vector<TestResult> ExtraTests(const StageRun& main_run, const StageCheckContext& c) const override {
     grading::DdpCheckContext d{c};
     d.bucket_cap_mb = BucketCapMb(c.model_type);

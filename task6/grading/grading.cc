@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/stages/stages.h"
 #include "grading/stage_grading.h"
 #include "grading/train_log.h"
 #include "grading/trace.h"
@@ -24,10 +25,6 @@ using grading::StageCheckContext;
 using grading::StageRun;
 using grading::TestResult;
 using grading::Trace;
-
-constexpr int kPrefetchPoints = 2, kOverlapPoints = 2;
-const char kPrefetch[] = "task6: prefetched all-gathers travel while a unit computes (6b)";
-const char kOverlap[] = "task6: reduce-scatters run behind the rest of backward (6c)";
 
 // Sums of a field over the run; false (with *why) when an update lacks it.
 bool Sum(const StageRun& r, const std::string& key, int64_t* sum, std::string* why) {
@@ -102,11 +99,8 @@ class Task6Grading : public grading::StageGrading {
     }
     return "";
   }
-  std::vector<TestResult> ExtraTestNames() const override {
-    return {{kPrefetch, 0, kPrefetchPoints, false, ""}, {kOverlap, 0, kOverlapPoints, false, ""}};
-  }
   std::vector<TestResult> ExtraTests(const StageRun& main_run, const StageCheckContext&) const override {
-    std::vector<TestResult> t = ExtraTestNames();
+    std::vector<TestResult> t = grading::OwnTests(stages::Get("task6"));
     Check(main_run, "gathers_still_running", "gathers_prefetched", "prefetched all-gathers", "StartGather", t[0]);
     Check(main_run, "reduce_scatters_still_running", "reduce_scatters", "reduce-scatters", "StartReduceScatter", t[1]);
     return t;

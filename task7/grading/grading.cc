@@ -79,12 +79,9 @@ class Task7Grading : public grading::StageGrading {
     return "";
   }
 
-  std::vector<grading::TestResult> ExtraTestNames() const override {
-    return {{kDataTensor, 0, kDataTensorPoints, false, ""}, {kPipeline, 0, kPipelinePoints, false, ""}};
-  }
   std::vector<grading::TestResult> ExtraTests(const grading::StageRun& main_run,
                                               const grading::StageCheckContext& c) const override {
-    std::vector<grading::TestResult> t = ExtraTestNames();
+    std::vector<grading::TestResult> t = grading::OwnTests(stages::Get("task7"));
     // 7c runs 7a's split in every replica: judged once the split itself is right.
     if (!grading::ParityDiff(*c.expected, grading::TraceOf(main_run)).empty()) {
       t[0].output = "not run: the split on " + Ranks() + " ranks (7a) does not match the single-node run yet (see the "
@@ -97,14 +94,6 @@ class Task7Grading : public grading::StageGrading {
   }
 
  private:
-  static constexpr const char* kPipeline =
-      "task7: 7b, pipelines of 2 stages (1F1B over 4 micro-batches, all forward all backward over 2): losses and "
-      "gradient norms match the single-node run, and 1F1B holds at most 2 micro-batches on stage 0";
-  static constexpr double kPipelinePoints = 8;
-  static constexpr const char* kDataTensor =
-      "task7: 7c, 2 x 2 (data x tensor) on 4 ranks: losses and gradient norms match the single-node run";
-  static constexpr double kDataTensorPoints = 6;
-
   // Runs the submission on `ranks` with `flags` and compares it with the single-node trace: true
   // (and the worst difference in *worst) when it matches and `also` (when given) finds nothing
   // wrong in the run's log; else false, with t.output saying why: `explain`'s words for the

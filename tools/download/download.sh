@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/download: fetches bert-base-cased (config, vocab, safetensors) and GLUE RTE from their
 # official locations, with a progress bar and SHA-256 checks, into --dest; for the second model
-# family (#23), CIFAR-10's binary release and the ViT-B/16 checkpoint, when named.
+# family, CIFAR-10's binary release and the ViT-B/16 checkpoint, when named.
 #
 #   bazel run //tools/download -- --dest=$HOME/distlm_data [--what=all|bert-base-cased|rte|cifar10|vit-base-patch16-224]
 #        [--mirror=URL_PREFIX] [--manifest=FILE]

@@ -1,5 +1,5 @@
 """transformers' BertForSequenceClassification fine-tuned on GLUE RTE the way distlm's part 1
-runs it, for accuracy and loss parity (#22): the same data order, batches, optimizer and
+runs it, for accuracy and loss parity: the same data order, batches, optimizer and
 schedule, so that only the implementation differs.
 
   python hf_finetune.py --init_out=DIR --model=MODEL_DIR [--seed=42]

@@ -5,7 +5,7 @@
     python model_parallel_step_time.py --layout=tensor --world_size=4 --tensor_parallel_size=2 --model=base --batch_size=8
     python model_parallel_step_time.py --layout=1f1b --world_size=4 --pipeline_parallel_size=2 --micro_batches=2 --model=base
 
-Task 7's peers (docs/design/task7_plan.md's cost table). Spawns --world_size processes that join
+Task 7's peers (docs/design/task7_costs.md's cost table). Spawns --world_size processes that join
 a Gloo group over tcp://127.0.0.1 (as fsdp_step_time.py), each building hf_step_time.py's model
 with the same seed, and times hf_step_time.py's step (forward, backward, clip_grad_norm_(1.0),
 AdamW, zero_grad) on the same batch, each step's time its slowest rank's.

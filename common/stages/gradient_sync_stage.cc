@@ -1,4 +1,4 @@
-#include "task2a/gradient_sync_stage.h"
+#include "common/stages/gradient_sync_stage.h"
 
 #include <chrono>
 #include <utility>
@@ -9,18 +9,18 @@
 #include "common/stages/stages.h"
 #include "common/train/distributed.h"
 
-namespace distlm::task2a {
+namespace distlm::stages {
 
 GradientSyncStage::GradientSyncStage(std::string name, train::TrainStep step, GradientSyncFn sync)
     : Stage(std::move(name), std::move(step)), sync_(std::move(sync)) {}
 
 train::DistInfo GradientSyncStage::Connect() {
   const at::ScalarType comm_dtype = train::CommDtypeFromFlags();
-  const stages::Stage* row = stages::Find(name());
+  const Row* row = Find(name());
   if (comm_dtype != at::kFloat && row != nullptr && !row->takes_comm_dtype) {
     // Casting applies to all_reduce; task 2a's gather + scatter would silently stay float32.
     std::string takers;
-    for (const stages::Stage& s : stages::All()) {
+    for (const Row& s : All()) {
       if (s.takes_comm_dtype) takers += (takers.empty() ? "" : ", ") + s.id;
     }
     throw UserError("--comm_dtype=" + dist::CommDtypeName(comm_dtype) + " applies to all_reduce (" + takers + "); " +
@@ -55,4 +55,4 @@ std::unique_ptr<train::Stage> MakeGradientSyncStage(std::string name, train::Tra
   return std::make_unique<GradientSyncStage>(std::move(name), std::move(step), std::move(sync));
 }
 
-}  // namespace distlm::task2a
+}  // namespace distlm::stages

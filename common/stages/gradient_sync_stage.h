@@ -1,5 +1,6 @@
-// Tasks 2a and 2b's stage: the student writes the gradient synchronisation, a function the
-// Trainer calls after each update's backward passes. Given code, not the student's.
+// Tasks 2a and 2b's stage (and the grader's mutants of them): the student writes the gradient
+// synchronisation, a function the Trainer calls after each update's backward passes. Given
+// code, not the student's; below both stages, which share it.
 //
 // Per update its figures are comm_time_ms (compute_time_ms follows) and the communicated
 // tensors (count, shapes, dtype, bytes), counted by the process group, not by the student's
@@ -17,7 +18,7 @@
 
 #include "common/train/stage.h"
 
-namespace distlm::task2a {
+namespace distlm::stages {
 
 // A stage's gradient synchronisation: afterwards every parameter's .grad on every rank holds
 // the average over ranks of the gradients they computed.
@@ -42,4 +43,4 @@ class GradientSyncStage : public train::Stage {
 // The stage of task 2a or 2b (`name`) with part 1's step and the given synchronisation.
 std::unique_ptr<train::Stage> MakeGradientSyncStage(std::string name, train::TrainStep step, GradientSyncFn sync);
 
-}  // namespace distlm::task2a
+}  // namespace distlm::stages
