@@ -167,9 +167,11 @@ std::string Key(const std::string& package, const std::string& name) { return pa
 const char* const kPrivateHelpers[] = {"stage_reference_labels", "stage_reference_files", "stage_reference_gradings",
                                        "stage_reference_grading_data", "stage_reference_mutation_suites"};
 
-// Documents for the course staff only: the instructor guide lists the grader's mutants, its
-// points and how it recognises each mistake, which would turn the assignment into a checklist.
-const char* const kInstructorOnlyFiles[] = {"docs/instructor.md"};
+// Documents for the course staff only (a name ending in / is a folder): the instructor guide lists
+// the grader's mutants, its points and how it recognises each mistake, which would turn the
+// assignment into a checklist; the architecture and the design notes describe the reference
+// solutions' design. The kit's documents are the handout and its FAQ.
+const char* const kInstructorOnlyFiles[] = {"docs/instructor.md", "docs/architecture.md", "docs/design/"};
 
 namespace {
 
@@ -191,8 +193,8 @@ bool IsGradingPath(const std::string& path) {
 }
 
 bool IsInstructorOnlyFile(const std::string& path) {
-  for (const char* file : kInstructorOnlyFiles) {
-    if (path == file) return true;
+  for (const std::string file : kInstructorOnlyFiles) {
+    if (path == file || (file.back() == '/' && path.rfind(file, 0) == 0)) return true;
   }
   return false;
 }

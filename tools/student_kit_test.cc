@@ -118,8 +118,11 @@ TEST(IsPrivatePathTest, ReferenceFoldersAndTheGrader) {
   EXPECT_FALSE(IsPrivatePath("docs/reference"));  // a file, not a folder
   EXPECT_FALSE(IsPrivatePath("common/glue/reference_parity_test.cc"));
   EXPECT_TRUE(IsPrivatePath("docs/instructor.md"));  // lists the grader's mutants
+  EXPECT_TRUE(IsPrivatePath("docs/architecture.md"));  // the references' design
+  EXPECT_TRUE(IsPrivatePath("docs/design/task7.md"));
+  EXPECT_FALSE(IsPrivatePath("docs/designs.md"));
   EXPECT_FALSE(IsPrivatePath("docs/handout/part1.md"));
-  EXPECT_FALSE(IsPrivatePath("docs/architecture.md"));
+  EXPECT_FALSE(IsPrivatePath("docs/handout/faq.md"));
 }
 
 // A stage laid out as the course's are, and a package using the grader.
