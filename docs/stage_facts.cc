@@ -195,7 +195,7 @@ std::vector<FactProblem> CheckTotals(const std::string& text, const std::string&
   return problems;
 }
 
-std::vector<std::string> DocumentsUnder(const std::string& root) {
+std::vector<std::string> FilesUnder(const std::string& root, const std::vector<std::string>& kinds) {
   namespace fs = std::filesystem;
   std::vector<std::string> out;
   std::error_code ec;
@@ -209,13 +209,19 @@ std::vector<std::string> DocumentsUnder(const std::string& root) {
       }
       continue;
     }
+    if (!it->is_regular_file()) continue;
     const std::string ext = it->path().extension().string();
-    if (!it->is_regular_file() || (ext != ".md" && ext != ".sh" && ext != ".py")) continue;
+    if (std::find(kinds.begin(), kinds.end(), ext) == kinds.end() &&
+        std::find(kinds.begin(), kinds.end(), name) == kinds.end()) {
+      continue;
+    }
     out.push_back(fs::relative(it->path(), root).string());
   }
   std::sort(out.begin(), out.end());
   return out;
 }
+
+std::vector<std::string> DocumentsUnder(const std::string& root) { return FilesUnder(root, {".md", ".sh", ".py"}); }
 
 std::string ReadFileOrEmpty(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

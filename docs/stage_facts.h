@@ -55,6 +55,10 @@ Totals TotalsOfStages();
 // mark with the written report).
 std::vector<FactProblem> CheckTotals(const std::string& text, const std::string& file, const Totals& totals);
 
+// The files under `root` whose extension (".md") or whole name ("BUILD") is one of `kinds`,
+// relative to it, sorted; not Bazel's output links, hidden folders or third_party/.
+std::vector<std::string> FilesUnder(const std::string& root, const std::vector<std::string>& kinds);
+
 // The documents and scripts under `root` that may state these facts (*.md, *.sh, *.py; not
 // Bazel's output links, hidden folders or third_party/), relative to it.
 std::vector<std::string> DocumentsUnder(const std::string& root);

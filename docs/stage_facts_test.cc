@@ -153,35 +153,21 @@ TEST(StageFactsTest, NoIssueNumbers) {
   const std::string root = Checkout();
   ASSERT_FALSE(root.empty());
   static const std::regex kIssue(R"((^|[ (\[])#[0-9]{2,3}\b|\b[Ii]ssues? #?[0-9]{1,3}\b)");
-  std::error_code ec;
-  fs::recursive_directory_iterator it(root, fs::directory_options::skip_permission_denied, ec), end;
-  int files = 0;
-  for (; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (it->is_directory()) {
-      if (name.rfind("bazel-", 0) == 0 || name[0] == '.' || name == "third_party" || name == "fuzz_corpus") {
-        it.disable_recursion_pending();
-      }
-      continue;
-    }
-    const std::string ext = it->path().extension().string();
-    if (!it->is_regular_file() || !(ext == ".md" || ext == ".sh" || ext == ".py" || ext == ".cc" || ext == ".h" ||
-                                    ext == ".bzl" || name == "BUILD")) {
-      continue;
-    }
-    ++files;
-    std::ifstream in(it->path());
+  const std::vector<std::string> files =
+      FilesUnder(root, {".md", ".sh", ".py", ".cc", ".h", ".bzl", "BUILD"});
+  for (const std::string& file : files) {
+    std::ifstream in(root + "/" + file);
     int n = 0;
     for (std::string line; std::getline(in, line);) {
       ++n;
       std::smatch m;
       if (std::regex_search(line, m, kIssue) && line.find("UAX #") == std::string::npos) {
-        ADD_FAILURE() << fs::relative(it->path(), root).string() << ":" << n << ": '" << m.str()
+        ADD_FAILURE() << file << ":" << n << ": '" << m.str()
                       << "': the repository describes what is; an issue's history belongs in the issue";
       }
     }
   }
-  EXPECT_GT(files, 100);
+  EXPECT_GT(files.size(), 100u);
 }
 
 }  // namespace
