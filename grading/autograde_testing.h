@@ -15,7 +15,7 @@
 
 #include "common/testing/subprocess.h"
 #include "grading/checkout_testing.h"
-#include "grading/sandbox.h"
+#include "grading/jail/sandbox.h"
 
 namespace distlm::grading {
 

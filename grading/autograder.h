@@ -20,17 +20,14 @@
 #include <nlohmann/json.hpp>
 
 #include "common/stages/stages.h"
-#include "grading/jail.h"
+#include "grading/jail/grader_error.h"
+#include "grading/jail/jail.h"
+#include "grading/jail/student_space.h"
 #include "grading/stage_runner.h"
 #include "grading/test_result.h"
 #include "grading/trace.h"
 
 namespace distlm::grading {
-
-class GraderError : public std::runtime_error {
- public:
-  explicit GraderError(const std::string& message) : std::runtime_error(message) {}
-};
 
 struct GradeReport {
   std::vector<TestResult> tests;
@@ -51,18 +48,16 @@ struct Prebuilt {
   std::vector<std::string> flags;  // added to the grader's flags (e.g. --mutation=...)
 };
 
-struct GraderConfig {
-  // Where a submission is built: a fresh kit made from source_root (a checkout), or a copy of
-  // the ready kit in kit_dir; then `bazel build //<package>:student` in it.
-  std::string source_root;
+// Everything the grader is told; what its jail needs of it (the limits on student code, the
+// checkout to hide) is the SpaceLimits it extends (grading/jail/student_space.h).
+struct GraderConfig : SpaceLimits {
+  // Where a submission is built: a fresh kit made from source_root (SpaceLimits: a checkout),
+  // or a copy of the ready kit in kit_dir; then `bazel build //<package>:student` in it.
   std::string kit_dir;
   std::string kit_revision = "HEAD";  // the commit of source_root; "" = its working tree
   std::string bazel = "/usr/bin/bazel";
-  // The submission's build (jailed): the submitted files compiled and linked against the kit's
-  // libraries, which the grader's own build of the clean kit made first (41 s for all five
-  // tasks on a 2-core machine, measured). The grader's own build (trusted, perhaps from a cold
-  // cache) has its own limit.
-  double build_timeout_s = 600;
+  // The grader's own build of the clean kit (trusted, perhaps from a cold cache); the
+  // submission's build has SpaceLimits::build_timeout_s.
   double kit_build_timeout_s = 1800;
   // What every run trains: "bert", the tiny built-in BERT on the built-in RTE sample, or
   // "vit", the tiny ViT on a CIFAR-10-format set the grader writes for each grading (80 images,
@@ -76,20 +71,9 @@ struct GraderConfig {
   uint64_t seed = 0;
   // How each task runs.
   int ranks = 4;                                  // must divide the total batch of 8
-  double run_timeout_s = 120;                     // per run, start to end
   int64_t memory_limit_bytes = int64_t{4} << 30;  // address space per process
   bool isolate_network = true;                    // unjailed runs: a loopback-only namespace, when root
-  // Student code (the submission's build and its runs) runs jailed at this level
-  // (grading/jail.h); the grader refuses to grade where this machine cannot give it. kNone:
-  // as the grader itself (prebuilt binaries in tests; --unsafe_no_sandbox).
-  Isolation isolation = Isolation::kFull;
-  std::vector<std::string> hidden_paths;  // covered for student code, besides the grader's own
-  std::string disk_cache;                 // shown read-only to the student's build; "": ~/.cache/distlm/bazel-disk
-  int64_t disk_limit_bytes = int64_t{4} << 30;  // what student code may add to the disk, build or run
-  int64_t disk_limit_inodes = 200000;           // files and folders it may make (empty files use no blocks)
-  int build_max_processes = 4096;         // processes and threads of the student's user
   int64_t build_memory_limit_bytes = int64_t{16} << 30;  // address space per process of the build
-  int run_max_processes = 1024;
   // The grader's own binaries; empty: found among its runfiles.
   std::string expected_binary;  // part 1's reference
   std::string mutant_binary;    // grading/mutant_stage

@@ -18,7 +18,7 @@
 #include "grading/share_check.h"
 #include "grading/stage_grading.h"
 #include "grading/stage_runner.h"
-#include "grading/student_space.h"
+#include "grading/jail/student_space.h"
 #include "grading/submission.h"
 #include "grading/test_result.h"
 #include "grading/traffic_check.h"

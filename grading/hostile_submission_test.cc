@@ -2,7 +2,7 @@
 // runs): each hostile task scores 0 with a message that says what happened, nothing it tried
 // leaks or sticks, and the grader finishes and writes a valid results.json. A correct task
 // beside them still gets its marks. Needs root (the grader's situation on Gradescope and in its
-// image); elsewhere it skips, saying so. grading/jail_test.cc checks the jail program by program.
+// image); elsewhere it skips, saying so. grading/jail/jail_test.cc checks the jail program by program.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,7 +14,7 @@
 #include "common/stages/stages.h"
 #include "common/testing/subprocess.h"
 #include "grading/autograde_testing.h"
-#include "grading/sandbox.h"
+#include "grading/jail/sandbox.h"
 #include "grading/text.h"
 
 namespace distlm::grading {

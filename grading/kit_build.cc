@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "grading/run_failure.h"
-#include "grading/sandbox.h"
+#include "grading/jail/sandbox.h"
 #include "grading/text.h"
 #include "grading/trace.h"
 #include "tools/student_kit.h"

@@ -10,7 +10,7 @@
 
 #include "common/stages/stages.h"
 #include "grading/autograder.h"
-#include "grading/student_space.h"
+#include "grading/jail/student_space.h"
 #include "grading/submission.h"
 
 namespace distlm::grading {

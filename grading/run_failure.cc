@@ -3,7 +3,7 @@
 #include <set>
 #include <sstream>
 
-#include "grading/sandbox.h"
+#include "grading/jail/sandbox.h"
 #include "grading/text.h"
 #include "grading/trace.h"
 

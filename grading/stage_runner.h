@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "grading/sandbox.h"
+#include "grading/jail/sandbox.h"
 #include "grading/train_log.h"
 
 namespace distlm::grading {

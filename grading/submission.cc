@@ -6,7 +6,7 @@
 #include <set>
 #include <sstream>
 
-#include "grading/sandbox.h"
+#include "grading/jail/sandbox.h"
 
 namespace distlm::grading {
 namespace {

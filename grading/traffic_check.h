@@ -1,6 +1,6 @@
 // Evidence from outside the student's process: what a graded run's ranks put on the network,
 // counted by the kernel in the run's own network namespace and read by the grader after the run
-// (grading/sandbox.h, SandboxResult::loopback_bytes), against the least that the task's
+// (grading/jail/sandbox.h, SandboxResult::loopback_bytes), against the least that the task's
 // synchronisation must send (task 4's closed forms, task4_bench/traffic.h). Everything in
 // train_log.jsonl is written by the submission itself; this count is not, and a run that
 // logged a synchronisation it never sent cannot reach it. Only a lower bound is enforced:

@@ -2,7 +2,7 @@
 # Gradescope runs this once, when it builds the autograder's image, from /autograder/source
 # (this zip, unpacked). It installs what the student kit needs (the kit's own tools/setup.sh:
 # OpenBLAS, Open MPI, Bazel, ... and LibTorch), makes the unprivileged user that student code
-# runs as (grading/jail.h), and builds every task's :student binary once with the stubs, so a
+# runs as (grading/jail/jail.h), and builds every task's :student binary once with the stubs, so a
 # grading compiles only the submitted files (from this build's disk cache, which student code
 # sees read-only).
 #

@@ -1,4 +1,4 @@
-#include "grading/student_space.h"
+#include "grading/jail/student_space.h"
 
 #include <fcntl.h>
 #include <string.h>
@@ -9,15 +9,23 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
-#include "grading/sandbox.h"
+#include "grading/jail/sandbox.h"
 
 namespace distlm::grading {
 namespace {
+
+// Bytes as whole GiB, rounded ("4").
+std::string GiB(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.0f", static_cast<double>(bytes) / (1 << 30));
+  return buf;
+}
 
 namespace fs = std::filesystem;
 
@@ -54,7 +62,7 @@ std::vector<int> IpcIdsOf(const char* kind, size_t uid_column, uid_t uid) {
 
 }  // namespace
 
-StudentSpace::StudentSpace(const GraderConfig& config, const std::string& work)
+StudentSpace::StudentSpace(const SpaceLimits& config, const std::string& work)
     : config_(config),
       work_(work),
       grader_dir_(work + "/grader"),
@@ -347,7 +355,7 @@ std::string StudentSpace::Description() const {
                                     "loopback only)"
                                   : " without namespaces (--sandbox=user: /tmp and the network are shared)";
   d += ", at most " + std::to_string(config_.run_max_processes) + " processes per run and " +
-       Fmt("%.0f", static_cast<double>(config_.disk_limit_bytes) / (1 << 30)) + " GiB of disk";
+       GiB(config_.disk_limit_bytes) + " GiB of disk";
   return d;
 }
 

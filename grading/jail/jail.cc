@@ -1,4 +1,4 @@
-#include "grading/jail.h"
+#include "grading/jail/jail.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "grading/sandbox.h"
+#include "grading/jail/sandbox.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,7 +20,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "grading/process_watch.h"
+#include "grading/jail/process_watch.h"
 
 extern char** environ;
 

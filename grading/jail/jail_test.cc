@@ -1,8 +1,8 @@
-// The jail student code runs in (grading/jail.h), program by program: each hostile behaviour
+// The jail student code runs in (grading/jail/jail.h), program by program: each hostile behaviour
 // the autograder must survive, done by a shell script in the jail, and what it could not do.
 // Needs root (the grader's situation on Gradescope and in its image); elsewhere every case
 // skips, saying so. grading/hostile_submission_test.cc does the same through whole gradings.
-#include "grading/jail.h"
+#include "grading/jail/jail.h"
 
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -15,7 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "common/testing/subprocess.h"
-#include "grading/sandbox.h"
+#include "grading/jail/sandbox.h"
 
 namespace distlm::grading {
 namespace {

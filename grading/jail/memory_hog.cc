@@ -1,5 +1,5 @@
 // A program that holds a known amount of memory and uses a known amount of CPU time, for
-// //grading:process_watch_test:
+// //grading/jail:process_watch_test:
 //   memory_hog MB HOLD_MS [CPU_MS]
 // allocates MB MiB, writes every page (so that each is resident), holds them HOLD_MS
 // milliseconds, then computes until it has used CPU_MS milliseconds of CPU time (0 if not

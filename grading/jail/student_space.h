@@ -10,7 +10,7 @@
 //   work/shared/     root, 0755 (shown read-only in a full jail): what the grader writes for
 //                    student runs to read (the ViT's images)
 //
-// The submission's build and its runs are jailed (grading/jail.h) at the level the grader was
+// The submission's build and its runs are jailed (grading/jail/jail.h) at the level the grader was
 // configured with; the grader refuses to grade (GraderError) when this machine cannot give it.
 // The grader's own binaries (part 1's reference, the known mistakes, prebuilt binaries in
 // tests) run as the grader.
@@ -18,18 +18,41 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "grading/autograder.h"
-#include "grading/jail.h"
+#include "grading/jail/grader_error.h"
+#include "grading/jail/jail.h"
 
 namespace distlm::grading {
 
+// What the jail needs of the grader's settings: how student code is confined and limited, and
+// what it must not see. The autograder's GraderConfig extends it.
+struct SpaceLimits {
+  // The checkout the grader reads (hidden from student code, as the grader's own files are).
+  std::string source_root;
+  // Student code (the submission's build and its runs) runs jailed at this level (jail.h); the
+  // grader refuses to grade where this machine cannot give it. kNone: as the grader itself
+  // (prebuilt binaries in tests; --unsafe_no_sandbox).
+  Isolation isolation = Isolation::kFull;
+  std::vector<std::string> hidden_paths;  // covered for student code, besides the grader's own
+  std::string disk_cache;                 // shown read-only to the student's build; "": ~/.cache/distlm/bazel-disk
+  int64_t disk_limit_bytes = int64_t{4} << 30;  // what student code may add to the disk, build or run
+  int64_t disk_limit_inodes = 200000;           // files and folders it may make (empty files use no blocks)
+  int build_max_processes = 4096;               // processes and threads of the student's user
+  int run_max_processes = 1024;
+  // The submission's build: the submitted files compiled and linked against the kit's libraries,
+  // which the grader's own build of the clean kit made first (41 s for all five tasks on a 2-core
+  // machine, measured).
+  double build_timeout_s = 600;
+  double run_timeout_s = 120;  // per run, start to end
+};
+
 class StudentSpace {
  public:
-  StudentSpace(const GraderConfig& config, const std::string& work);
+  StudentSpace(const SpaceLimits& config, const std::string& work);
   ~StudentSpace();
 
   const std::string& grader_dir() const { return grader_dir_; }
@@ -95,7 +118,7 @@ class StudentSpace {
   // /run/lock (the rest is the jail's own).
   void ClearSharedTmp() const;
 
-  GraderConfig config_;
+  SpaceLimits config_;
   std::string work_, grader_dir_, student_dir_, shared_dir_;
   bool confine_tried_ = false;
   Isolation level_ = Isolation::kNone;

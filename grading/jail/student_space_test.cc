@@ -1,7 +1,7 @@
-// The grading's folders as student code sees them (grading/student_space.h): what the grader
+// The grading's folders as student code sees them (grading/jail/student_space.h): what the grader
 // shares with the runs (the ViT's images) can be read by every rank and changed by none,
-// at either isolation level. Needs root, like grading/jail_test.cc; elsewhere it skips, saying so.
-#include "grading/student_space.h"
+// at either isolation level. Needs root, like grading/jail/jail_test.cc; elsewhere it skips, saying so.
+#include "grading/jail/student_space.h"
 
 #include <sys/shm.h>
 #include <sys/stat.h>
@@ -15,7 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "common/testing/subprocess.h"
-#include "grading/sandbox.h"
+#include "grading/jail/sandbox.h"
 
 namespace distlm::grading {
 namespace {
@@ -37,7 +37,7 @@ TEST(StudentSpaceTest, SharedDataIsReadableAndReadOnlyForStudentCode) {
     // In /tmp, not the test's folder under root's home: the student's user must reach it.
     const std::string work = MakeTempDir("distlm_space_test", "/tmp");
     {
-      GraderConfig config;
+      SpaceLimits config;
       config.isolation = level;
       StudentSpace space(config, work);
       space.Confine();
@@ -83,7 +83,7 @@ TEST(StudentSpaceTest, TheUserLevelClearsWhatStudentCodeLeftInTmp) {
   const std::string roots = "/tmp/distlm_roots_" + std::to_string(getpid());
   WriteFileMakingDirs(roots, "root's\n");
   {
-    GraderConfig config;
+    SpaceLimits config;
     config.isolation = Isolation::kUser;
     StudentSpace space(config, work);
     space.Confine();
@@ -116,7 +116,7 @@ TEST(StudentSpaceTest, WhatARunPlantsInTheStudentFolderIsNeverFollowed) {
   const std::string victim = MakeTempDir("distlm_victim", "/tmp");  // root's, as /etc would be
   WriteFileMakingDirs(victim + "/passwd", "root's file\n");
   {
-    GraderConfig config;
+    SpaceLimits config;
     config.isolation = probe.best;
     StudentSpace space(config, work);
     space.Confine();
@@ -186,7 +186,7 @@ TEST(StudentSpaceTest, NoRunReachesWhatAnEarlierRunWrote) {
     ::chmod((cache + "/cas/b3").c_str(), 0755);
     ::chmod((cache + "/cas/b3/reference_object").c_str(), 0644);
     {
-      GraderConfig config;
+      SpaceLimits config;
       config.isolation = level;
       config.disk_cache = cache;
       StudentSpace space(config, work);
@@ -286,7 +286,7 @@ TEST(StudentSpaceTest, AFolderTheStudentCannotPassIsNamedBeforeAnyBuild) {
     ::chmod(parent.c_str(), 0700);
     const std::string work = parent + "/work";
     const std::string name = IsolationName(level);
-    GraderConfig config;
+    SpaceLimits config;
     config.isolation = level;
     try {
       StudentSpace space(config, work);

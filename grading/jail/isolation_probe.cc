@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "grading/sandbox.h"
+#include "grading/jail/sandbox.h"
 
 namespace distlm::grading {
 

@@ -1,6 +1,6 @@
 // Running a program the grader does not trust: its own process group, a deadline, an
 // address-space limit inherited by everything it starts, no core dumps, optionally a private
-// network namespace in which only loopback is up, and for student code a jail (grading/jail.h:
+// network namespace in which only loopback is up, and for student code a jail (grading/jail/jail.h:
 // its own user, namespaces, limits on processes and disk). Output (stdout and stderr together)
 // is kept, up to a bound, for the messages.
 #pragma once
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "grading/jail.h"
+#include "grading/jail/jail.h"
 #include "tools/no_spawn.h"
 
 namespace distlm::grading {
@@ -53,7 +53,7 @@ struct SandboxResult {
   // count but sending more); -1 when it had no namespace of its own.
   int64_t loopback_bytes = -1;
   // The largest resident set any one of its processes reached (their kernel high-water marks,
-  // sampled by the grader while it ran: grading/process_watch.h), in bytes; -1 when none was read.
+  // sampled by the grader while it ran: grading/jail/process_watch.h), in bytes; -1 when none was read.
   int64_t peak_memory_bytes = -1;
   // The most CPU time any one of its processes used (all its threads, user and system), sampled
   // the same way, in seconds; -1 when none was read.

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "grading/sandbox.h"
+#include "grading/jail/sandbox.h"
 
 namespace distlm::grading {
 

@@ -1,9 +1,9 @@
-// The grader's count of what a command's processes held and used (grading/process_watch.h),
+// The grader's count of what a command's processes held and used (grading/jail/process_watch.h),
 // through RunSandboxed: a program that holds 96 MiB is seen holding that much, whether it is the
 // command, its child, or (jailed) a process that left the command's tree; the grader's own forks,
 // which share its pages until they execute something, are not counted; the CPU time of the
 // busiest of three children is its own, not the others' nor their sum.
-#include "grading/process_watch.h"
+#include "grading/jail/process_watch.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,15 +16,15 @@
 #include <gtest/gtest.h>
 
 #include "common/testing/subprocess.h"
-#include "grading/jail.h"
-#include "grading/sandbox.h"
+#include "grading/jail/jail.h"
+#include "grading/jail/sandbox.h"
 
 namespace distlm::grading {
 namespace {
 
 constexpr int64_t kMiB = int64_t{1} << 20;
 
-std::string Hog() { return testing::Runfile("grading/memory_hog"); }
+std::string Hog() { return testing::Runfile("grading/jail/memory_hog"); }
 
 SandboxResult RunCommand(const std::vector<std::string>& argv, const PreparedJail* jail = nullptr) {
   SandboxCommand c;

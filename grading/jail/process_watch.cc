@@ -1,4 +1,4 @@
-#include "grading/process_watch.h"
+#include "grading/jail/process_watch.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
