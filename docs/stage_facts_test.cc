@@ -2,7 +2,6 @@
 // (the stage tables, each test's points, the totals, the submission layout) is what the table
 // makes, the documents that show those facts hold their blocks, and no prose or script states a
 // total the table does not give. A failure names the file, the line and what the table says.
-#include <climits>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -28,15 +27,6 @@ std::map<std::string, std::vector<std::string>> Generated() {
   auto blocks = ParseBlocks(ReadFileOrEmpty(path), path, &problems);
   EXPECT_TRUE(problems.empty()) << problems[0].ToString();
   return blocks;
-}
-
-// The checkout's root, through a source file among the runfiles (the test reads the documents
-// where they are, so that every one of them is held to the table).
-std::string Checkout() {
-  char resolved[PATH_MAX];
-  const std::string file = testing::Runfile("docs/stage_facts.h");
-  if (realpath(file.c_str(), resolved) == nullptr) return "";
-  return fs::path(resolved).parent_path().parent_path().string();
 }
 
 TEST(StageFactsTest, BlocksAreReadWrittenAndHeldToTheTable) {
@@ -109,7 +99,7 @@ TEST(StageFactsTest, TheGeneratedTablesFollowTheRows) {
 }
 
 TEST(StageFactsTest, EveryDocumentAgreesWithTheTable) {
-  const std::string root = Checkout();
+  const std::string root = testing::Checkout();
   ASSERT_FALSE(root.empty());
   const auto gen = Generated();
   const std::vector<std::string> files = DocumentsUnder(root);
@@ -137,7 +127,7 @@ TEST(StageFactsTest, EveryDocumentAgreesWithTheTable) {
 // The README is a product page: short enough to read in the five minutes an instructor gives
 // it (measured figures live in docs/results.md, build details in docs/building.md).
 TEST(StageFactsTest, TheReadmeIsShort) {
-  const std::string root = Checkout();
+  const std::string root = testing::Checkout();
   ASSERT_FALSE(root.empty());
   std::istringstream in(ReadFileOrEmpty(root + "/README.md"));
   size_t words = 0;
@@ -150,7 +140,7 @@ TEST(StageFactsTest, TheReadmeIsShort) {
 // The repository describes what is: no document, script, source file or BUILD file refers to
 // the issue tracker (a "#" and a number, or "issue" and one); that history belongs in the issues.
 TEST(StageFactsTest, NoIssueNumbers) {
-  const std::string root = Checkout();
+  const std::string root = testing::Checkout();
   ASSERT_FALSE(root.empty());
   static const std::regex kIssue(R"((^|[ (\[])#[0-9]{2,3}\b|\b[Ii]ssues? #?[0-9]{1,3}\b)");
   const std::vector<std::string> files =

@@ -25,7 +25,7 @@ using ::distlm::testing::WriteFileMakingDirs;
 
 std::string Ref(const std::string& id) {
   const stages::Row* st = stages::Find(id);
-  return ReadFileOrEmpty(Checkout() + "/" + st->id + "/reference/" + st->files[0]);
+  return ReadFileOrEmpty(testing::Checkout() + "/" + st->id + "/reference/" + st->files[0]);
 }
 
 // Grades `submission` through the command; returns results.json.
@@ -37,10 +37,10 @@ nlohmann::json Grade(const std::string& submission, std::string* output, const s
 }
 
 TEST(AutogradeBuildTest, TheReferenceZipBuiltOnACleanKitScoresFullMarks) {
-  ASSERT_FALSE(Checkout().empty());
+  ASSERT_FALSE(testing::Checkout().empty());
   const std::string dir = testing::MakeTempDir("refsub");
   for (const auto& st : stages::All()) {
-    for (const auto& f : st.files) WriteFileMakingDirs(dir + "/tree/" + st.id + "/" + f, ReadFileOrEmpty(Checkout() + "/" + st.id + "/reference/" + f));
+    for (const auto& f : st.files) WriteFileMakingDirs(dir + "/tree/" + st.id + "/" + f, ReadFileOrEmpty(testing::Checkout() + "/" + st.id + "/reference/" + f));
   }
   testing::Command zip;
   zip.argv = {"/bin/sh", "-c", "cd '" + dir + "/tree' && /usr/bin/zip -qr ../submission.zip ."};
@@ -59,7 +59,7 @@ TEST(AutogradeBuildTest, TheReferenceZipBuiltOnACleanKitScoresFullMarks) {
 }
 
 TEST(AutogradeBuildTest, ACompileErrorASumWithoutAverageAndAStub) {
-  ASSERT_FALSE(Checkout().empty());
+  ASSERT_FALSE(testing::Checkout().empty());
   const std::string dir = testing::MakeTempDir("mixed");
   WriteFileMakingDirs(dir + "/task2a/grad_sync.cc", Ref("task2a") + "\nint this_does_not_compile = ;\n");
   std::string sum = Ref("task2b");
@@ -68,7 +68,7 @@ TEST(AutogradeBuildTest, ACompileErrorASumWithoutAverageAndAStub) {
   sum.replace(sum.find(divide), divide.size(), "div_(1)");
   WriteFileMakingDirs(dir + "/task2b/grad_sync.cc", sum);
   const stages::Row* t3 = stages::Find("task3");
-  for (const auto& f : t3->files) WriteFileMakingDirs(dir + "/task3/" + f, ReadFileOrEmpty(Checkout() + "/task3/student/" + f));
+  for (const auto& f : t3->files) WriteFileMakingDirs(dir + "/task3/" + f, ReadFileOrEmpty(testing::Checkout() + "/task3/student/" + f));
   std::string out;
   nlohmann::json r = Grade(dir, &out, {"--recognise_mistakes=false"});
   const std::string build2a = Named(r, "task2a: builds")["output"];

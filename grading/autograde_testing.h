@@ -14,7 +14,6 @@
 #include <nlohmann/json.hpp>
 
 #include "common/testing/subprocess.h"
-#include "grading/checkout_testing.h"
 #include "grading/jail/sandbox.h"
 
 namespace distlm::grading {
@@ -60,7 +59,7 @@ inline Graded GradeWithCommand(const std::string& submission, const std::vector<
   // failed with "cannot enter .../student/kit: Permission denied").
   if (work != "/tmp") chmod(work.c_str(), 0711);
   c.argv = {testing::Runfile("grading/autograde"), "--submission=" + submission,
-            "--results=" + results_dir + "/results.json", "--source=" + Checkout(), "--kit_revision=",
+            "--results=" + results_dir + "/results.json", "--source=" + testing::Checkout(), "--kit_revision=",
             "--work_dir=" + work, "--disk_cache=" + UsersDiskCache(), sandbox};
   c.argv.insert(c.argv.end(), flags.begin(), flags.end());
   auto p = testing::Run(c, 3600);

@@ -166,7 +166,7 @@ TEST(ForgedOutputTest, AnythingThatEscapesStillWritesResults) {
     const std::string results = testing::MakeTempDir("fault_results");
     testing::Command c;
     c.argv = {Runfile("grading/autograde"), "--submission=" + sub, "--results=" + results + "/results.json",
-              "--unsafe_no_sandbox", "--source=" + Checkout()};
+              "--unsafe_no_sandbox", "--source=" + testing::Checkout()};
     c.env["DISTLM_AUTOGRADE_FAULT"] = fault;
     const auto p = testing::Run(c, 60);
     EXPECT_EQ(p.exit_code, 1) << fault << ": " << p.output;

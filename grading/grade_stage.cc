@@ -48,10 +48,9 @@ void Autograder::Impl::GradeStage(const stages::Row& st, const SubmittedStage& s
   const std::string ranks_text = ranks > 1 ? std::to_string(ranks) + " ranks" : "one process";
   TestResult t_build{st.id + ": builds", 0, 0, build.ok, ""};
   TestResult t_run{st.id + ": runs " + std::to_string(kSteps) + " updates on " + ranks_text, 0, 0, false, ""};
-  const bool has_comm_test = st.grading.comm_points > 0;
-  TestResult t_parity{st.grading.parity_test().name, 0, static_cast<double>(st.grading.parity_test().points), false, ""};
-  TestResult t_comm{has_comm_test ? st.grading.comm_test().name : "", 0, static_cast<double>(st.grading.comm_points),
-                    false, ""};
+  const bool has_comm_test = st.grading.has_comm_test;
+  TestResult t_parity = TestOf(st.grading.parity_test());
+  TestResult t_comm = has_comm_test ? TestOf(st.grading.comm_test()) : TestResult{};
   const StageGrading& grading = GradingOf(st.id);
   std::vector<TestResult> extra;  // the stage's own tests (StageGrading::ExtraTests)
   auto finish = [&] {

@@ -10,7 +10,6 @@
 
 #include "common/stages/stages.h"
 #include "common/testing/subprocess.h"
-#include "grading/checkout_testing.h"
 
 namespace distlm::grading {
 namespace {
@@ -31,7 +30,7 @@ TEST(GradescopeImageTest, BuildsFromDebian12AndGradesTheReferences) {
   }
   const std::string out = testing::MakeTempDir("image");
   testing::Command pack;
-  pack.argv = {testing::Runfile("grading/gradescope_package"), "--out=" + out, "--source=" + Checkout(),
+  pack.argv = {testing::Runfile("grading/gradescope_package"), "--out=" + out, "--source=" + testing::Checkout(),
                "--kit_revision="};
   auto p = testing::Run(pack, 300);
   ASSERT_EQ(p.exit_code, 0) << p.output;
@@ -43,7 +42,7 @@ TEST(GradescopeImageTest, BuildsFromDebian12AndGradesTheReferences) {
   for (const auto& st : stages::All()) {
     for (const auto& f : st.files) {
       testing::WriteFileMakingDirs(sub + "/" + st.id + "/" + f,
-                                   testing::ReadFileOrEmpty(Checkout() + "/" + st.id + "/reference/" + f));
+                                   testing::ReadFileOrEmpty(testing::Checkout() + "/" + st.id + "/reference/" + f));
     }
   }
   fs::create_directories(results);

@@ -16,7 +16,6 @@
 #include <libtorch_info.h>
 
 #include "common/testing/subprocess.h"
-#include "grading/checkout_testing.h"
 
 namespace distlm::grading {
 namespace {
@@ -30,11 +29,11 @@ testing::ProcessResult Shell(const std::string& script, double timeout_s) {
 }
 
 TEST(GradescopePackageTest, HoldsTheKitAndTheCompiledGraderAndGradesFromTheZip) {
-  ASSERT_FALSE(Checkout().empty());
+  ASSERT_FALSE(testing::Checkout().empty());
   const std::string out = testing::MakeTempDir("package");
   testing::Command pack;
   // The working tree: this test must see the package as the checkout is now.
-  pack.argv = {testing::Runfile("grading/gradescope_package"), "--out=" + out, "--source=" + Checkout(),
+  pack.argv = {testing::Runfile("grading/gradescope_package"), "--out=" + out, "--source=" + testing::Checkout(),
                "--kit_revision="};
   auto p = testing::Run(pack, 300);
   ASSERT_EQ(p.exit_code, 0) << p.output;

@@ -76,7 +76,7 @@ inline void TryWrite(const std::string& path, const std::string& text) {
 // A task's reference file with `body` run before main() in every rank.
 std::string WithStartup(const std::string& id, const std::string& body) {
   const stages::Row* st = stages::Find(id);
-  return std::string(kPrelude) + ReadFileOrEmpty(Checkout() + "/" + st->id + "/reference/" + st->files[0]) +
+  return std::string(kPrelude) + ReadFileOrEmpty(testing::Checkout() + "/" + st->id + "/reference/" + st->files[0]) +
          "\nnamespace {\nconst int hostile_startup = [] {\n" + body + "\n  return 0;\n}();\n}  // namespace\n";
 }
 
@@ -86,7 +86,7 @@ void Put(const std::string& dir, const std::string& id, const std::string& text)
   WriteFileMakingDirs(dir + "/" + id + "/" + st->files[0], text);
   for (size_t i = 1; i < st->files.size(); ++i) {
     WriteFileMakingDirs(dir + "/" + id + "/" + st->files[i],
-                        ReadFileOrEmpty(Checkout() + "/" + st->id + "/reference/" + st->files[i]));
+                        ReadFileOrEmpty(testing::Checkout() + "/" + st->id + "/reference/" + st->files[i]));
   }
 }
 
@@ -131,7 +131,7 @@ class HostileSubmissionTest : public ::testing::Test {
       GTEST_SKIP() << "SKIPPED: the full jail cannot be made here (" << probe.why_not_full
                    << "); the hostile suite needs root with namespaces";
     }
-    ASSERT_FALSE(Checkout().empty());
+    ASSERT_FALSE(testing::Checkout().empty());
   }
   // Short limits: a hang costs this much.
   const std::vector<std::string> flags_ = {"--run_timeout_s=20", "--recognise_mistakes=false", "--disk_limit_gib=1"};
@@ -166,8 +166,8 @@ TEST_F(HostileSubmissionTest, ReadingSecretsForgingResultsFillingTheDiskAndASegf
   // task2b reads what the grader has: reference sources, the grader, its results, its own runs.
   Put(dir, "task2b", WithStartup("task2b", R"(
   if (hostile::Rank() == 0) {
-    hostile::TryRead(")" + Checkout() + R"(/task2b/reference/grad_sync.cc");
-    hostile::TryRead(")" + Checkout() + R"(/part1/reference/train_step.cc");
+    hostile::TryRead(")" + testing::Checkout() + R"(/task2b/reference/grad_sync.cc");
+    hostile::TryRead(")" + testing::Checkout() + R"(/part1/reference/train_step.cc");
     hostile::TryRead(")" + grader + R"(");
     hostile::TryRead(")" + results_dir + R"(/secret.txt");
     hostile::TryRead(hostile::WorkDir() + "/grader/expected/out/train_log.jsonl");
@@ -259,7 +259,7 @@ TEST_F(HostileSubmissionTest, AForkBombADeadlockAFloodOfOutputAndASleeperIgnorin
   // Rank 0 never joins the all-reduce the others wait in (it waits for nothing instead; a rank
   // that skipped it would meet the others' next collective with the wrong size, which Gloo
   // reports at once: "the ranks' collectives did not match").
-  std::string deadlock = "#include <unistd.h>\n" + ReadFileOrEmpty(Checkout() + "/task2b/reference/grad_sync.cc");
+  std::string deadlock = "#include <unistd.h>\n" + ReadFileOrEmpty(testing::Checkout() + "/task2b/reference/grad_sync.cc");
   const std::string body = "void SyncGradients(c10d::ProcessGroup& pg, const std::vector<torch::Tensor>& parameters) {";
   ASSERT_NE(deadlock.find(body), std::string::npos) << "the task2b reference changed; update this case";
   deadlock.replace(deadlock.find(body), body.size(), body + "\n  while (pg.getRank() == 0) pause();");
@@ -290,7 +290,7 @@ TEST_F(HostileSubmissionTest, AForkBombADeadlockAFloodOfOutputAndASleeperIgnorin
 TEST_F(HostileSubmissionTest, ABuildThatNeverEndsIsStopped) {
   const std::string dir = testing::MakeTempDir("hostile_d");
   // Constant evaluation that takes hours, in little memory.
-  Put(dir, "task3", ReadFileOrEmpty(Checkout() + "/task3/reference/" + stages::Find("task3")->files[0]) + R"(
+  Put(dir, "task3", ReadFileOrEmpty(testing::Checkout() + "/task3/reference/" + stages::Find("task3")->files[0]) + R"(
 namespace hostile {
 constexpr long Spin(long k) {
   long x = 0;
@@ -325,7 +325,7 @@ TEST_F(HostileSubmissionTest, ForgeriesReplaysAndPlantedLinksGetNothing) {
   const std::string victim = testing::MakeTempDir("victim");  // root's, as /etc or the grader's files are
   ::chmod(victim.c_str(), 0755);
   WriteFileMakingDirs(victim + "/passwd", "root's file\n");
-  std::string part1 = ReadFileOrEmpty(Checkout() + "/part1/reference/train_step.cc");
+  std::string part1 = ReadFileOrEmpty(testing::Checkout() + "/part1/reference/train_step.cc");
   const std::string backward = "void Backward(const torch::Tensor& loss) { loss.backward(); }";
   ASSERT_NE(part1.find(backward), std::string::npos) << "part 1's reference changed; update this case";
   part1.replace(part1.find(backward), backward.size(),
@@ -447,11 +447,11 @@ TEST_F(HostileSubmissionTest, ForgeriesReplaysAndPlantedLinksGetNothing) {
 // but the student's user does not exist in it.
 TEST_F(HostileSubmissionTest, WithoutTheJailTheGraderRefuses) {
   const std::string dir = testing::MakeTempDir("refused");
-  Put(dir, "task2b", ReadFileOrEmpty(Checkout() + "/task2b/reference/grad_sync.cc"));
+  Put(dir, "task2b", ReadFileOrEmpty(testing::Checkout() + "/task2b/reference/grad_sync.cc"));
   const std::string results_dir = testing::MakeTempDir("results");
   testing::Command c;
   c.argv = {"/usr/bin/unshare", "--user", "--map-root-user", testing::Runfile("grading/autograde"),
-            "--submission=" + dir, "--results=" + results_dir + "/results.json", "--source=" + Checkout(),
+            "--submission=" + dir, "--results=" + results_dir + "/results.json", "--source=" + testing::Checkout(),
             "--kit_revision=", "--work_dir=" + testing::MakeTempDir("work")};
   auto p = testing::Run(c, 300);
   EXPECT_EQ(p.exit_code, 1) << p.output;

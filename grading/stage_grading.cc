@@ -31,9 +31,11 @@ bool RegisterStageGrading(const std::string& id, std::function<std::unique_ptr<S
   return true;
 }
 
+TestResult TestOf(const stages::TestSpec& spec) { return {spec.name, 0, static_cast<double>(spec.points), false, ""}; }
+
 std::vector<TestResult> OwnTests(const stages::Row& stage) {
   std::vector<TestResult> out;
-  for (const stages::TestSpec& t : stage.grading.own_tests()) out.push_back({t.name, 0, static_cast<double>(t.points), false, ""});
+  for (const stages::TestSpec& t : stage.grading.own_tests()) out.push_back(TestOf(t));
   return out;
 }
 

@@ -104,7 +104,9 @@ class StageGrading {
   }
 };
 
-// The stage's own tests as its row in common/stages/stages.bzl names them, not run yet.
+// A test of a row in common/stages/stages.bzl, not run yet: its name and points, no score.
+TestResult TestOf(const stages::TestSpec& spec);
+// The stage's own tests as its row names them, not run yet.
 std::vector<TestResult> OwnTests(const stages::Row& stage);
 
 // Called once per stage, from DISTLM_STAGE_GRADING; a second registration of an id is a logic

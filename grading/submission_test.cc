@@ -15,7 +15,6 @@
 #include <gtest/gtest.h>
 
 #include "common/testing/subprocess.h"
-#include "grading/checkout_testing.h"
 #include "tools/student_kit.h"
 
 namespace distlm::grading {
@@ -243,7 +242,7 @@ TEST(LoadSubmissionTest, WhatIsNotASubmissionIsOneMessage) {
 
 // The checkout these tests were built from: the WORKSPACE runfile links into it.
 TEST(StageTableTest, MatchesTheStudentAndReferenceFoldersOfTheTree) {
-  const std::string root = Checkout();
+  const std::string root = testing::Checkout();
   ASSERT_FALSE(root.empty());
   for (const auto& st : stages::All()) {
     for (const std::string side : {"student", "reference"}) {

@@ -11,7 +11,6 @@
 //   - docs/architecture.md's package diagram names every package there is.
 // A failure names the file, the line and the rule.
 #include <algorithm>
-#include <climits>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -29,14 +28,6 @@
 namespace fs = std::filesystem;
 
 namespace {
-
-// The checkout's root, through a source file among the runfiles.
-std::string Checkout() {
-  char resolved[PATH_MAX];
-  const std::string file = distlm::testing::Runfile("common/train/stage.h");
-  if (realpath(file.c_str(), resolved) == nullptr) return "";
-  return fs::path(resolved).parent_path().parent_path().parent_path().string();
-}
 
 bool StartsWith(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
@@ -65,7 +56,7 @@ std::vector<Include> IncludesUnder(const std::string& root, const std::string& d
 }
 
 TEST(LayersTest, CommonIncludesNoStageGraderOrTool) {
-  const std::string root = Checkout();
+  const std::string root = distlm::testing::Checkout();
   ASSERT_FALSE(root.empty()) << "cannot find the checkout";
   const auto includes = IncludesUnder(root, "common");
   EXPECT_GT(includes.size(), 100u);
@@ -78,7 +69,7 @@ TEST(LayersTest, CommonIncludesNoStageGraderOrTool) {
 }
 
 TEST(LayersTest, TheModelsAndWhatTheyStandOnDoNotIncludeTheTrainer) {
-  const std::string root = Checkout();
+  const std::string root = distlm::testing::Checkout();
   ASSERT_FALSE(root.empty());
   for (const std::string dir : {"common/bert", "common/vit", "common/glue", "common/tokenizer", "common/data",
                                 "common/safetensors", "common/dist", "common/autograd", "common/runtime",
@@ -91,7 +82,7 @@ TEST(LayersTest, TheModelsAndWhatTheyStandOnDoNotIncludeTheTrainer) {
 }
 
 TEST(LayersTest, TheTrainerNamesNoStage) {
-  const std::string root = Checkout();
+  const std::string root = distlm::testing::Checkout();
   ASSERT_FALSE(root.empty());
   for (const auto& i : IncludesUnder(root, "common/train")) {
     EXPECT_FALSE(StartsWith(i.target, "common/stages/"))
@@ -131,7 +122,7 @@ std::string PackageOf(const std::string& path, const std::set<std::string>& pack
 }
 
 TEST(LayersTest, NoArrowBackUp) {
-  const std::string root = Checkout();
+  const std::string root = distlm::testing::Checkout();
   ASSERT_FALSE(root.empty());
   const std::set<std::string> packages = Packages(root);
   ASSERT_GT(packages.size(), 20u);
@@ -189,7 +180,7 @@ TEST(LayersTest, NoArrowBackUp) {
 
 // The architecture's diagram names every package: the fenced block under "## Packages".
 TEST(LayersTest, TheArchitectureNamesEveryPackage) {
-  const std::string root = Checkout();
+  const std::string root = distlm::testing::Checkout();
   ASSERT_FALSE(root.empty());
   std::ifstream in(root + "/docs/architecture.md");
   if (!in) GTEST_SKIP() << "no docs/architecture.md (the student kit has none)";

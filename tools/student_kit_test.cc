@@ -284,14 +284,6 @@ TEST(MakeStudentKitTest, BadArgumentsAreOneLineErrors) {
   EXPECT_THROW(MakeStudentKit({src, ""}), UserError);
 }
 
-// The checkout these tests were built from: the WORKSPACE runfile links into it.
-std::string Checkout() {
-  char resolved[4096];
-  std::string ws = testing::Runfile("WORKSPACE");
-  if (realpath(ws.c_str(), resolved) == nullptr) return "";
-  return fs::path(resolved).parent_path().string();
-}
-
 class RealKitTest : public ::testing::TestWithParam<std::string> {};
 
 // From the last commit (what a release is) and from the working tree (what the grader may use
@@ -302,7 +294,7 @@ INSTANTIATE_TEST_SUITE_P(Revisions, RealKitTest, ::testing::Values("HEAD", ""),
                          });
 
 TEST_P(RealKitTest, NoReferenceSourceAndEveryStubIsThere) {
-  const std::string root = Checkout();
+  const std::string root = testing::Checkout();
   ASSERT_FALSE(root.empty());
   if (!fs::exists(root + "/task2a/reference")) {
     GTEST_SKIP() << "SKIPPED: " << root << " has no reference solutions (it is a student kit): nothing to leave out";

@@ -60,6 +60,10 @@ def _row(
     for text in [id, what, part, writes, teaches, handout] + files + required_ops + forbidden_ops + [t.name for t in own_tests]:
         if "\"" in text or "'" in text or "$" in text or "\\" in text:
             fail("stage %s: '%s' holds a quote, a backslash or a $ (the C++ table is generated from it)" % (id, text))
+    tests = [_test(id + ": losses and gradient norms match the single-node run", parity_points)]
+    if comm_points > 0:
+        tests.append(_test(id + ": uses " + _join_ops(required_ops), comm_points))
+    tests += own_tests
     return struct(
         id = id,
         files = files,
@@ -76,19 +80,25 @@ def _row(
         pattern = pattern,
         model_parallel = model_parallel,
         models = models,
-        own_tests = own_tests,
-        points = parity_points + comm_points + _own_points(own_tests),
+        # Every test that carries points, in report order: parity, collectives, the stage's own.
+        tests = tests,
+        points = _sum([t.points for t in tests]),
         part = part,
         writes = writes,
         teaches = teaches,
         handout = handout,
     )
 
-def _own_points(tests):
+def _sum(values):
     total = 0
-    for t in tests:
-        total += t.points
+    for v in values:
+        total += v
     return total
+
+def _join_ops(ops):
+    if len(ops) < 2:
+        return "".join(ops)
+    return ", ".join(ops[:-1]) + " and " + ops[-1]
 
 def _test(name, points):
     """A test of the stage's own (beyond parity and collectives), as results.json names it."""
@@ -237,24 +247,6 @@ def _strings(items):
 def _bool(b):
     return "true" if b else "false"
 
-def _join_ops(ops):
-    if len(ops) < 2:
-        return "".join(ops)
-    return ", ".join(ops[:-1]) + " and " + ops[-1]
-
-def parity_test_name(s):
-    return s.id + ": losses and gradient norms match the single-node run"
-
-def comm_test_name(s):
-    return s.id + ": uses " + _join_ops(s.required_ops)
-
-def stage_tests(s):
-    """The tests of a stage that carry points, in report order: struct(name, points)."""
-    tests = [_test(parity_test_name(s), s.parity_points)]
-    if s.comm_points > 0:
-        tests.append(_test(comm_test_name(s), s.comm_points))
-    return tests + s.own_tests
-
 def _model_total(model, optional):
     total = 0
     for s in STAGES:
@@ -294,7 +286,7 @@ def stages_docs():
 
     lines = ["| test | points |", "| --- | --- |"]
     for s in STAGES:
-        for t in stage_tests(s):
+        for t in s.tests:
             lines.append("| %s | %d |" % (t.name, t.points))
     _block(out, "points_table", lines)
 
@@ -346,17 +338,15 @@ def stages_cc_rows():
     """The C++ rows of stages.h's table: //common/stages:stages_table writes them to stages_table.inc."""
     rows = []
     for s in STAGES:
-        tests = stage_tests(s)
-        grading = "{%d, %d, %d, %s, %s, %s, %s, %d, {%s}}" % (
+        grading = "{%d, %s, %s, %s, %s, %d, {%s}, %s}" % (
             s.ranks,
-            s.parity_points,
-            s.comm_points,
             _strings(s.required_ops),
             _strings(s.forbidden_ops),
             _bool(s.optional),
             _bool(s.grading),
             s.model_parallel,
-            ", ".join(["{\"%s\", %d}" % (t.name, t.points) for t in tests]),
+            ", ".join(["{\"%s\", %d}" % (t.name, t.points) for t in s.tests]),
+            _bool(s.comm_points > 0),
         )
         rows.append("{\"%s\", %s, \"%s\", %s, %s, {SyncPattern::%s}, %s},\n" % (
             s.id,

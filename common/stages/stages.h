@@ -32,8 +32,6 @@ struct TestSpec {
 // How the autograder runs and scores a stage (grading/README.md).
 struct Grading {
   int ranks = 4;                           // ranks the grader runs it on (1: one process)
-  int parity_points = 0;                   // the first losses match the grader's single-node trace
-  int comm_points = 0;                     // the synchronisation uses the collectives asked for
   std::vector<std::string> required_ops;   // every update must call each of these
   std::vector<std::string> forbidden_ops;  // and none of these
   bool optional = false;                   // graded only when the submission has the folder
@@ -44,16 +42,16 @@ struct Grading {
   // reads the replica's whole batch); 0: data parallel, every rank a replica of its own. A
   // model-parallel stage runs on exactly this many ranks, whatever the grader's --ranks.
   int model_parallel = 0;
-  // Every test of the stage that carries points, in report order: the parity test, the
-  // collectives test (when comm_points > 0), then the stage's own (its grading/ package runs
-  // those). Names and points are written once, in stages.bzl.
+  // Every test of the stage that carries points, in report order: the parity test (the first
+  // losses match the grader's single-node trace), the collectives test when has_comm_test (the
+  // synchronisation uses required_ops and none of forbidden_ops), then the stage's own (its
+  // grading/ package runs those). Names and points are written once, in stages.bzl.
   std::vector<TestSpec> tests;
+  bool has_comm_test = false;
   const TestSpec& parity_test() const { return tests.at(0); }
-  const TestSpec& comm_test() const { return tests.at(1); }  // only when comm_points > 0
+  const TestSpec& comm_test() const { return tests.at(1); }  // only when has_comm_test
   // The stage's own tests: those after parity and collectives.
-  std::vector<TestSpec> own_tests() const {
-    return {tests.begin() + (comm_points > 0 ? 2 : 1), tests.end()};
-  }
+  std::vector<TestSpec> own_tests() const { return {tests.begin() + (has_comm_test ? 2 : 1), tests.end()}; }
   int points() const {
     int total = 0;
     for (const auto& t : tests) total += t.points;

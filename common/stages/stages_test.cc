@@ -22,7 +22,7 @@ TEST(StagesTest, TheTableHoldsTogether) {
     EXPECT_TRUE(ids.insert(s.id).second) << s.id << " twice";
     EXPECT_FALSE(s.files.empty()) << s.id << ": the student writes no file";
     EXPECT_FALSE(s.what.empty()) << s.id;
-    EXPECT_GT(s.grading.parity_points + s.grading.comm_points, 0) << s.id << " is worth no points";
+    EXPECT_GT(s.grading.points(), 0) << s.id << " is worth no points";
     if (&s != &All()[0]) {
       EXPECT_GT(s.grading.ranks, 1) << s.id << ": only part 1 runs on one process";
       // Model-parallel stages send activations, not gradients: task 4's patterns do not apply.
@@ -48,21 +48,21 @@ TEST(StagesTest, TheTableHoldsTogether) {
   EXPECT_THROW(Get("nope"), std::logic_error);
 }
 
-// Each row's tests: the parity test first with the row's parity points, the collectives test
-// next exactly when the row has comm points, every test named for its stage and worth points;
+// Each row's tests: the parity test first, the collectives test next exactly when the row asks
+// for collectives, every test named for its stage and worth points;
 // the totals are their sums.
 TEST(StagesTest, EachRowsTestsAndTheTotals) {
   int all = 0, required = 0;
   for (const Row& s : All()) {
     ASSERT_FALSE(s.grading.tests.empty()) << s.id;
-    EXPECT_EQ(s.grading.parity_test().points, s.grading.parity_points) << s.id;
     EXPECT_EQ(s.grading.parity_test().name, s.id + ": losses and gradient norms match the single-node run");
-    if (s.grading.comm_points > 0) {
-      EXPECT_EQ(s.grading.comm_test().points, s.grading.comm_points) << s.id;
+    // A collectives test exactly where the row asks for collectives.
+    EXPECT_EQ(s.grading.has_comm_test, !s.grading.required_ops.empty()) << s.id;
+    if (s.grading.has_comm_test) {
       EXPECT_EQ(s.grading.comm_test().name.rfind(s.id + ": uses " + s.grading.required_ops[0], 0), 0u)
           << s.grading.comm_test().name;
     }
-    EXPECT_EQ(s.grading.tests.size(), 1 + (s.grading.comm_points > 0) + s.grading.own_tests().size()) << s.id;
+    EXPECT_EQ(s.grading.tests.size(), 1 + s.grading.has_comm_test + s.grading.own_tests().size()) << s.id;
     for (const TestSpec& t : s.grading.tests) {
       EXPECT_GT(t.points, 0) << t.name;
       EXPECT_EQ(t.name.rfind(s.id + ": ", 0), 0u) << t.name << " is not named for " << s.id;

@@ -154,6 +154,12 @@ std::string Runfile(const std::string& workspace_relative) {
   return workspace_relative;  // run from the workspace root outside Bazel
 }
 
+std::string Checkout() {
+  std::error_code ec;
+  const std::filesystem::path ws = std::filesystem::canonical(Runfile("WORKSPACE"), ec);
+  return ec ? "" : ws.parent_path().string();
+}
+
 std::optional<std::string> SharedReferenceDir() {
   if (const char* d = std::getenv("DISTLM_SHARED_DIR"); d && *d) {
     std::string p = std::string(d) + "/reference";

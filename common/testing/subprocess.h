@@ -44,6 +44,10 @@ std::optional<std::string> PeersDir();
 // Path of a runfile (workspace-relative, e.g. "common/testdata/vocab.txt").
 std::string Runfile(const std::string& workspace_relative);
 
+// The checkout the test was built from, for the tests that read it where it is (tagged
+// "external"): the folder of the WORKSPACE runfile's target; "" when it cannot be resolved.
+std::string Checkout();
+
 // A file's bytes; "" when it cannot be read (the test then fails on the content it expects).
 std::string ReadFileOrEmpty(const std::string& path);
 

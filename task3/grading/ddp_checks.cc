@@ -252,10 +252,8 @@ std::vector<int64_t> ExpectedBuckets(const std::vector<int64_t>& numels, int64_t
   return buckets;
 }
 
-std::vector<TestResult> DdpTestNames() { return OwnTests(stages::Get("task3")); }
-
 std::vector<TestResult> DdpTests(const StageRun& main_run, const DdpCheckContext& c) {
-  std::vector<TestResult> t = DdpTestNames();
+  std::vector<TestResult> t = OwnTests(stages::Get("task3"));
   Layout(main_run, c, t[0]);
   Overlap(main_run, t[1]);
   PerParameter(c, t[2], t[3]);

@@ -27,10 +27,9 @@ struct DdpCheckContext : StageCheckContext {
   double bucket_cap_mb = 25;
 };
 
-// The tests, in report order, with points. `main_run` completed its kSteps updates.
+// Task 3's own tests as its row names them (OwnTests), run. `main_run` completed its kSteps
+// updates.
 std::vector<TestResult> DdpTests(const StageRun& main_run, const DdpCheckContext& context);
-// The same tests, not run (names and points; for a task 3 that did not build or run).
-std::vector<TestResult> DdpTestNames();
 
 // The bucket sizes (elements) that task 3b's rule gives: parameters walked from the last to
 // the first (or the first to the last), a bucket closed once it holds at least cap_bytes.
