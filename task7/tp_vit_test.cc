@@ -75,7 +75,7 @@ TEST(Task7TensorParallelVit, RefusesHeadsThatDoNotDivide) {
                            "divide by it");
   }
   EXPECT_FALSE(m->tensor_parallel());
-  EXPECT_EQ(m->vit->encoder->layer[0]->as<vit::ViTLayer>()->attention->attention->query->weight.size(0), 48);
+  EXPECT_EQ(m->vit->encoder->layer[0]->as<model::TransformerLayer>()->attention->self->query->weight.size(0), 48);
 }
 
 }  // namespace

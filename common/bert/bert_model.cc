@@ -1,7 +1,8 @@
 #include "common/bert/bert_model.h"
 
-#include "common/bert/dropout.h"
-#include "common/bert/layer_ops.h"
+#include "common/model/dropout.h"
+#include "common/model/tensor_parallel_split.h"
+#include "common/model/transformer_layer.h"
 
 #include <cmath>
 #include <algorithm>
@@ -22,10 +23,16 @@ namespace {
 
 namespace F = torch::nn::functional;
 
-// Dropout that costs nothing when p is 0 (the parity configurations) or in eval mode; see
-// dropout.h for why it is not torch::dropout.
-torch::Tensor MaybeDropout(const torch::Tensor& x, double p, bool training) {
-  return Dropout(x, p, training);
+model::TransformerLayerOptions LayerOptions(const BertConfig& c) {
+  model::TransformerLayerOptions o;
+  o.hidden_size = c.hidden_size;
+  o.num_attention_heads = c.num_attention_heads;
+  o.intermediate_size = c.intermediate_size;
+  o.hidden_act = c.hidden_act;
+  o.layer_norm_eps = c.layer_norm_eps;
+  o.attention_dropout = c.attention_probs_dropout_prob;
+  o.hidden_dropout = c.hidden_dropout_prob;
+  return o;
 }
 
 torch::nn::LayerNorm MakeLayerNorm(const BertConfig& c) {
@@ -53,98 +60,7 @@ torch::Tensor BertEmbeddingsImpl::forward(const torch::Tensor& input_ids,
   auto positions = torch::arange(seq, input_ids.options().dtype(torch::kLong));
   auto x = word_embeddings(input_ids) + position_embeddings(positions).unsqueeze(0) +
            token_type_embeddings(token_type_ids);
-  return MaybeDropout(LayerNorm(x), dropout_p, is_training());
-}
-
-BertSelfAttentionImpl::BertSelfAttentionImpl(const BertConfig& c)
-    : num_heads(c.num_attention_heads),
-      head_size(c.hidden_size / c.num_attention_heads),
-      dropout_p(c.attention_probs_dropout_prob) {
-  query = register_module("query", torch::nn::Linear(c.hidden_size, c.hidden_size));
-  key = register_module("key", torch::nn::Linear(c.hidden_size, c.hidden_size));
-  value = register_module("value", torch::nn::Linear(c.hidden_size, c.hidden_size));
-}
-
-torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& hidden_in,
-                                             const torch::Tensor& additive_mask) {
-  const int64_t batch = hidden_in.size(0), seq = hidden_in.size(1), heads = num_heads, d = head_size;
-  // One product for query, key and value: the three weights side by side (their gradients flow
-  // back to the three parameters through the concatenation). Tensor parallel: one
-  // column-parallel product of this rank's heads' rows of all three.
-  auto w = torch::cat({query->weight, key->weight, value->weight});
-  auto b = torch::cat({query->bias, key->bias, value->bias});
-  // [batch, seq, 3 * hidden] -> [3, batch * heads, seq, head_size], one copy for all three.
-  auto qkv = (tp != nullptr ? tp->ColumnLinear(hidden_in, w, b) : torch::linear(hidden_in, w, b))
-                 .view({batch, seq, 3, heads, d})
-                 .permute({2, 0, 3, 1, 4})
-                 .contiguous()
-                 .view({3, batch * heads, seq, d});
-  // unbind, not qkv[i]: its backward stacks the three gradients once instead of filling three
-  // full-size zero tensors.
-  auto parts = qkv.unbind(0);
-  auto q = parts[0], k = parts[1], v = parts[2];
-#if TORCH_VERSION_MAJOR >= 2
-  // LibTorch 2.x: the fused kernel (on CPU, a blocked flash attention with an online softmax:
-  // the [seq, seq] scores never exist whole). It draws attention dropout from its own
-  // generator, so it serves only where there is none (eval, or attention dropout 0); training
-  // with attention dropout keeps the product below and distlm's dropout, which the seed and
-  // snapshots decide.
-  if (!(is_training() && dropout_p > 0)) {
-    auto ctx = at::scaled_dot_product_attention(q.view({batch, heads, seq, d}), k.view({batch, heads, seq, d}),
-                                                v.view({batch, heads, seq, d}), additive_mask);
-    return ctx.permute({0, 2, 1, 3}).reshape({batch, seq, heads * d});
-  }
-#endif
-  // scores = mask + (q k^T) / sqrt(head_size), in one batched product: the mask row of each
-  // example is broadcast over heads and query positions.
-  auto mask = additive_mask.expand({batch, heads, 1, seq}).reshape({batch * heads, 1, seq});
-  auto scores = torch::baddbmm(mask, q, k.transpose(1, 2), /*beta=*/1.0,
-                               /*alpha=*/1.0 / std::sqrt(static_cast<double>(d)));
-  auto probs = tp == nullptr ? MaybeDropout(torch::softmax(scores, -1), dropout_p, is_training())
-                             : DropoutOfHeads(torch::softmax(scores, -1), dropout_p, is_training(), total_heads,
-                                              head_offset, heads);
-  // [batch * heads, seq, head_size] -> [batch, seq, hidden]
-  return torch::bmm(probs, v).view({batch, heads, seq, d}).permute({0, 2, 1, 3}).reshape({batch, seq, heads * d});
-}
-
-BertResidualOutputImpl::BertResidualOutputImpl(int64_t in_features, const BertConfig& c)
-    : dropout_p(c.hidden_dropout_prob) {
-  dense = register_module("dense", torch::nn::Linear(in_features, c.hidden_size));
-  LayerNorm = register_module("LayerNorm", MakeLayerNorm(c));
-}
-
-torch::Tensor BertResidualOutputImpl::forward(const torch::Tensor& x, const torch::Tensor& residual) {
-  // Row-parallel: the ranks' partial products summed, then the (whole) bias once.
-  const torch::Tensor y = tp == nullptr ? ApplyLinear(dense, x) : tp->RowLinear(x, dense->weight, dense->bias);
-  return LayerNorm(MaybeDropout(y, dropout_p, is_training()) + residual);
-}
-
-BertAttentionImpl::BertAttentionImpl(const BertConfig& c) {
-  self = register_module("self", BertSelfAttention(c));
-  output = register_module("output", BertResidualOutput(c.hidden_size, c));
-}
-
-torch::Tensor BertAttentionImpl::forward(const torch::Tensor& hidden, const torch::Tensor& additive_mask) {
-  return output(self(hidden, additive_mask), hidden);
-}
-
-BertIntermediateImpl::BertIntermediateImpl(const BertConfig& c) : act(c.hidden_act) {
-  dense = register_module("dense", torch::nn::Linear(c.hidden_size, c.intermediate_size));
-}
-
-torch::Tensor BertIntermediateImpl::forward(const torch::Tensor& x) {
-  return Activation(act, tp != nullptr ? tp->ColumnLinear(x, dense->weight, dense->bias) : ApplyLinear(dense, x));
-}
-
-BertLayerImpl::BertLayerImpl(const BertConfig& c) {
-  attention = register_module("attention", BertAttention(c));
-  intermediate = register_module("intermediate", BertIntermediate(c));
-  output = register_module("output", BertResidualOutput(c.intermediate_size, c));
-}
-
-torch::Tensor BertLayerImpl::forward(const torch::Tensor& hidden, const torch::Tensor& additive_mask) {
-  auto attended = attention(hidden, additive_mask);
-  return output(intermediate(attended), attended);
+  return model::Dropout(LayerNorm(x), dropout_p, is_training());
 }
 
 BertPoolerImpl::BertPoolerImpl(const BertConfig& c) {
@@ -160,7 +76,7 @@ BertModelImpl::BertModelImpl(const BertConfig& c) {
   embeddings = register_module("embeddings", BertEmbeddings(c));
   auto encoder = register_module("encoder", std::make_shared<torch::nn::Module>("BertEncoder"));
   layers = encoder->register_module("layer", torch::nn::ModuleList());
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) layers->push_back(BertLayer(c));
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) layers->push_back(model::TransformerLayer(LayerOptions(c)));
   pooler = register_module("pooler", BertPooler(c));
 }
 
@@ -186,7 +102,7 @@ torch::Tensor BertModelImpl::EncodeUnits(int first, int last, torch::Tensor hidd
       hidden = model::RunUnit(hooks, 0, [&] { return embeddings(input_ids, token_type_ids); });
     } else {
       const auto& layer = (*layers)[u - 1];
-      hidden = model::RunUnit(hooks, u, [&] { return layer->as<BertLayer>()->forward(hidden, additive_mask); });
+      hidden = model::RunUnit(hooks, u, [&] { return layer->as<model::TransformerLayer>()->forward(hidden, additive_mask); });
     }
   }
   return hidden;
@@ -242,7 +158,7 @@ torch::Tensor BertForSequenceClassificationImpl::Head(const torch::Tensor& seque
   return model::RunUnit(hooks_, static_cast<int>(config_.num_hidden_layers) + 1, [&] {
     torch::Tensor p = bert->pooler(sequence_output);
     if (pooled != nullptr) *pooled = p;
-    return classifier(MaybeDropout(p, config_.hidden_dropout_prob, is_training()));
+    return classifier(model::Dropout(p, config_.hidden_dropout_prob, is_training()));
   });
 }
 
@@ -285,66 +201,15 @@ void BertForSequenceClassificationImpl::InitClassifier() {
   classifier->bias.zero_();
 }
 
-namespace {
-
-// Every encoder layer's cut parameters with the dimension each is cut along: the heads' rows of
-// query, key and value (weights and biases), the attention output's columns, the intermediate's
-// rows, the output's columns.
-template <typename Fn>
-void ForEachCut(torch::nn::ModuleList& layers, Fn&& fn) {
-  for (const auto& module : *layers) {
-    auto* layer = module->as<BertLayer>();
-    auto& self = *layer->attention->self;
-    for (torch::nn::Linear* l : {&self.query, &self.key, &self.value}) {
-      fn((*l)->weight, 0);
-      fn((*l)->bias, 0);
-    }
-    fn(layer->attention->output->dense->weight, 1);
-    fn(layer->intermediate->dense->weight, 0);
-    fn(layer->intermediate->dense->bias, 0);
-    fn(layer->output->dense->weight, 1);
-  }
-}
-
-void SetOps(BertLayerImpl& layer, const model::ParallelOps* ops) {
-  layer.attention->self->tp = ops;
-  layer.attention->output->tp = ops;
-  layer.intermediate->tp = ops;
-  layer.output->tp = ops;
-}
-
-}  // namespace
-
 void BertForSequenceClassificationImpl::ShardForTensorParallel(const model::ParallelOps* ops) {
-  const int T = ops->world(), r = ops->rank();
-  model::CheckTensorSplit("BERT", config_.num_attention_heads, config_.intermediate_size, T);
   if (tp_ != nullptr) throw std::logic_error("ShardForTensorParallel called twice: the weights are cut already");
-  torch::NoGradGuard no_grad;
-  ForEachCut(bert->layers, [&](torch::Tensor& p, int dim) { model::KeepBlock(p, dim, r, T); });
-  for (const auto& module : *bert->layers) {
-    auto* layer = module->as<BertLayer>();
-    auto& self = *layer->attention->self;
-    // Heads are contiguous blocks of head_size rows of Q, K and V (and columns of the output).
-    self.total_heads = config_.num_attention_heads;
-    self.num_heads = config_.num_attention_heads / T;
-    self.head_offset = r * self.num_heads;
-    SetOps(*layer, ops);
-  }
+  model::ShardLayers(bert->layers, ops, "BERT");
   tp_ = ops;
 }
 
 void BertForSequenceClassificationImpl::UnshardTensorParallel() {
   if (tp_ == nullptr) return;
-  torch::NoGradGuard no_grad;
-  ForEachCut(bert->layers, [&](torch::Tensor& p, int dim) { p.set_data(tp_->GatherBlocks(p, dim)); });
-  for (const auto& module : *bert->layers) {
-    auto* layer = module->as<BertLayer>();
-    auto& self = *layer->attention->self;
-    self.num_heads = config_.num_attention_heads;
-    self.total_heads = 0;
-    self.head_offset = 0;
-    SetOps(*layer, nullptr);
-  }
+  model::UnshardLayers(bert->layers);
   tp_ = nullptr;
 }
 

@@ -17,6 +17,7 @@
 
 #include "common/bert/bert_config.h"
 #include "common/model/parallel_ops.h"
+#include "common/model/transformer_layer.h"
 #include "common/model/unit_hooks.h"
 #include "common/model/units_batch.h"
 
@@ -34,69 +35,8 @@ class BertEmbeddingsImpl : public torch::nn::Module {
 };
 TORCH_MODULE(BertEmbeddings);
 
-// query/key/value projections and scaled dot-product attention over heads.
-class BertSelfAttentionImpl : public torch::nn::Module {
- public:
-  explicit BertSelfAttentionImpl(const BertConfig& config);
-  // additive_mask: [batch, 1, 1, seq], 0 for tokens and -10000 for padding.
-  torch::Tensor forward(const torch::Tensor& hidden, const torch::Tensor& additive_mask);
-
-  torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};
-  int64_t num_heads, head_size;
-  double dropout_p;
-  // Tensor parallelism (ShardForTensorParallel): query, key and value in one tp->ColumnLinear,
-  // and this module holds heads [head_offset, head_offset + num_heads) of total_heads. Null: all heads.
-  const model::ParallelOps* tp = nullptr;
-  int64_t total_heads = 0, head_offset = 0;
-};
-TORCH_MODULE(BertSelfAttention);
-
-// dense + dropout + residual LayerNorm; the shape of BertSelfOutput and BertOutput alike.
-class BertResidualOutputImpl : public torch::nn::Module {
- public:
-  BertResidualOutputImpl(int64_t in_features, const BertConfig& config);
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& residual);
-
-  torch::nn::Linear dense{nullptr};
-  torch::nn::LayerNorm LayerNorm{nullptr};
-  double dropout_p;
-  // Tensor parallelism: dense holds this rank's columns, a row-parallel product through
-  // tp->RowLinear (the partial products summed, then the bias once). Null: the whole product.
-  const model::ParallelOps* tp = nullptr;
-};
-TORCH_MODULE(BertResidualOutput);
-
-class BertAttentionImpl : public torch::nn::Module {
- public:
-  explicit BertAttentionImpl(const BertConfig& config);
-  torch::Tensor forward(const torch::Tensor& hidden, const torch::Tensor& additive_mask);
-
-  BertSelfAttention self{nullptr};
-  BertResidualOutput output{nullptr};
-};
-TORCH_MODULE(BertAttention);
-
-class BertIntermediateImpl : public torch::nn::Module {
- public:
-  explicit BertIntermediateImpl(const BertConfig& config);
-  torch::Tensor forward(const torch::Tensor& x);
-
-  torch::nn::Linear dense{nullptr};
-  std::string act;
-  const model::ParallelOps* tp = nullptr;  // column-parallel, through tp->ColumnLinear
-};
-TORCH_MODULE(BertIntermediate);
-
-class BertLayerImpl : public torch::nn::Module {
- public:
-  explicit BertLayerImpl(const BertConfig& config);
-  torch::Tensor forward(const torch::Tensor& hidden, const torch::Tensor& additive_mask);
-
-  BertAttention attention{nullptr};
-  BertIntermediate intermediate{nullptr};
-  BertResidualOutput output{nullptr};
-};
-TORCH_MODULE(BertLayer);
+// The encoder layers are model::TransformerLayer in its post-norm layout (HuggingFace's BertLayer
+// names): common/model/transformer_layer.h.
 
 class BertPoolerImpl : public torch::nn::Module {
  public:
@@ -129,7 +69,7 @@ class BertModelImpl : public torch::nn::Module {
                             const model::UnitHooks* hooks);
 
   BertEmbeddings embeddings{nullptr};
-  torch::nn::ModuleList layers{nullptr};  // registered as encoder.layer
+  torch::nn::ModuleList layers{nullptr};  // model::TransformerLayer, registered as encoder.layer
   BertPooler pooler{nullptr};
 };
 TORCH_MODULE(BertModel);

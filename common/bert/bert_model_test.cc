@@ -109,7 +109,8 @@ TEST(BertModelTest, PaddingDoesNotChangeTheOutput) {
 
 TEST(BertModelTest, IntermediateUsesExactGelu) {
   BertConfig c = SmallConfig();
-  BertIntermediate inter(c);
+  BertForSequenceClassification bert(c);
+  auto inter = bert->bert->layers[0]->as<model::TransformerLayer>()->intermediate;
   auto x = torch::randn({3, c.hidden_size});
   auto h = inter->dense(x);
   auto expected = h * 0.5 * (1.0 + torch::erf(h / std::sqrt(2.0)));

@@ -1,17 +1,15 @@
-// Tensor parallelism's products, as a model's modules see them (task 7a).
+// A layer's matrix products, as its modules see them: the single process's, or tensor
+// parallelism's (task 7a).
 //
-// A stage that splits the encoder's matrix products over T ranks hands the model one of these.
-// The modules call ColumnLinear for a product whose weight holds this rank's rows (output
+// A stage that splits the encoder's matrix products over T ranks hands the layers one of these
+// (tensor_parallel_split.h). The modules call ColumnLinear for a product whose weight holds this rank's rows (output
 // features: its input passes Megatron-LM's f, the identity forward and the gradient summed over
 // the ranks backward) and RowLinear for one whose weight holds this rank's columns (its partial
 // product passes g, the sum over the ranks forward and the identity backward, and the whole
 // bias is added once after). GatherBlocks puts a weight cut that way back together, for uses of
 // the whole model (evaluation, saving). The model layer declares it and task 7 implements it
-// with the student's functions, so common/bert needs nothing of task 7.
+// with the student's functions, so the models need nothing of task 7.
 #pragma once
-
-#include <stdexcept>
-#include <string>
 
 #include <torch/types.h>
 
@@ -32,20 +30,8 @@ class ParallelOps {
   virtual int world() const = 0;
 };
 
-// Refuses a split of `model`'s heads or intermediate size that does not come out even over
-// `world` ranks, naming the numbers; the model's own ShardForTensorParallel calls it first.
-inline void CheckTensorSplit(const std::string& model, int64_t heads, int64_t intermediate, int world) {
-  if (heads % world == 0 && intermediate % world == 0) return;
-  throw std::invalid_argument("tensor parallelism over " + std::to_string(world) + " ranks needs the " + model +
-                              "'s heads (" + std::to_string(heads) + ") and intermediate size (" +
-                              std::to_string(intermediate) + ") to divide by it");
-}
-
-// Replaces p's data with its block `rank` of `world` along `dim` (rows 0, columns 1): the cut
-// GatherBlocks undoes.
-inline void KeepBlock(torch::Tensor& p, int64_t dim, int rank, int world) {
-  const int64_t n = p.size(dim) / world;
-  p.set_data(p.detach().narrow(dim, rank * n, n).clone());
-}
+// The products of one process that holds the whole weights: plain linear layers, and
+// GatherBlocks the block itself. What a layer uses until a split hands it others.
+const ParallelOps& SingleProcessOps();
 
 }  // namespace distlm::model

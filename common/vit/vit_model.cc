@@ -11,16 +11,14 @@
 #include <torch/nn/functional.h>
 #include <torch/utils.h>
 
-#include "common/bert/dropout.h"
-#include "common/bert/layer_ops.h"
+#include "common/model/dropout.h"
 #include "common/model/parallel_ops.h"
+#include "common/model/tensor_parallel_split.h"
 #include "common/runtime/errors.h"
 
 namespace distlm::vit {
 
-using distlm::bert::Activation;
-using distlm::bert::ApplyLinear;
-using distlm::bert::Dropout;
+using distlm::model::Dropout;
 
 ViTPatchEmbeddingsImpl::ViTPatchEmbeddingsImpl(const ViTConfig& c)
     : image_size(c.image_size), num_channels(c.num_channels) {
@@ -54,88 +52,33 @@ torch::Tensor ViTEmbeddingsImpl::forward(const torch::Tensor& pixel_values) {
   return Dropout(x, dropout_p, is_training());
 }
 
-ViTSelfAttentionImpl::ViTSelfAttentionImpl(const ViTConfig& c)
-    : num_heads(c.num_attention_heads),
-      head_size(c.hidden_size / c.num_attention_heads),
-      dropout_p(c.attention_probs_dropout_prob) {
-  auto linear = [&](const char* name) {
-    return register_module(name, torch::nn::Linear(torch::nn::LinearOptions(c.hidden_size, c.hidden_size).bias(c.qkv_bias)));
-  };
-  query = linear("query");
-  key = linear("key");
-  value = linear("value");
+namespace {
+
+model::TransformerLayerOptions LayerOptions(const ViTConfig& c) {
+  model::TransformerLayerOptions o;
+  o.hidden_size = c.hidden_size;
+  o.num_attention_heads = c.num_attention_heads;
+  o.intermediate_size = c.intermediate_size;
+  o.hidden_act = c.hidden_act;
+  o.layer_norm_eps = c.layer_norm_eps;
+  o.attention_dropout = c.attention_probs_dropout_prob;
+  o.hidden_dropout = c.hidden_dropout_prob;
+  o.qkv_bias = c.qkv_bias;
+  o.pre_norm = true;
+  return o;
 }
 
-torch::Tensor ViTSelfAttentionImpl::forward(const torch::Tensor& hidden) {
-  const int64_t B = hidden.size(0), T = hidden.size(1);
-  auto heads = [&](const torch::Tensor& x) { return x.view({B, T, num_heads, head_size}).transpose(1, 2); };
-  torch::Tensor q, k, v;
-  if (tp == nullptr) {
-    q = heads(ApplyLinear(query, hidden)), k = heads(ApplyLinear(key, hidden)), v = heads(ApplyLinear(value, hidden));
-  } else {
-    // One column-parallel product for this rank's heads of all three (one all-reduce of the
-    // input's gradient in backward, not three).
-    torch::Tensor b = query->bias.defined() ? torch::cat({query->bias, key->bias, value->bias}) : torch::Tensor();
-    auto qkv = tp->ColumnLinear(hidden, torch::cat({query->weight, key->weight, value->weight}), b).chunk(3, -1);
-    q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
-  }
-  torch::Tensor scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_size));
-  torch::Tensor probs = torch::softmax(scores, -1);
-  // Split by heads, each rank draws its heads' bits of the whole model's mask.
-  probs = tp == nullptr ? Dropout(probs, dropout_p, is_training())
-                        : bert::DropoutOfHeads(probs.reshape({B * num_heads, T, T}), dropout_p, is_training(),
-                                               total_heads, head_offset, num_heads)
-                              .view({B, num_heads, T, T});
-  return torch::matmul(probs, v).transpose(1, 2).contiguous().view({B, T, num_heads * head_size});
-}
-
-ViTDenseOutputImpl::ViTDenseOutputImpl(int64_t in_features, const ViTConfig& c) : dropout_p(c.hidden_dropout_prob) {
-  dense = register_module("dense", torch::nn::Linear(in_features, c.hidden_size));
-}
-
-torch::Tensor ViTDenseOutputImpl::forward(const torch::Tensor& x) {
-  const torch::Tensor y = tp == nullptr ? ApplyLinear(dense, x) : tp->RowLinear(x, dense->weight, dense->bias);
-  return Dropout(y, dropout_p, is_training());
-}
-
-ViTAttentionImpl::ViTAttentionImpl(const ViTConfig& c) {
-  attention = register_module("attention", ViTSelfAttention(c));
-  output = register_module("output", ViTDenseOutput(c.hidden_size, c));
-}
-
-torch::Tensor ViTAttentionImpl::forward(const torch::Tensor& hidden) { return output(attention(hidden)); }
-
-ViTIntermediateImpl::ViTIntermediateImpl(const ViTConfig& c) : act(c.hidden_act) {
-  dense = register_module("dense", torch::nn::Linear(c.hidden_size, c.intermediate_size));
-}
-
-torch::Tensor ViTIntermediateImpl::forward(const torch::Tensor& x) {
-  return Activation(act, tp != nullptr ? tp->ColumnLinear(x, dense->weight, dense->bias) : ApplyLinear(dense, x));
-}
-
-ViTLayerImpl::ViTLayerImpl(const ViTConfig& c) {
-  attention = register_module("attention", ViTAttention(c));
-  intermediate = register_module("intermediate", ViTIntermediate(c));
-  output = register_module("output", ViTDenseOutput(c.intermediate_size, c));
-  auto norm = torch::nn::LayerNormOptions({c.hidden_size}).eps(c.layer_norm_eps);
-  layernorm_before = register_module("layernorm_before", torch::nn::LayerNorm(norm));
-  layernorm_after = register_module("layernorm_after", torch::nn::LayerNorm(norm));
-}
-
-torch::Tensor ViTLayerImpl::forward(const torch::Tensor& hidden) {
-  torch::Tensor h = attention(layernorm_before(hidden)) + hidden;  // pre-norm, then the residual
-  return output(intermediate(layernorm_after(h))) + h;
-}
+}  // namespace
 
 ViTEncoderImpl::ViTEncoderImpl(const ViTConfig& c) {
   layer = register_module("layer", torch::nn::ModuleList());
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) layer->push_back(ViTLayer(c));
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) layer->push_back(model::TransformerLayer(LayerOptions(c)));
 }
 
 torch::Tensor ViTEncoderImpl::forward(torch::Tensor hidden, const model::UnitHooks* hooks) {
   int u = 0;
   for (const auto& l : *layer) {
-    hidden = model::RunUnit(hooks, ++u, [&] { return l->as<ViTLayer>()->forward(hidden); });
+    hidden = model::RunUnit(hooks, ++u, [&] { return l->as<model::TransformerLayer>()->forward(hidden); });
   }
   return hidden;
 }
@@ -169,7 +112,7 @@ ViTOutputs ViTForImageClassificationImpl::forward(const torch::Tensor& pixel_val
 
 torch::Tensor ViTForImageClassificationImpl::Head(const torch::Tensor& encoded) {
   return model::RunUnit(hooks_, static_cast<int>(config_.num_hidden_layers) + 1, [&] {
-    return ApplyLinear(classifier, vit->layernorm(encoded).select(1, 0));  // the [CLS] token
+    return classifier(vit->layernorm(encoded).select(1, 0));  // the [CLS] token
   });
 }
 
@@ -183,7 +126,7 @@ torch::Tensor ViTForImageClassificationImpl::ForwardUnits(int first, int last, c
   torch::Tensor out = hidden;
   if (first == 0) out = model::RunUnit(hooks_, 0, [&] { return vit->embeddings(pixel_values); });
   for (int u = std::max(first, 1); u <= std::min(last, layers); ++u) {
-    out = model::RunUnit(hooks_, u, [&] { return vit->encoder->layer[u - 1]->as<ViTLayer>()->forward(out); });
+    out = model::RunUnit(hooks_, u, [&] { return vit->encoder->layer[u - 1]->as<model::TransformerLayer>()->forward(out); });
   }
   return last == layers + 1 ? Head(out) : out;
 }
@@ -215,60 +158,15 @@ std::vector<model::Unit> ViTForImageClassificationImpl::Units() {
                              {"vit.layernorm.", "classifier."});
 }
 
-namespace {
-
-// Every encoder layer's cut parameters with the dimension each is cut along (0 rows, 1
-// columns): the heads' rows of query, key and value, the attention output's columns, the
-// intermediate's rows, the output's columns. `fn(tensor, dim)`; then `each_layer(layer)`.
-template <typename Fn, typename Each>
-void ForEachCut(torch::nn::ModuleList& layers, Fn&& fn, Each&& each_layer) {
-  for (const auto& module : *layers) {
-    auto* layer = module->as<ViTLayer>();
-    auto& self = *layer->attention->attention;
-    for (torch::nn::Linear* l : {&self.query, &self.key, &self.value}) {
-      fn((*l)->weight, 0);
-      if ((*l)->bias.defined()) fn((*l)->bias, 0);
-    }
-    fn(layer->attention->output->dense->weight, 1);
-    fn(layer->intermediate->dense->weight, 0);
-    fn(layer->intermediate->dense->bias, 0);
-    fn(layer->output->dense->weight, 1);
-    each_layer(*layer);
-  }
-}
-
-void SetOps(ViTLayerImpl& layer, const model::ParallelOps* ops, int64_t total_heads, int rank) {
-  auto& self = *layer.attention->attention;
-  const int world = ops == nullptr ? 1 : ops->world();
-  self.num_heads = total_heads / world;
-  self.total_heads = ops == nullptr ? 0 : total_heads;
-  self.head_offset = ops == nullptr ? 0 : rank * self.num_heads;
-  self.tp = ops;
-  layer.attention->output->tp = ops;
-  layer.intermediate->tp = ops;
-  layer.output->tp = ops;
-}
-
-}  // namespace
-
 void ViTForImageClassificationImpl::ShardForTensorParallel(const model::ParallelOps* ops) {
-  const int T = ops->world(), r = ops->rank();
-  model::CheckTensorSplit("ViT", config_.num_attention_heads, config_.intermediate_size, T);
   if (tp_ != nullptr) throw std::logic_error("ShardForTensorParallel called twice: the weights are cut already");
-  torch::NoGradGuard no_grad;
-  ForEachCut(
-      vit->encoder->layer,
-      [&](torch::Tensor& p, int dim) { model::KeepBlock(p, dim, r, T); },
-      [&](ViTLayerImpl& layer) { SetOps(layer, ops, config_.num_attention_heads, r); });
+  model::ShardLayers(vit->encoder->layer, ops, "ViT");
   tp_ = ops;
 }
 
 void ViTForImageClassificationImpl::UnshardTensorParallel() {
   if (tp_ == nullptr) return;
-  torch::NoGradGuard no_grad;
-  ForEachCut(
-      vit->encoder->layer, [&](torch::Tensor& p, int dim) { p.set_data(tp_->GatherBlocks(p, dim)); },
-      [&](ViTLayerImpl& layer) { SetOps(layer, nullptr, config_.num_attention_heads, 0); });
+  model::UnshardLayers(vit->encoder->layer);
   tp_ = nullptr;
 }
 

@@ -18,6 +18,7 @@
 #include <torch/nn/modules/conv.h>
 
 #include "common/model/parallel_ops.h"
+#include "common/model/transformer_layer.h"
 #include "common/model/unit_hooks.h"
 #include "common/model/units_batch.h"
 #include "common/vit/vit_config.h"
@@ -47,67 +48,8 @@ class ViTEmbeddingsImpl : public torch::nn::Module {
 };
 TORCH_MODULE(ViTEmbeddings);
 
-class ViTSelfAttentionImpl : public torch::nn::Module {
- public:
-  explicit ViTSelfAttentionImpl(const ViTConfig& config);
-  torch::Tensor forward(const torch::Tensor& hidden);
-
-  torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};
-  int64_t num_heads, head_size;
-  double dropout_p;
-  // Tensor parallelism (ShardForTensorParallel): query, key and value in one tp->ColumnLinear,
-  // and this module holds heads [head_offset, head_offset + num_heads) of total_heads. Null: all.
-  const model::ParallelOps* tp = nullptr;
-  int64_t total_heads = 0, head_offset = 0;
-};
-TORCH_MODULE(ViTSelfAttention);
-
-// A dense layer and dropout; the residual is added by ViTLayer (as in transformers).
-class ViTDenseOutputImpl : public torch::nn::Module {
- public:
-  ViTDenseOutputImpl(int64_t in_features, const ViTConfig& config);
-  torch::Tensor forward(const torch::Tensor& x);
-
-  torch::nn::Linear dense{nullptr};
-  double dropout_p;
-  // Tensor parallelism: dense holds this rank's columns, a row-parallel product through
-  // tp->RowLinear (the partial products summed, then the bias once). Null: the whole product.
-  const model::ParallelOps* tp = nullptr;
-};
-TORCH_MODULE(ViTDenseOutput);
-
-class ViTAttentionImpl : public torch::nn::Module {
- public:
-  explicit ViTAttentionImpl(const ViTConfig& config);
-  torch::Tensor forward(const torch::Tensor& hidden);
-
-  ViTSelfAttention attention{nullptr};  // HuggingFace's "attention.attention"
-  ViTDenseOutput output{nullptr};
-};
-TORCH_MODULE(ViTAttention);
-
-class ViTIntermediateImpl : public torch::nn::Module {
- public:
-  explicit ViTIntermediateImpl(const ViTConfig& config);
-  torch::Tensor forward(const torch::Tensor& x);
-
-  torch::nn::Linear dense{nullptr};
-  std::string act;
-  const model::ParallelOps* tp = nullptr;  // column-parallel, through tp->ColumnLinear
-};
-TORCH_MODULE(ViTIntermediate);
-
-class ViTLayerImpl : public torch::nn::Module {
- public:
-  explicit ViTLayerImpl(const ViTConfig& config);
-  torch::Tensor forward(const torch::Tensor& hidden);
-
-  ViTAttention attention{nullptr};
-  ViTIntermediate intermediate{nullptr};
-  ViTDenseOutput output{nullptr};
-  torch::nn::LayerNorm layernorm_before{nullptr}, layernorm_after{nullptr};
-};
-TORCH_MODULE(ViTLayer);
+// The encoder layers are model::TransformerLayer in its pre-norm layout (HuggingFace's ViTLayer
+// names): common/model/transformer_layer.h.
 
 class ViTEncoderImpl : public torch::nn::Module {
  public:
@@ -115,7 +57,7 @@ class ViTEncoderImpl : public torch::nn::Module {
   // Layer i runs as unit i + 1 through `hooks` (null: none; unit 0 is the embeddings).
   torch::Tensor forward(torch::Tensor hidden, const model::UnitHooks* hooks = nullptr);
 
-  torch::nn::ModuleList layer{nullptr};
+  torch::nn::ModuleList layer{nullptr};  // model::TransformerLayer
 };
 TORCH_MODULE(ViTEncoder);
 

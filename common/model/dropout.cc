@@ -1,4 +1,4 @@
-#include "common/bert/dropout.h"
+#include "common/model/dropout.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
@@ -10,7 +10,7 @@
 
 #include "common/runtime/errors.h"
 
-namespace distlm::bert {
+namespace distlm::model {
 namespace {
 
 using torch::autograd::AutogradContext;
@@ -203,4 +203,4 @@ torch::Tensor DropoutOfHeads(const torch::Tensor& x, double p, bool training, in
   return x * scaled_mask;
 }
 
-}  // namespace distlm::bert
+}  // namespace distlm::model

@@ -20,7 +20,7 @@
 
 #include <torch/types.h>
 
-namespace distlm::bert {
+namespace distlm::model {
 
 // Inverted dropout with probability p of zeroing an element; x itself when p is 0 or not
 // training. Differentiable in x. p must be in [0, 1); p = 1 would zero everything and is
@@ -39,4 +39,4 @@ torch::Tensor DropoutOfHeads(const torch::Tensor& x, double p, bool training, in
 // The mask bit of element `index` for a call keyed `key`: true when kept. Exposed for tests.
 bool DropoutKeeps(uint64_t key, uint64_t index, double p);
 
-}  // namespace distlm::bert
+}  // namespace distlm::model

@@ -1,4 +1,4 @@
-#include "common/bert/dropout.h"
+#include "common/model/dropout.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/utils.h>
@@ -9,7 +9,7 @@
 
 #include "common/runtime/errors.h"
 
-namespace distlm::bert {
+namespace distlm::model {
 namespace {
 
 // The key Dropout will draw next: the default generator's next random64() after `seed`.
@@ -176,4 +176,4 @@ TEST(DropoutTest, HeadsOfAShapeThatDoesNotHoldThemAreRefused) {
 }
 
 }  // namespace
-}  // namespace distlm::bert
+}  // namespace distlm::model
