@@ -38,8 +38,8 @@ std::string JoinOps(const std::vector<std::string>& ops, const std::string& last
 
 std::string Autograder::Impl::Diagnose(const Trace& got, const Trace& want, const stages::Row& st) {
   return grading::Diagnose(got, want, st, GradingOf(st.id), st.RunRanks(config.ranks),
-                           [this]() -> const std::vector<KnownMistake>& { return Mistakes(); },
-                           [this, &st]() -> const std::vector<KnownMistake>& { return OwnMistakes(st); });
+                           [this]() -> const std::vector<KnownMistake>& { return runs.Mistakes(); },
+                           [this, &st]() -> const std::vector<KnownMistake>& { return runs.OwnMistakes(st); });
 }
 
 void Autograder::Impl::GradeStage(const stages::Row& st, const SubmittedStage& sub, const BuildOutcome& build,
@@ -81,14 +81,14 @@ void Autograder::Impl::GradeStage(const stages::Row& st, const SubmittedStage& s
     return;
   }
 
-  int runs = 0;
+  int run_count = 0;
   // The submission's binary on n ranks with the grader's flags, then `extra` (later flags win).
   auto run = [&](int n, const std::vector<std::string>& extra_flags, double timeout_s) {
     std::string said;
     for (const auto& f : extra_flags) said += " " + f;
     Progress("running " + st.id + " on " + (n > 1 ? std::to_string(n) + " ranks" : "one process") + said);
-    const std::vector<std::string> flags = StageFlags(st, grading, n, build.flags, extra_flags);
-    StageRunOptions o = RunOptions("run_" + st.id + "_" + std::to_string(runs++), &build);
+    const std::vector<std::string> flags = runs.StageFlags(st, grading, n, build.flags, extra_flags);
+    StageRunOptions o = runs.RunOptions("run_" + st.id + "_" + std::to_string(run_count++), &build);
     if (timeout_s > 0) o.limits.timeout_s = std::min(timeout_s, o.limits.timeout_s);
     // What this run wrote is out of every later run's reach before the next one starts, even
     // when the run could not be made (the grading goes on with the next stage).
@@ -147,7 +147,7 @@ void Autograder::Impl::Judge(const stages::Row& st, const StageGrading& grading,
   TestResult& t_parity = *t_parity_out;
   TestResult& t_comm = *t_comm_out;
   std::vector<TestResult>& extra = *extra_out;
-  const Trace& want = Expected();
+  const Trace& want = runs.Expected().trace;
   const Trace got = TraceOf(r);
   std::string diff = ParityDiff(want, got);
   if (diff.empty()) {
@@ -164,21 +164,21 @@ void Autograder::Impl::Judge(const stages::Row& st, const StageGrading& grading,
   // forms, or what the grader's own run of the same layout sent.
   const auto traffic_of = [&](const StageRun& run_of, int n, const std::vector<std::string>& extra) {
     if (st.report.pattern == stages::SyncPattern::kNone && !grading.ReferenceMutation().empty()) {
-      return CheckTrafficAgainst(run_of, run_of.network_bytes < 0 ? -1 : ReferenceBytes(st, grading, n, extra));
+      return CheckTrafficAgainst(run_of, run_of.network_bytes < 0 ? -1 : runs.ReferenceRun(st, grading, n, extra).bytes);
     }
-    return CheckTraffic(run_of, st, n, gradient_bytes, run_of.log.size());
+    return CheckTraffic(run_of, st, n, runs.Expected().gradient_bytes, run_of.log.size());
   };
   const TrafficVerdict traffic = traffic_of(r, ranks, {});
   traffic.Judge(&t_parity);
   // What every rank ends with, against each other and against the grader's run.
-  CheckFinalWeights(r, ranks, grader_model).Judge(&t_parity);
+  CheckFinalWeights(r, ranks, runs.Expected().model).Judge(&t_parity);
   // What the largest rank held, for the student to see (judged only where a stage says how:
   // task 7b's 1F1B). The yardstick is the whole batch on one process.
-  if (r.peak_memory_bytes > 0 && expected_peak_memory > 0) {
+  if (r.peak_memory_bytes > 0 && runs.Expected().peak_memory_bytes > 0) {
     t_parity.output += "memory: " + std::string(ranks > 1 ? "your largest rank" : "your process") + " held " +
                        Fmt("%.1f", r.peak_memory_bytes / 1e6) + " MB at its peak (the kernel's count, read by the "
                        "grader); the grader's single-node run, the whole batch on one process, " +
-                       Fmt("%.1f", expected_peak_memory / 1e6) + " MB\n";
+                       Fmt("%.1f", runs.Expected().peak_memory_bytes / 1e6) + " MB\n";
   }
 
   // Each rank did its share and no more (share_check.h): a run that passed runs again at 512
@@ -213,12 +213,12 @@ void Autograder::Impl::Judge(const stages::Row& st, const StageGrading& grading,
       return v.counted && !v.enough ? v.Describe() : std::string();
     };
     c.final_weights = [&](const StageRun& run_of, int n) {
-      const WeightsVerdict v = CheckFinalWeights(run_of, n, grader_model);
+      const WeightsVerdict v = CheckFinalWeights(run_of, n, runs.Expected().model);
       return v.checked && !v.ok ? v.message : std::string();
     };
     if (!grading.ReferenceMutation().empty()) {
       c.reference_peak_memory = [&](int n, const std::vector<std::string>& extra) {
-        return ReferenceRun(st, grading, n, extra).peak_memory_bytes;
+        return runs.ReferenceRun(st, grading, n, extra).peak_memory_bytes;
       };
       c.share = [&](int n, const std::vector<std::string>& extra, const StageRun* long_run) {
         return ShareCheck(st, grading, run, n, extra, long_run, traffic_of);
@@ -272,7 +272,7 @@ ShareOutcome Autograder::Impl::ShareCheck(
                   "work outweigh the rest)\n";
     return out;
   }
-  const LongSingle& one = LongSingleRun();
+  const GraderRuns::LongSingle& one = runs.LongSingleRun();
   if (!one.ok) {
     out.message = "each rank's share: not judged here (the grader's own run at 512 tokens failed)\n";
     return out;
@@ -307,10 +307,10 @@ ShareOutcome Autograder::Impl::ShareCheck(
   y.ranks = ranks;
   y.single = one.figures;
   if (st.report.pattern != stages::SyncPattern::kNone) {
-    y.split = LongDataParallel(ranks);
+    y.split = runs.LongDataParallel(ranks);
     y.share_name = "a rank's share of the batch (" + std::to_string(kTotalBatch / ranks) + " examples)";
   } else {
-    const ReferenceFigures& ref = ReferenceRun(st, grading, ranks, flags);
+    const GraderRuns::ReferenceFigures& ref = runs.ReferenceRun(st, grading, ranks, flags);
     y.split = {ref.peak_memory_bytes, ref.peak_cpu_seconds};
     y.split_name = "run of this layout";
     y.share_name = "a rank's part of the model and the batch";

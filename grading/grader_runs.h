@@ -1,0 +1,130 @@
+// The grader's own runs, which every graded run is compared with, each made once per grading
+// seed and only when a grading needs it: part 1's reference on one process (the trace, final
+// weights, gradient bytes and memory every stage must reproduce), the known mistakes (to name a
+// failing trace), each stage's reference seen from outside its processes (the bytes it sent,
+// the most memory and CPU one of its processes used), and the share check's runs at 512 tokens.
+// Here too are the options every run gets, the grader's and the student's: the launcher they
+// start through, their folders and jails, their limits and environment.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/stages/stages.h"
+#include "grading/autograder.h"
+#include "grading/diagnosis.h"
+#include "grading/jail/student_space.h"
+#include "grading/kit_build.h"
+#include "grading/share_check.h"
+#include "grading/stage_grading.h"
+#include "grading/stage_runner.h"
+#include "grading/trace.h"
+
+namespace distlm::grading {
+
+class GraderRuns {
+ public:
+  explicit GraderRuns(const GraderConfig& config) : config_(config) {}
+
+  // A grading in `space` (kept, not owned) with `seed`: runs made for another seed are forgotten,
+  // those of an earlier grading on the same seed kept. Writes the ViT's images when it trains.
+  void StartGrading(StudentSpace* space, uint64_t seed);
+
+  // Part 1's reference on one process with the whole batch and the grader's flags: the trace every
+  // stage must reproduce, the model it saved (the weights every rank must end with) and the bytes
+  // of its gradients (S for the traffic check), and what its process held at most.
+  struct SingleNode {
+    Trace trace;
+    std::string model;          // model.safetensors' bytes
+    double gradient_bytes = 0;  // 0: unknown, traffic not checked
+    int64_t peak_memory_bytes = -1;
+  };
+  const SingleNode& Expected();
+
+  // The known mistakes' traces, made when a failing trace needs a name: the data-parallel ones
+  // every stage may make, and a stage's own (StageGrading::OwnMistakes).
+  const std::vector<KnownMistake>& Mistakes();
+  const std::vector<KnownMistake>& OwnMistakes(const stages::Row& st);
+
+  // For a stage whose traffic has no closed form (StageGrading::ReferenceMutation): what the
+  // grader's own reference did on `ranks` ranks with the stage's flags and `extra`, counted as a
+  // graded run's is (-1 each where it could not be run or counted).
+  struct ReferenceFigures {
+    double bytes = -1;
+    int64_t peak_memory_bytes = -1;
+    double peak_cpu_seconds = -1;  // its busiest process's
+  };
+  const ReferenceFigures& ReferenceRun(const stages::Row& st, const StageGrading& grading, int ranks,
+                                       const std::vector<std::string>& extra);
+
+  // The share check's runs at 512 tokens a sequence (share_check.h): the whole batch on one
+  // process (its trace, which a student's run at that length must match), and task 2b's
+  // reference on `ranks` ranks.
+  struct LongSingle {
+    bool tried = false;
+    bool ok = false;
+    Trace trace;
+    ShareFigures figures;
+  };
+  const LongSingle& LongSingleRun();
+  ShareFigures LongDataParallel(int ranks);
+
+  // The flags of a run that trains `replicas` model replicas (each reads 8 / replicas examples).
+  std::vector<std::string> Flags(int replicas) const;
+  // A run of `st` on `ranks` ranks: those flags, then `build` (a prebuilt binary's own), the
+  // stage's own (StageGrading::RunFlags), then `extra` (later flags win). The grader's reference
+  // runs of a stage take the same, so that they run the layout the student's run did.
+  std::vector<std::string> StageFlags(const stages::Row& st, const StageGrading& grading, int ranks,
+                                      const std::vector<std::string>& build, const std::vector<std::string>& extra) const;
+
+  // A run named `name`: the grader's own (its binaries, in work/grader), or the student's (built
+  // in the kit or prebuilt: started by the grader's launcher with --no_spawn; jailed when
+  // confined, in a fresh folder in work/student).
+  StageRunOptions RunOptions(const std::string& name, const BuildOutcome* student_build);
+
+  // What the grader's runs could not do (a known mistake that failed to run, a reference run
+  // that failed): every one, once, for the report's notes.
+  const std::vector<std::string>& notes() const { return notes_; }
+  void Progress(const std::string& line) const {
+    if (config_.progress) config_.progress(line);
+  }
+
+ private:
+  void Note(const std::string& note);
+  const std::string& GradedLauncher();
+  std::string GraderBinary(const std::string& configured, const std::string& runfile) const;
+  // A binary the grading cannot go on without: its absence is the grader's failure, named.
+  std::string RequiredGraderBinary(const std::string& configured, const std::string& runfile,
+                                   const std::string& what) const;
+  // The ViT's CIFAR-10-format set, written into a folder student code may read and not change
+  // (StudentSpace::SharedFolder): 8 images per class, enough that no run of 5 updates of 8 ends
+  // an epoch.
+  void PrepareData();
+  StageRun SingleNodeRun(const std::string& name, const std::vector<std::string>& extra);
+  // `configured`: a path given in the config ("": the runfile `runfile`); each run on `ranks`
+  // ranks that make `replicas` model replicas (stages::Row::RunRanks, Replicas).
+  const std::vector<KnownMistake>& RunMistakes(const std::vector<std::string>& names, bool* tried,
+                                               std::vector<KnownMistake>* out, const std::string& configured,
+                                               const std::string& runfile, int ranks, int replicas);
+
+  const GraderConfig& config_;
+  StudentSpace* space_ = nullptr;
+  uint64_t seed_ = 0;
+  std::string data_dir_;         // the ViT's images (model_type "vit")
+  std::string graded_launcher_;  // GradedLauncher()'s, once made in this grading's space
+  bool have_expected_ = false;
+  SingleNode expected_;
+  bool mistakes_tried_ = false;
+  std::vector<KnownMistake> mistakes_;
+  std::map<std::string, bool> own_mistakes_tried_;  // by stage id
+  std::map<std::string, std::vector<KnownMistake>> own_mistakes_;
+  std::map<std::string, ReferenceFigures> reference_runs_;  // by stage, ranks and flags
+  LongSingle long_single_;
+  std::map<int, ShareFigures> long_data_parallel_;
+  std::vector<std::string> notes_;
+};
+
+}  // namespace distlm::grading
