@@ -133,7 +133,8 @@ std::string FirstOneFOneBViolation(const std::vector<PipelineStep>& steps, int P
     } else {
       if (st.micro_batch >= forwards) return stage + " ran " + step + " before F" + std::to_string(st.micro_batch);
       if (st.micro_batch != backwards) {
-        return stage + " ran " + step + " before B" + std::to_string(backwards) + ": backwards run in micro-batch order";
+        return stage + " ran " + step + " before B" + std::to_string(backwards) +
+               ": backwards run in micro-batch order";
       }
       if (forwards < M && in_flight < cap) {
         return stage + " ran " + step + " holding " + std::to_string(in_flight) +
@@ -159,7 +160,7 @@ TEST(Task7PipelineSchedule, OneForwardOneBackward) {
       for (int s = 0; s < P; ++s) {
         const std::string violation =
             FirstOneFOneBViolation(StageSteps(PipelineSchedule::kOneForwardOneBackward, P, s, M), P, s, M);
-        EXPECT_EQ(violation, "") << M << " micro-batches: " << violation;
+        EXPECT_TRUE(violation.empty()) << M << " micro-batches: " << violation;
       }
     }
   }
