@@ -1,10 +1,10 @@
 // Task 7c's local test. First the layout, on paper: for several world sizes and T, every rank's
 // MakeMeshLayout must give the tensor-first groups (a tensor group is T adjacent ranks, a data
 // group the ranks holding the same shard) and its own place in them; a failure names the first
-// property the layout breaks. Then on 4 real ranks (Gloo over 127.0.0.1,
-// T = 2): the groups are made from the layout, and AverageOverDataGroup must leave every
-// gradient the mean over its data group, the group's ranks only (not the world, not the tensor
-// group), with a parameter that has no gradient left alone.
+// property the layout breaks. Then on 4 real ranks (Gloo over 127.0.0.1, T = 2): the groups are
+// made from the layout, and AverageOverDataGroup must leave every gradient the mean over its
+// data group, the group's ranks only (not the world, not the tensor group), with a parameter
+// that has no gradient left alone.
 #include <gtest/gtest.h>
 
 #include <string>
