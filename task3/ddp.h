@@ -72,11 +72,11 @@ std::unique_ptr<DataParallel> MakePerParameterDdp(std::vector<NamedParameter> pa
 // bucket, fewer and larger messages. The buckets, fixed at construction and the same on every
 // rank, are PyTorch's: consecutive runs of whole parameters in the order backward produces
 // them, the last parameter first, so bucket 0 is the first to complete. Every bucket but the
-// last holds at least `bucket_cap_bytes`, and none had reached the cap before its last
-// parameter joined it: the fewest buckets near the cap, with no look-ahead. A bucket's
-// all-reduce starts during backward, once the bucket is complete, and the buckets start in
-// bucket order on every rank (collectives pair up by their order, not by their contents).
-// All parameters are float32.
+// last holds at least `bucket_cap_bytes` bytes, and none had reached the cap before its last
+// parameter joined it (so a bucket exceeds the cap by one parameter at most, and no look-ahead
+// is needed). A bucket's all-reduce starts during backward, as soon as the bucket is complete
+// and every bucket before it has started: the buckets start in bucket order on every rank
+// (collectives pair up by their order, not by their contents). All parameters are float32.
 std::unique_ptr<DataParallel> MakeBucketedDdp(std::vector<NamedParameter> params,
                                               c10::intrusive_ptr<c10d::ProcessGroup> pg, int64_t bucket_cap_bytes);
 
