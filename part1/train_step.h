@@ -15,9 +15,12 @@ namespace distlm::part1 {
 // compute the gradients of the loss with respect to every parameter.
 void Backward(const torch::Tensor& loss);
 
-// Called once per optimizer update, after the gradients of all its mini-batches are in .grad:
-// clip them to u.max_grad_norm, take the optimizer step, advance the learning-rate schedule
-// and clear the gradients. Returns the gradient norm measured before clipping.
+// Called once per optimizer update, after the gradients of all its mini-batches are in .grad.
+// When it returns, the optimizer has taken one step, on the gradients clipped to a global norm
+// of at most u.max_grad_norm (so that a rare huge gradient cannot throw the model far), at the
+// schedule's learning rate for this update; the optimizer holds the next update's rate; and
+// .grad is clear, since backward adds into it. Returns the gradient norm measured before
+// clipping (the log's grad_norm: how large the gradients really were).
 double OptimizerStep(train::UpdateContext& u);
 
 // Called at the end of every epoch (1-based): evaluate on the dev split when --do_eval is set.

@@ -10,7 +10,9 @@ namespace distlm::task2b {
 
 // Called on every rank after backward, before clipping and the optimizer step. Afterwards
 // every parameter's .grad must hold, on every rank, the average of the gradients the ranks
-// computed: all_reduce with SUM, then divide by the number of ranks (pg.getSize()).
+// computed, as in task 2a, but with all_reduce: every rank sends and receives the same
+// amount, whatever the number of ranks, and no rank is the bottleneck. The all_reduce sums
+// (Gloo has no average); pg.getSize() is the number of ranks.
 void SyncGradients(c10d::ProcessGroup& pg, const std::vector<torch::Tensor>& parameters);
 
 }  // namespace distlm::task2b

@@ -52,31 +52,31 @@ class DataParallel {
   virtual void set_require_grad_sync(bool sync) = 0;
 
   // Called once per update, after its last backward (which had sync true), before clipping and
-  // the optimizer step. Waits for every all-reduce that backward launched (launching any that
-  // could not start yet) and leaves in every parameter's .grad the average over ranks of the
-  // ranks' gradients. If some parameter's gradient never arrived in that backward, throws
-  // distlm::UserError (common/runtime/errors.h) naming every such parameter: without a
-  // gradient it was never all-reduced, and the ranks would drift apart.
+  // the optimizer step. On return every parameter's .grad holds the average over ranks of the
+  // ranks' gradients. The communication belongs to backward, where it can overlap with the
+  // computation; what is still in flight here is exposed time. If some parameter's gradient
+  // never arrived in that backward, throws distlm::UserError (common/runtime/errors.h) naming
+  // every such parameter: without a gradient it was never all-reduced, and the ranks would
+  // drift apart.
   virtual void FinishGradientSync() = 0;
 };
 
-// 3a. At construction: copy rank 0's parameter values into every rank's parameters (a
-// broadcast; every rank constructs at the same point), then hook every parameter. In a
-// parameter's hook: launch one asynchronous all-reduce of its .grad. FinishGradientSync waits
-// for them and divides by the number of ranks.
+// 3a. After construction every rank holds rank 0's parameter values (every rank constructs at
+// the same point), so that the ranks, averaging the same gradients, stay the same model. Each
+// parameter's gradient travels in one all-reduce of its own, started during backward, as soon
+// as that gradient is complete.
 std::unique_ptr<DataParallel> MakePerParameterDdp(std::vector<NamedParameter> params,
                                                   c10::intrusive_ptr<c10d::ProcessGroup> pg);
 
-// 3b. As 3a, but gradients travel in buckets: one flat float32 buffer per bucket, one
-// all-reduce per bucket. The buckets, fixed at construction: walk the parameters from the LAST
-// to the first, adding each to the open bucket; as soon as the open bucket holds at least
-// `bucket_cap_bytes` bytes, close it (so a bucket may exceed the cap by its last parameter,
-// and the last bucket may be small). Bucket 0 therefore holds the last parameters, whose
-// gradients backward produces first. In a hook: copy the gradient into its place in its
-// bucket; when a bucket has all its gradients, launch its all-reduce, but strictly in bucket
-// order (every rank must launch the same collectives in the same order, or they pair up
-// wrong): a bucket that fills early waits for the ones before it. FinishGradientSync waits for
-// the buckets and copies the averages back into .grad. All parameters are float32.
+// 3b. As 3a, but gradients travel in buckets: one flat float32 buffer and one all-reduce per
+// bucket, fewer and larger messages. The buckets, fixed at construction and the same on every
+// rank, are PyTorch's: consecutive runs of whole parameters in the order backward produces
+// them, the last parameter first, so bucket 0 is the first to complete. Every bucket but the
+// last holds at least `bucket_cap_bytes` bytes, and none had reached the cap before its last
+// parameter joined it (so a bucket exceeds the cap by one parameter at most, and no look-ahead
+// is needed). A bucket's all-reduce starts during backward, as soon as the bucket is complete
+// and every bucket before it has started: the buckets start in bucket order on every rank
+// (collectives pair up by their order, not by their contents). All parameters are float32.
 std::unique_ptr<DataParallel> MakeBucketedDdp(std::vector<NamedParameter> params,
                                               c10::intrusive_ptr<c10d::ProcessGroup> pg, int64_t bucket_cap_bytes);
 

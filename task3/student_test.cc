@@ -24,7 +24,7 @@ using testing::Fail;
 using testing::RankEnv;
 using Clock = std::chrono::steady_clock;
 
-// With SmallNet, 3 buckets: 352, 600 and 408 elements (see ExpectedBuckets).
+// Several buckets on SmallNet, one of them past the cap by its last parameter.
 constexpr int64_t kCapBytes = 1024;
 
 using testing::AverageGrads;
@@ -43,24 +43,58 @@ std::vector<NamedParameter> Named(Net& net) {
   return out;
 }
 
-// The bucket sizes (elements) task3/ddp.h prescribes, in launch order; with from_first or
-// at_most, those of the two usual misreadings of the rule (buckets filled from the first
-// parameter; a bucket closed before a parameter would take it over the cap).
-std::vector<int64_t> ExpectedBuckets(Net& net, int64_t cap_bytes, bool from_first = false, bool at_most = false) {
-  std::vector<int64_t> numels;
-  for (const auto& p : net->parameters()) numels.push_back(p.numel());
-  if (!from_first) std::reverse(numels.begin(), numels.end());
-  std::vector<int64_t> buckets;
-  int64_t open = -1;
-  for (int64_t n : numels) {
-    if (open < 0 || open * 4 >= cap_bytes || (at_most && open > 0 && (open + n) * 4 > cap_bytes)) {
-      if (open >= 0) buckets.push_back(open);
-      open = 0;
-    }
-    open += n;
+// True when `sizes` (elements) cut `numels`, in that order, into runs of whole parameters.
+bool WholeRuns(const std::vector<int64_t>& sizes, const std::vector<int64_t>& numels) {
+  size_t next = 0;
+  for (int64_t size : sizes) {
+    int64_t held = 0;
+    while (next < numels.size() && held < size) held += numels[next++];
+    if (held != size) return false;
   }
-  buckets.push_back(open);
-  return buckets;
+  return next == numels.size();
+}
+
+// "" when the all-reduces' sizes (elements, in launch order) are the buckets of task3/ddp.h,
+// else the first property they break. `numels`: the parameters' sizes, in registration order.
+std::string BucketError(const std::vector<int64_t>& sizes, const std::vector<int64_t>& numels, int64_t cap_bytes) {
+  const std::vector<int64_t> backward_order(numels.rbegin(), numels.rend());  // the last parameter first
+  const std::string cap = "the cap of " + std::to_string(cap_bytes) + " bytes";
+  size_t next = 0;  // in backward_order: the first parameter not in a bucket yet
+  for (size_t b = 0; b < sizes.size(); ++b) {
+    const std::string bucket =
+        "bucket " + std::to_string(b) + " (all-reduce " + std::to_string(b + 1) + " of " +
+        std::to_string(sizes.size()) + ", " + std::to_string(sizes[b] * 4) + " bytes)";
+    int64_t held = 0, last = 0;
+    while (next < backward_order.size() && held < sizes[b]) {
+      last = backward_order[next++];
+      held += last;
+    }
+    if (held != sizes[b]) {
+      if (WholeRuns(sizes, numels)) {
+        return "your buckets follow the registration order, the first parameter (l0.weight) first: backward "
+               "produces the last parameter's gradient first, and bucket 0, launched first, must be the first "
+               "to complete";
+      }
+      return bucket + " is not the next run of whole parameters, the last parameter first: a bucket holds "
+             "consecutive whole parameters in the order backward produces them, and the buckets start in "
+             "bucket order";
+    }
+    if (b + 1 < sizes.size() && held * 4 < cap_bytes) {
+      return bucket + " is under " + cap + " and is not the last: a bucket closes once it reaches the cap, "
+             "so that no more all-reduces run than needed";
+    }
+    if ((held - last) * 4 >= cap_bytes) {
+      const bool cap_in_elements = BucketError(sizes, numels, 4 * cap_bytes).empty();
+      return bucket + " had reached " + cap + " before its last parameter joined it: a bucket closes as soon "
+             "as it reaches the cap, so it exceeds it by one parameter at most" +
+             (cap_in_elements ? " (the cap is in bytes, 4 per float32 element)" : "");
+    }
+  }
+  if (next != backward_order.size()) {
+    return "the buckets hold " + std::to_string(next) + " of the " + std::to_string(numels.size()) +
+           " parameters: every parameter belongs to a bucket";
+  }
+  return "";
 }
 
 std::unique_ptr<DataParallel> Make(const std::string& version, Net& net, RankEnv& env) {
@@ -126,45 +160,27 @@ void Averages(RankEnv& env, const std::string& version) {
       sizes.push_back(r.numel());
       if (late < 0 && r.launched > backward_end) late = static_cast<int64_t>(i);
     }
-    std::vector<int64_t> expected;
+    std::vector<int64_t> numels;
+    for (const auto& p : net->parameters()) numels.push_back(p.numel());
     if (version == "per_parameter") {
-      for (const auto& p : net->parameters()) expected.push_back(p.numel());
-      std::vector<int64_t> got = sizes, want_sorted = expected;
+      std::vector<int64_t> got = sizes, want_sorted = numels;
       std::sort(got.begin(), got.end());
       std::sort(want_sorted.begin(), want_sorted.end());
       if (got != want_sorted) {
-        Fail("expected one all-reduce per parameter (" + std::to_string(expected.size()) + " of sizes " +
-             Join(expected) + "), got " + std::to_string(sizes.size()) + " of sizes " + Join(sizes));
+        Fail(std::to_string(sizes.size()) + " all-reduce(s) of sizes " + Join(sizes) + " for " +
+             std::to_string(numels.size()) + " parameters: 3a sends each parameter's gradient in an all-reduce of "
+             "its own");
       }
       if (late >= 0) {
         Fail("all-reduce " + std::to_string(late + 1) + " of " + std::to_string(sizes.size()) +
-             " started after backward ended: launch each parameter's all-reduce from its hook, not in "
-             "FinishGradientSync");
+             " started after backward ended: each all-reduce must travel while backward still computes, or "
+             "nothing of it is hidden");
       }
     } else {
-      expected = ExpectedBuckets(net, kCapBytes);
-      if (sizes != expected) {
-        const std::string sizes_are = "expected " + Join(expected) + " elements in this order (cap " +
-                                      std::to_string(kCapBytes) + " bytes, last parameter first), got " + Join(sizes);
-        if (sizes == ExpectedBuckets(net, kCapBytes, /*from_first=*/true)) {
-          Fail("your buckets are filled from the first parameter (l0.weight) on: " + sizes_are +
-               "; walk the parameters from the last to the first, whose gradients backward produces first");
-        }
-        if (sizes == ExpectedBuckets(net, kCapBytes * 4)) {
-          Fail("your buckets close at " + std::to_string(kCapBytes) + " elements, not " + std::to_string(kCapBytes) +
-               " bytes: " + sizes_are + "; the cap is in bytes, 4 per float32 element");
-        }
-        if (sizes == ExpectedBuckets(net, kCapBytes, false, /*at_most=*/true)) {
-          Fail("your buckets close before a parameter would take them over the cap: " + sizes_are +
-               "; close a bucket once it holds at least the cap, after the parameter that reaches it");
-        }
-        Fail("expected " + std::to_string(expected.size()) + " bucket all-reduces of " + Join(expected) +
-             " elements in this order (cap " + std::to_string(kCapBytes) + " bytes, last parameter first), got " +
-             Join(sizes));
-      }
+      if (const std::string error = BucketError(sizes, numels, kCapBytes); !error.empty()) Fail(error);
       if (late >= 0) {
-        Fail("the all-reduce of bucket " + std::to_string(late) + " started after backward ended: launch a bucket "
-             "from the hook that completes it, not in FinishGradientSync");
+        Fail("the all-reduce of bucket " + std::to_string(late) + " started after backward ended: a bucket's "
+             "all-reduce must travel while backward still computes, or nothing of it is hidden");
       }
     }
     testing::StepBoth(net, ref, want);

@@ -53,8 +53,9 @@ c10::intrusive_ptr<c10d::Work> StartGather(c10d::ProcessGroup& pg, FsdpUnit& uni
 
 enum class Pass { kForward, kBackward };
 // Unit u (of num_units, numbered in forward order: 0 is the embeddings) is about to compute in
-// `pass`. Which unit's all-gather should start now, so that it has arrived when that unit's
-// turn comes? -1 for none. (Backward visits the units in the reverse of forward's order.)
+// `pass`. Returns the unit whose all-gather should start now: it travels while u computes and
+// has arrived when that unit's turn comes, and no unit is whole earlier than it needs to be
+// (each one gathered ahead is memory held). -1 for none.
 int UnitToPrefetch(int u, Pass pass, int num_units);
 
 // ---- 6c: the reduce-scatter overlapped with the rest of backward ----
@@ -75,9 +76,10 @@ PendingReduceScatter StartReduceScatter(c10d::ProcessGroup& pg, FsdpUnit& unit);
 // the average to unit.grad_shard(), free the full gradient).
 void FinishReduceScatter(c10d::ProcessGroup& pg, FsdpUnit& unit, PendingReduceScatter& pending);
 
-// Once per update, after the last backward: clip every unit's grad_shard by the norm of the
-// WHOLE averaged gradient (model.ShardSquaredNorm() is this rank's part of its square), one
-// AdamW step of the shards (model.StepShards()), and return the norm before clipping.
+// Once per update, after the last backward. When it returns, the shards have taken exactly one
+// AdamW step (model.StepShards()) on grad_shards clipped by the norm of the WHOLE averaged
+// gradient, which no rank holds (model.ShardSquaredNorm() is this rank's part of its square).
+// Returns that norm before clipping.
 double ShardedStep(c10d::ProcessGroup& pg, FsdpModel& model, double max_grad_norm);
 
 }  // namespace distlm::task6

@@ -10,15 +10,9 @@
 //   its data group    the D ranks, one per replica, that hold the same shards; after backward
 //                     each gradient is averaged in it, once per update.
 //
-// Ranks are numbered tensor-first: replica d is ranks d T .. d T + T - 1, so a tensor group is
-// T adjacent ranks (the launcher puts adjacent ranks on one node, where the frequent all-reduces
-// are cheapest) and a data group is every T-th rank. On 4 ranks with T = 2:
-//
-//                   tensor rank 0   tensor rank 1
-//     replica 0        rank 0          rank 1        tensor group {0, 1}
-//     replica 1        rank 2          rank 3        tensor group {2, 3}
-//                   data group      data group
-//                     {0, 2}          {1, 3}
+// Ranks are numbered tensor-first: a tensor group is T adjacent ranks, since launchers put
+// adjacent ranks on one node, where the frequent all-reduces are cheapest; a data group holds
+// one rank per replica, the ones that hold the same shard.
 #pragma once
 
 #include <vector>
@@ -35,8 +29,11 @@ struct MeshLayout {
   int tensor_rank = 0;  // this rank's place in its tensor group (which shard it holds)
   int data_rank = 0;    // its replica: which share of each batch it reads
   // Every group of each kind, each listing its ranks in increasing order (the group's rank i is
-  // its i-th entry): D tensor groups of T ranks, T data groups of D ranks. Every rank builds the
-  // same lists; dist::NewSubgroup makes each rank's group from them.
+  // its i-th entry): D tensor groups of T ranks, replicas in increasing order of their ranks, and
+  // T data groups of D ranks, data group t holding the ranks at place t of their tensor groups.
+  // So tensor_groups[data_rank][tensor_rank] and data_groups[tensor_rank][data_rank] are both
+  // this rank. Every rank builds the same lists; dist::NewSubgroup makes each rank's group from
+  // them.
   std::vector<std::vector<int>> tensor_groups;
   std::vector<std::vector<int>> data_groups;
 };

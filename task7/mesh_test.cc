@@ -1,9 +1,10 @@
 // Task 7c's local test. First the layout, on paper: for several world sizes and T, every rank's
 // MakeMeshLayout must give the tensor-first groups (a tensor group is T adjacent ranks, a data
-// group every T-th rank) and its own place in them. Then on 4 real ranks (Gloo over 127.0.0.1,
-// T = 2): the groups are made from the layout, and AverageOverDataGroup must leave every
-// gradient the mean over its data group, the group's ranks only (not the world, not the tensor
-// group), with a parameter that has no gradient left alone.
+// group the ranks holding the same shard) and its own place in them; a failure names the first
+// property the layout breaks. Then on 4 real ranks (Gloo over 127.0.0.1, T = 2): the groups are
+// made from the layout, and AverageOverDataGroup must leave every gradient the mean over its
+// data group, the group's ranks only (not the world, not the tensor group), with a parameter
+// that has no gradient left alone.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -22,52 +23,63 @@ std::string Group(const std::vector<int>& ranks) {
   for (size_t i = 0; i < ranks.size(); ++i) s += (i == 0 ? "" : ",") + std::to_string(ranks[i]);
   return s + "}";
 }
-std::string Groups(const std::vector<std::vector<int>>& groups) {
-  std::string s = "{";
-  for (size_t g = 0; g < groups.size(); ++g) s += (g == 0 ? "" : ", ") + Group(groups[g]);
-  return s + "}";
-}
 
-// What the layout must be: the tensor-first numbering of task7/device_mesh.h.
-MeshLayout Expected(int rank, int world, int T) {
-  MeshLayout m;
-  m.tensor_size = T;
-  m.data_size = world / T;
-  m.tensor_rank = rank % T;
-  m.data_rank = rank / T;
-  m.tensor_groups.resize(world / T);
-  m.data_groups.resize(T);
-  for (int r = 0; r < world; ++r) {
-    m.tensor_groups[r / T].push_back(r);
-    m.data_groups[r % T].push_back(r);
-  }
-  return m;
-}
-
-// "" when `got` is the layout, else what is wrong with it.
+// "" when MakeMeshLayout(rank, world, T) is the tensor-first layout of task7/device_mesh.h, else
+// the first property it breaks.
 std::string LayoutError(int rank, int world, int T) {
   const MeshLayout got = MakeMeshLayout(rank, world, T);
-  const MeshLayout want = Expected(rank, world, T);
+  const int D = world / T;
   const std::string call = "MakeMeshLayout(" + std::to_string(rank) + ", " + std::to_string(world) + ", " +
                            std::to_string(T) + ")";
-  if (got.tensor_size != want.tensor_size || got.data_size != want.data_size) {
+  if (got.tensor_size != T || got.data_size != D) {
     return call + " gives tensor_size " + std::to_string(got.tensor_size) + " and data_size " +
-           std::to_string(got.data_size) + ", want " + std::to_string(want.tensor_size) + " and " +
-           std::to_string(want.data_size) + " (D = W / T replicas of T ranks)";
+           std::to_string(got.data_size) + ": W ranks make D = W / T replicas of T ranks";
   }
-  if (got.tensor_groups != want.tensor_groups) {
-    return call + ": tensor_groups is " + Groups(got.tensor_groups) + ", want " + Groups(want.tensor_groups) +
-           ": a tensor group is a replica's T adjacent ranks (their all-reduces run four times per layer; adjacent "
-           "ranks share a node)";
+  // Where each rank sits: its tensor group (a replica) and its place in it.
+  std::vector<int> replica(world, -1), place(world, -1);
+  if (static_cast<int>(got.tensor_groups.size()) != D) {
+    return call + " lists " + std::to_string(got.tensor_groups.size()) + " tensor groups: one per replica";
   }
-  if (got.data_groups != want.data_groups) {
-    return call + ": data_groups is " + Groups(got.data_groups) + ", want " + Groups(want.data_groups) +
-           ": a data group is the ranks holding the same shard, one per replica (every T-th rank)";
+  for (int d = 0; d < D; ++d) {
+    const std::vector<int>& g = got.tensor_groups[d];
+    if (static_cast<int>(g.size()) != T) {
+      return call + ": tensor group " + Group(g) + " does not have T ranks";
+    }
+    for (int i = 0; i < T; ++i) {
+      if (g[i] < 0 || g[i] >= world || replica[g[i]] >= 0) {
+        return call + ": tensor group " + Group(g) + " holds a rank that is outside the world or in another group";
+      }
+      if (i > 0 && g[i] != g[i - 1] + 1) {
+        return call + ": tensor group " + Group(g) + " is not T adjacent ranks in increasing order (its all-reduces "
+               "run four times per layer, and adjacent ranks share a node)";
+      }
+      replica[g[i]] = d;
+      place[g[i]] = i;
+    }
+    if (d > 0 && g[0] < got.tensor_groups[d - 1][0]) {
+      return call + ": tensor group " + Group(g) + " is listed after " + Group(got.tensor_groups[d - 1]) +
+             ": list the replicas in increasing order of their ranks (a replica's index in tensor_groups is its "
+             "data_rank, which decides the share of each batch it reads)";
+    }
   }
-  if (got.tensor_rank != want.tensor_rank || got.data_rank != want.data_rank) {
+  if (static_cast<int>(got.data_groups.size()) != T) {
+    return call + " lists " + std::to_string(got.data_groups.size()) + " data groups: one per shard";
+  }
+  for (int t = 0; t < T; ++t) {
+    const std::vector<int>& g = got.data_groups[t];
+    if (static_cast<int>(g.size()) != D) return call + ": data group " + Group(g) + " does not have D ranks";
+    for (int i = 0; i < D; ++i) {
+      if (g[i] < 0 || g[i] >= world || place[g[i]] != t || replica[g[i]] != i) {
+        return call + ": data_groups[" + std::to_string(t) + "] is " + Group(g) +
+               ": a data group holds the ranks that hold the same shard, one per replica, in replica order (data "
+               "group t is the ranks at place t of their tensor groups)";
+      }
+    }
+  }
+  if (got.tensor_rank != place[rank] || got.data_rank != replica[rank]) {
     return call + " places the rank at tensor_rank " + std::to_string(got.tensor_rank) + ", data_rank " +
-           std::to_string(got.data_rank) + ", want " + std::to_string(want.tensor_rank) + ", " +
-           std::to_string(want.data_rank) + " (its index in its tensor group, and its replica)";
+           std::to_string(got.data_rank) + ", but its own groups put it at place " + std::to_string(place[rank]) +
+           " of tensor_groups[" + std::to_string(replica[rank]) + "]";
   }
   return "";
 }

@@ -1,16 +1,13 @@
 // Task 7b, pipeline parallelism: the loop that runs one stage's steps (pipeline_schedule.h) and
 // moves the tensors between the stages.
 //
-// P ranks hold P contiguous blocks of the model, rank s the block of stage s. Forward of
-// micro-batch m on stage s takes the activation stage s - 1 sent, runs the block, and sends its
-// output to stage s + 1; on the last stage the output is the micro-batch's loss. Backward of m
-// on stage s takes the gradient of its output that stage s + 1 sent back (the last stage starts
-// from its loss), runs the block's backward, and sends the gradient of its input to stage s - 1.
-// A stage keeps each micro-batch's input and output from its forward until its backward: what a
-// schedule holds is what it costs in memory.
-//
-// Messages travel by point-to-point send and recv on the pipeline's group (c10d's
-// ProcessGroup::send / recv, tag = the micro-batch), each a tensor of activation_shape.
+// P ranks hold P contiguous blocks of the model, rank s the block of stage s. The forward of
+// micro-batch m on stage s consumes what stage s - 1's forward of m produced (the last stage
+// produces m's loss); its backward consumes the gradient of that output from stage s + 1 and
+// produces the gradient of its input for stage s - 1. Messages travel by point-to-point send
+// and recv on the pipeline's group (c10d's ProcessGroup::send / recv), each a tensor of
+// activation_shape; a micro-batch's messages carry its number as their tag, so that one cannot
+// be taken for another's.
 #pragma once
 
 #include <functional>
@@ -43,15 +40,18 @@ struct PipelineStage {
   std::function<void(int m, const torch::Tensor& output, const torch::Tensor& grad_output)> backward;
 };
 
-// Runs `steps` (this stage's, in order) on `stage`:
-//   forward m   on stage s > 0, receive m's input from s - 1 (a new tensor of activation_shape)
-//               and make it require its gradient; out = stage.forward(m, input); on s < P - 1
-//               send out to s + 1; keep input and out for backward m.
-//   backward m  on s < P - 1, receive the gradient of m's out from s + 1; stage.backward(m, out,
-//               that gradient, or an undefined tensor on the last stage); on s > 0 send
-//               input.grad() to s - 1; forget m's input and out.
-// Every send must be complete (its Work waited for) before this returns, and a tensor being
-// sent must not change before then. Returns the sum of the last stage's losses (0 elsewhere).
+// Runs `steps` (this stage's, in order) on `stage`, every step exactly once, so that when all
+// stages return, the last stage's losses and every stage's parameter gradients are those of
+// the whole model on the whole batch. What must hold, and why:
+//   - each stage runs its steps in the order given: the schedule decides what is held, and two
+//     stages that disagree on the order of their messages wait for each other forever;
+//   - a stage's input received from s - 1 requires its gradient, or the gradient stage s - 1
+//     needs for its backward never exists;
+//   - a micro-batch's tensors are released once its backward has run: what a stage holds
+//     between its steps is the schedule's memory, which is the point of 1F1B;
+//   - every send is complete (its Work waited for) before this returns, and a tensor being sent
+//     does not change before then: an unfinished send may still be reading it.
+// Returns the sum of the last stage's losses (0 on the other stages).
 double RunPipelineSteps(const PipelineStage& stage, const std::vector<PipelineStep>& steps);
 
 }  // namespace distlm::task7

@@ -1,16 +1,23 @@
 // Task 7b, pipeline parallelism: the order in which each stage runs its micro-batches.
 //
 // P ranks hold P contiguous blocks of the model (stage 0 the embeddings, stage P-1 the head and
-// the loss); a batch is cut into M micro-batches. Stage s runs forward k on the activation stage
-// s-1 sends it, and backward k on the gradient stage s+1 sends back. Two orders:
+// the loss); a batch is cut into M micro-batches. Stage s can run forward k only once stage s-1
+// has sent k's activation, and backward k only once stage s+1 has sent k's gradient back; a
+// micro-batch is "in flight" on a stage from its forward to its backward, and holds its
+// activations there. Two orders:
 //
-//   all-forward-all-backward (GPipe): every forward, then every backward. Each stage holds the
-//     activations of all M micro-batches at once.
-//   one-forward-one-backward (1F1B, PipeDream-Flush): stage s first runs P - 1 - s forwards
-//     (warm-up), then alternates one forward and one backward (steady state), then runs the
-//     backwards left (cool-down). A stage never holds more than P - s micro-batches' activations.
+//   all-forward-all-backward (GPipe): every forward, then every backward; each stage holds all
+//     M micro-batches at once.
+//   one-forward-one-backward (1F1B, PipeDream-Flush): stage s holds at most min(P - s, M)
+//     micro-batches at once, and runs a backward only when it holds that many or has no forward
+//     left (a backward taken earlier delays the forwards the later stages wait for). Its memory
+//     no longer grows with M.
+//
+// In both, a stage runs its forwards in micro-batch order, and its backwards too.
 //
 // With equal times per step both leave the same idle share, the bubble: (P - 1) / (M + P - 1).
+// The tests simulate the P stages running your orders: every step once, no deadlock, that
+// bubble, and exactly that many micro-batches in flight at the peak.
 #pragma once
 
 #include <string>

@@ -110,12 +110,60 @@ TEST(Task7PipelineSchedule, AllForwardAllBackward) {
   CheckSchedule(PipelineSchedule::kAllForwardAllBackward, "all forward, all backward");
 }
 
+// "" when `steps` is 1F1B's order for stage s of P with M micro-batches, else the first step
+// that breaks it: forwards and backwards each in micro-batch order, at most min(P - s, M)
+// micro-batches in flight, and a backward only at that many or once the forwards are done.
+std::string FirstOneFOneBViolation(const std::vector<PipelineStep>& steps, int P, int s, int M) {
+  const int cap = std::min(P - s, M);
+  const std::string stage = "stage " + std::to_string(s) + " of " + std::to_string(P);
+  int forwards = 0, backwards = 0;  // run so far; the next of each is micro-batch `forwards`, `backwards`
+  for (const PipelineStep& st : steps) {
+    const std::string step = (st.forward ? "F" : "B") + std::to_string(st.micro_batch);
+    const int in_flight = forwards - backwards;
+    if (st.forward) {
+      if (st.micro_batch != forwards) {
+        return stage + " ran " + step + " as its forward number " + std::to_string(forwards + 1) +
+               ": forwards run in micro-batch order";
+      }
+      if (in_flight >= cap) {
+        return stage + " ran " + step + " while holding " + std::to_string(in_flight) +
+               " micro-batches: 1F1B holds at most min(P - s, M) = " + std::to_string(cap) + " on this stage";
+      }
+      ++forwards;
+    } else {
+      if (st.micro_batch >= forwards) return stage + " ran " + step + " before F" + std::to_string(st.micro_batch);
+      if (st.micro_batch != backwards) {
+        return stage + " ran " + step + " before B" + std::to_string(backwards) +
+               ": backwards run in micro-batch order";
+      }
+      if (forwards < M && in_flight < cap) {
+        return stage + " ran " + step + " holding " + std::to_string(in_flight) +
+               " micro-batch(es) with forwards left: 1F1B runs a backward only at min(P - s, M) = " +
+               std::to_string(cap) + " in flight or once its forwards are done, since an early backward delays "
+               "the forwards the later stages wait for";
+      }
+      ++backwards;
+    }
+  }
+  if (forwards != M || backwards != M) {
+    return stage + " ran " + std::to_string(forwards) + " forwards and " + std::to_string(backwards) +
+           " backwards of " + std::to_string(M) + " micro-batches";
+  }
+  return "";
+}
+
 TEST(Task7PipelineSchedule, OneForwardOneBackward) {
   CheckSchedule(PipelineSchedule::kOneForwardOneBackward, "1F1B");
-  // The shape itself, on the middle stage of four with eight micro-batches: two warm-up
-  // forwards, then alternating, then the two backwards left.
-  EXPECT_EQ(StepsToString(StageSteps(PipelineSchedule::kOneForwardOneBackward, 4, 1, 8)),
-            "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 F6 B4 F7 B5 B6 B7");
+  // The shape itself on every stage, beyond what the simulation measures.
+  for (int P : {1, 2, 4}) {
+    for (int M : {1, 3, 4, 8}) {
+      for (int s = 0; s < P; ++s) {
+        const std::string violation =
+            FirstOneFOneBViolation(StageSteps(PipelineSchedule::kOneForwardOneBackward, P, s, M), P, s, M);
+        EXPECT_TRUE(violation.empty()) << M << " micro-batches: " << violation;
+      }
+    }
+  }
 }
 
 TEST(Task7PipelineSchedule, RefusesAStageOutsideThePipeline) {

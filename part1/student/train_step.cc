@@ -12,13 +12,9 @@ void Backward(const torch::Tensor& loss) {
 }
 
 double OptimizerStep(train::UpdateContext& u) {
-  // TODO(student): in this order:
-  //   1. clip the gradients of u.parameters to u.max_grad_norm (train::ClipGradNorm returns
-  //      the norm before clipping: return it at the end);
-  //   2. take the optimizer step (u.optimizer);
-  //   3. advance the schedule and give the optimizer its new learning rate (u.schedule.Step()
-  //      returns it; u.optimizer.set_lr sets it);
-  //   4. clear the gradients for the next update.
+  // TODO(student): what part1/train_step.h says holds when this returns. The tools are
+  //   train::ClipGradNorm, u.optimizer (Step, set_lr, ZeroGrad) and u.schedule.Step(); the
+  //   handout says what each does. Their order is yours to work out.
   StudentTodo("part1 OptimizerStep", "docs/handout/part1.md, section 'The optimizer step'");
 }
 

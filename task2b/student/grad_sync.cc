@@ -6,9 +6,9 @@
 namespace distlm::task2b {
 
 void SyncGradients(c10d::ProcessGroup& pg, const std::vector<torch::Tensor>& parameters) {
-  // TODO(student): for every parameter, all_reduce its .grad with c10d::ReduceOp::SUM
-  // (pg.allreduce takes a std::vector<torch::Tensor> and c10d::AllreduceOptions), wait for
-  // the returned Work, and divide the result by the number of ranks (pg.getSize()).
+  // TODO(student): the contract in task2b/grad_sync.h, with pg.allreduce (it takes a named
+  // std::vector<torch::Tensor> and c10d::AllreduceOptions, and returns a Work whose result is
+  // there only after ->wait()).
   StudentTodo("task2b SyncGradients (all_reduce)", "docs/handout/part2.md, section 'Task 2b'");
 }
 

@@ -14,8 +14,8 @@ class BucketedDdp : public DataParallel {
  public:
   BucketedDdp(std::vector<NamedParameter> params, c10::intrusive_ptr<c10d::ProcessGroup> pg, int64_t cap_bytes)
       : params_(std::move(params)), pg_(std::move(pg)) {
-    // TODO(student): rank 0's weights on every rank; the buckets (task3/ddp.h says which
-    // parameters go together) and a flat buffer for each; a hook on every parameter.
+    // TODO(student): what must hold from construction on (task3/ddp.h: rank 0's weights, and
+    // which parameters share a bucket).
     StudentTodo("task3b BucketedDdp (constructor)", "docs/handout/part3.md, section 'Task 3b'");
   }
 
@@ -25,15 +25,15 @@ class BucketedDdp : public DataParallel {
   }
 
   void FinishGradientSync() override {
-    // TODO(student): wait for every bucket, average, copy back into each .grad; name every
-    // parameter whose gradient never arrived (distlm::UserError).
+    // TODO(student): every .grad the average over ranks; name every parameter whose gradient
+    // never arrived (distlm::UserError).
     StudentTodo("task3b BucketedDdp::FinishGradientSync", "docs/handout/part3.md, section 'Task 3b'");
   }
 
  private:
   void OnGradReady(size_t i) {
-    // TODO(student): runs inside backward. Put parameter i's gradient into its bucket; start the
-    // all-reduce of every bucket that is now complete and whose turn it is.
+    // TODO(student): runs inside backward, once parameter i's gradient is complete. What may
+    // start now, and what must still wait?
     StudentTodo("task3b BucketedDdp::OnGradReady", "docs/handout/part3.md, section 'Task 3b'");
   }
 

@@ -13,8 +13,8 @@ class PerParameterDdp : public DataParallel {
  public:
   PerParameterDdp(std::vector<NamedParameter> params, c10::intrusive_ptr<c10d::ProcessGroup> pg)
       : params_(std::move(params)), pg_(std::move(pg)) {
-    // TODO(student): every rank must start from rank 0's weights; then hook every parameter so
-    // that backward calls OnGradReady(i) once parameter i's gradient is in its .grad.
+    // TODO(student): every rank must start from rank 0's weights, and backward must call
+    // OnGradReady(i) once parameter i's gradient is in its .grad.
     StudentTodo("task3a PerParameterDdp (constructor)", "docs/handout/part3.md, section 'Task 3a'");
   }
 
@@ -24,8 +24,8 @@ class PerParameterDdp : public DataParallel {
   }
 
   void FinishGradientSync() override {
-    // TODO(student): wait for what the hooks launched, turn sums into averages, and name every
-    // parameter whose gradient never arrived (distlm::UserError).
+    // TODO(student): every .grad the average over ranks; name every parameter whose gradient
+    // never arrived (distlm::UserError).
     StudentTodo("task3a PerParameterDdp::FinishGradientSync", "docs/handout/part3.md, section 'Task 3a'");
   }
 

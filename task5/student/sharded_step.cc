@@ -7,8 +7,7 @@
 namespace distlm::task5 {
 
 double ShardedStep(c10d::ProcessGroup& pg, zero::ShardedAdamW& opt, double max_grad_norm) {
-  // TODO(student): the three phases of a ZeRO-2 update, in order: the averaged gradient of
-  // your block, the update of your block, everyone's blocks back into everyone's model.
+  // TODO(student): what task5/sharded_step.h says must hold when you return.
   StudentTodo("task5 ShardedStep (reduce-scatter, shard step, all-gather)", "docs/handout/part5.md, section 'Task 5'");
 }
 

@@ -7,7 +7,7 @@
 namespace distlm::task6 {
 
 void GatherUnit(c10d::ProcessGroup& pg, FsdpUnit& unit) {
-  // TODO(student): bytes for the full parameters, then every rank's block into them.
+  // TODO(student): see the contract in task6/fsdp.h.
   StudentTodo("task6 GatherUnit (all-gather a unit's parameters)", "docs/handout/part6.md, section 'Gather'");
 }
 
@@ -31,7 +31,7 @@ c10::intrusive_ptr<c10d::Work> StartGather(c10d::ProcessGroup& pg, FsdpUnit& uni
 }
 
 int UnitToPrefetch(int u, Pass pass, int num_units) {
-  // TODO(student): the unit whose turn comes after u's in this pass, or -1.
+  // TODO(student): see the contract in task6/fsdp.h.
   StudentTodo("task6 UnitToPrefetch (which unit to gather ahead)",
               "docs/handout/part6.md, section 'Task 6b: prefetch'");
 }
@@ -51,7 +51,7 @@ void FinishReduceScatter(c10d::ProcessGroup& pg, FsdpUnit& unit, PendingReduceSc
 }
 
 double ShardedStep(c10d::ProcessGroup& pg, FsdpModel& model, double max_grad_norm) {
-  // TODO(student): the global norm from every rank's part, clipping, the step of the shards.
+  // TODO(student): see the contract in task6/fsdp.h.
   StudentTodo("task6 ShardedStep (clip by the global norm, step the shards)",
               "docs/handout/part6.md, section 'The step'");
 }

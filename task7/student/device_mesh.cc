@@ -7,13 +7,12 @@
 namespace distlm::task7 {
 
 MeshLayout MakeMeshLayout(int rank, int world_size, int tensor_size) {
-  // TODO(student): the D tensor groups (adjacent ranks) and T data groups (every T-th rank), and
-  // this rank's place in each.
+  // TODO(student): the layout task7/device_mesh.h describes, the same lists on every rank.
   StudentTodo("task7 MakeMeshLayout", "docs/handout/part7.md, section 'Task 7c'");
 }
 
 void AverageOverDataGroup(const std::vector<torch::Tensor>& parameters, const dist::GroupPtr& data_group) {
-  // TODO(student): each gradient's mean over the data group.
+  // TODO(student): see the contract in task7/device_mesh.h.
   StudentTodo("task7 AverageOverDataGroup", "docs/handout/part7.md, section 'Task 7c'");
 }
 

@@ -7,8 +7,8 @@
 namespace distlm::task7 {
 
 std::vector<PipelineStep> StageSteps(PipelineSchedule schedule, int stages, int stage, int micro_batches) {
-  // TODO(student): stage `stage`'s forwards and backwards in the order it runs them: every
-  // forward then every backward, or 1F1B's warm-up, steady state and cool-down.
+  // TODO(student): stage `stage`'s forwards and backwards in the order it runs them, with the
+  // properties task7/pipeline_schedule.h gives each schedule.
   StudentTodo("task7 StageSteps (a pipeline stage's schedule)", "docs/handout/part7.md, section 'Task 7b'");
 }
 

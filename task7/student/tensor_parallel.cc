@@ -7,27 +7,24 @@
 namespace distlm::task7 {
 
 torch::Tensor CopyToTensorParallel(const torch::Tensor& x, const dist::GroupPtr& pg) {
-  // TODO(student): f, an autograd function (torch::autograd::Function): the identity forward,
-  // the gradient all-reduced (summed) over pg backward.
+  // TODO(student): f (task7/tensor_parallel.h), as a torch::autograd::Function.
   StudentTodo("task7 CopyToTensorParallel (f)", "docs/handout/part7.md, section 'Task 7a'");
 }
 
 torch::Tensor ReduceFromTensorParallel(const torch::Tensor& x, const dist::GroupPtr& pg) {
-  // TODO(student): g, an autograd function: x all-reduced (summed) over pg forward, the
-  // gradient passed back unchanged.
+  // TODO(student): g (task7/tensor_parallel.h).
   StudentTodo("task7 ReduceFromTensorParallel (g)", "docs/handout/part7.md, section 'Task 7a'");
 }
 
 torch::Tensor ColumnParallelLinear(const torch::Tensor& x, const torch::Tensor& weight_shard,
                                    const torch::Tensor& bias_shard, const dist::GroupPtr& pg) {
-  // TODO(student): this rank's output features from the whole input, with f where it belongs.
+  // TODO(student): this rank's slice of the output features.
   StudentTodo("task7 ColumnParallelLinear", "docs/handout/part7.md, section 'Task 7a'");
 }
 
 torch::Tensor RowParallelLinear(const torch::Tensor& x_shard, const torch::Tensor& weight_shard,
                                 const torch::Tensor& bias, const dist::GroupPtr& pg) {
-  // TODO(student): the partial product of this rank's input features, summed over the ranks
-  // with g; the bias once.
+  // TODO(student): the whole output on every rank.
   StudentTodo("task7 RowParallelLinear", "docs/handout/part7.md, section 'Task 7a'");
 }
 
