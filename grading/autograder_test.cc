@@ -266,5 +266,21 @@ TEST(AutogradeCommandTest, WritesGradescopeResultsAndASummary) {
   EXPECT_NE(b.output.find("error: --prebuilt: 'task9=/bin/true' is not STAGE=VALUE"), std::string::npos) << b.output;
 }
 
+// `bazel run //grading:autograde` from any folder: the caller's folder (BUILD_WORKING_DIRECTORY)
+// is the grader's, not the runs'. One that no run could enter (gone, as any folder a jail does
+// not hold is to a jailed rank) changes nothing.
+TEST(AutogradeCommandTest, GradesTheSameFromAnyFolder) {
+  const std::string dir = testing::MakeTempDir("cli_folder");
+  const std::string sub = SubmissionFrom("reference", {"task2b"});
+  testing::Command c;
+  c.argv = {testing::Runfile("grading/autograde"), "--submission=" + sub, "--results=" + dir + "/results.json",
+            "--prebuilt=task2b=" + Binary("task2b", "reference"), "--recognise_mistakes=false"};
+  c.env = {{"BUILD_WORKING_DIRECTORY", dir + "/gone"}, {"BUILD_WORKSPACE_DIRECTORY", dir + "/gone"}};
+  auto p = testing::Run(c, 300);
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  EXPECT_NE(p.output.find("PASS     0/0   task2b: runs 5 updates on 4 ranks"), std::string::npos) << p.output;
+  EXPECT_EQ(p.output.find("cannot enter"), std::string::npos) << p.output;
+}
+
 }  // namespace
 }  // namespace distlm::grading

@@ -25,6 +25,14 @@
 
 namespace distlm::grading {
 
+// The mistakes of data-parallel training the grader runs (grading/mutant_stage's mutations) to
+// name a wrong trace of any stage.
+inline const std::vector<std::string>& DataParallelMistakes() {
+  static const std::vector<std::string> names = {"no_sync",         "sum_without_average", "some_params_only",
+                                                 "rank0_keeps_own", "root_only_average",   "same_data"};
+  return names;
+}
+
 class GraderRuns {
  public:
   explicit GraderRuns(const GraderConfig& config) : config_(config) {}

@@ -170,8 +170,31 @@ const char* const kPrivateHelpers[] = {"stage_reference_labels", "stage_referenc
 // Documents for the course staff only (a name ending in / is a folder): the instructor guide lists
 // the grader's mutants, its points and how it recognises each mistake, which would turn the
 // assignment into a checklist; the architecture and the design notes describe the reference
-// solutions' design. The kit's documents are the handout and its FAQ.
-const char* const kInstructorOnlyFiles[] = {"docs/instructor.md", "docs/architecture.md", "docs/design/"};
+// solutions' design, and the results are the references' figures with the commands that run
+// them; the repository's README presents the whole product, grader included. The
+// kit's documents are the handout and its FAQ, and a README of its own (kKitReadme).
+const char* const kInstructorOnlyFiles[] = {"README.md", "docs/instructor.md", "docs/architecture.md", "docs/design/",
+                                            "docs/results.md"};
+
+// The kit's README.md: what the student has in hand and where to start.
+const char kKitReadme[] = R"(# distlm: the course kit
+
+In this course you write, one file at a time, what makes fine-tuning BERT run on several
+processes: gradient synchronisation through rank 0 and by all-reduce, a DDP of your own whose
+buckets travel while backward still computes, a sharded optimizer (ZeRO), fully sharded data
+parallelism, and tensor and pipeline parallelism. Each stage's file starts as a stub that stops
+with `TODO(student)`; its local tests say what must hold, and name the property your code breaks.
+
+Start with the handout, `docs/handout/README.md`: the parts in order, what each asks, what you
+hand in and how it is graded. `docs/handout/faq.md` answers the usual questions.
+
+```sh
+./distlm run     # your part 1 on the built-in demo data (stops at TODO(student) until you write it)
+./distlm test    # every local test of the kit
+```
+
+Building needs Debian 12 (or the container in `tools/container`); `docs/building.md` says how.
+)";
 
 namespace {
 
@@ -390,6 +413,7 @@ void KitMaker::Write() {
     fs::permissions(dst, fs::status(root_ + "/" + f).permissions(), ec);
     report_.copied.push_back(f);
   }
+  WriteWhole(out_ + "/README.md", kKitReadme);
 }
 
 // 1: no private folder or file; 2: no file equal to a private one (a solution copied under

@@ -118,6 +118,8 @@ TEST(IsPrivatePathTest, ReferenceFoldersAndTheGrader) {
   EXPECT_FALSE(IsPrivatePath("docs/reference"));  // a file, not a folder
   EXPECT_FALSE(IsPrivatePath("common/glue/reference_parity_test.cc"));
   EXPECT_TRUE(IsPrivatePath("docs/instructor.md"));  // lists the grader's mutants
+  EXPECT_TRUE(IsPrivatePath("README.md"));           // the product page, grader and all
+  EXPECT_FALSE(IsPrivatePath("docs/handout/README.md"));
   EXPECT_TRUE(IsPrivatePath("docs/architecture.md"));  // the references' design
   EXPECT_TRUE(IsPrivatePath("docs/design/task7.md"));
   EXPECT_FALSE(IsPrivatePath("docs/designs.md"));
@@ -136,7 +138,7 @@ std::string MakeTree() {
   WriteFileMakingDirs(src + "/stage/reference/impl.cc", "void F() { /* the solution */ }\n");
   WriteFileMakingDirs(src + "/stage/student/impl.cc", "void F() { /* TODO(student) */ }\n");
   WriteFileMakingDirs(src + "/stage/reference_test.cc", "// runs :reference\n");
-  WriteFileMakingDirs(src + "/stage/guide.md", "what the reference test checks\n");
+  WriteFileMakingDirs(src + "/stage/guide.md", "what `bazel run //stage:reference` prints\n");
   WriteFileMakingDirs(src + "/stage/BUILD",
         "cc_library(\n    name = \"api\",\n    hdrs = [\"api.h\"],\n)\n\n"
         "cc_library(\n    name = \"reference_impl\",\n    srcs = [\"reference/impl.cc\"],\n    deps = [\":api\"],\n)\n\n"
@@ -159,6 +161,8 @@ TEST(MakeStudentKitTest, LeavesOutSolutionsTheGraderAndWhatOnlyTheyUse) {
   EXPECT_EQ(files, (std::set<std::string>{"WORKSPACE", "BUILD", "README.md", "stage/BUILD", "stage/main.cc",
                                           "stage/api.h", "stage/student/impl.cc", "stage/guide.md",
                                           "other/BUILD"}));
+  const std::string readme = ReadFileOrEmpty(out + "/README.md");
+  EXPECT_NE(readme.find("docs/handout/README.md"), std::string::npos) << "the kit's README is the student's: " << readme;
   const std::string stage_build = ReadFileOrEmpty(out + "/stage/BUILD");
   EXPECT_EQ(stage_build.find("reference"), std::string::npos) << stage_build;
   EXPECT_EQ(stage_build.find("The solution binary"), std::string::npos) << "its comment goes with the rule";
@@ -168,7 +172,7 @@ TEST(MakeStudentKitTest, LeavesOutSolutionsTheGraderAndWhatOnlyTheyUse) {
   EXPECT_EQ(other_build, "cc_library(name = \"fine\", deps = [\"//stage:api\", \"@libtorch\"])\n");
   EXPECT_EQ(r.removed_rules.size(), 4u);  // reference_impl, reference, reference_test, uses_judge
   bool warned = false;
-  for (const auto& w : r.warnings) warned = warned || w == "README.md mentions //stage:reference, which the kit does not have";
+  for (const auto& w : r.warnings) warned = warned || w == "stage/guide.md mentions //stage:reference, which the kit does not have";
   EXPECT_TRUE(warned);
   // The same folder again: refused, not mixed.
   try {

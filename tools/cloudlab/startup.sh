@@ -6,7 +6,7 @@
 #   2. with DISTLM_TORCH_WHEEL=VERSION (the profile's GPU nodes): LibTorch VERSION from the
 #      torch wheel (tools/torch_wheel.sh) in /local/distlm-cache, and /etc/profile.d/distlm.sh
 #      exporting DISTLM_LIBTORCH so that the students' own builds use it too;
-#   3. bazel build of the references and the launcher, as the experiment's user.
+#   3. bazel build of the stages' binaries and the launcher, as the experiment's user.
 #
 # Every step goes, with its time, to DISTLM_SETUP_LOG (default /local/logs/distlm-setup.log,
 # readable by everyone), whose last line is "distlm: ready" or "distlm: FAILED at STEP, see LOG";
@@ -25,8 +25,11 @@ set -uo pipefail
 LOG=${DISTLM_SETUP_LOG:-/local/logs/distlm-setup.log}
 CHECKOUT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CACHE=${DISTLM_CACHE:-/local/distlm-cache}
-TARGETS=(//part1:reference //task2a:reference //task2b:reference //task3:reference
-         //task5:reference //tools:launch)
+# The stages' main binaries: the solutions' in the repository, the student's in a kit (which
+# has no reference folders).
+SIDE=reference
+[ -d "$CHECKOUT/part1/reference" ] || SIDE=student
+TARGETS=("//part1:$SIDE" "//task2a:$SIDE" "//task2b:$SIDE" "//task3:$SIDE" "//task5:$SIDE" //tools:launch)
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "tools/cloudlab/startup.sh: run it as root (the profile runs it through sudo)" >&2
