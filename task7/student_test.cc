@@ -107,6 +107,14 @@ RANK_CASE(mlp) {
       Fail("the backward of CopyToTensorParallel (f) did not all-reduce the input gradient: x.grad on rank " +
            std::to_string(r) + " is this rank's share only, and differs from the whole model's by " + Percent(d));
     }
+    // Every rank holds the same gradient of g's output; a backward that sums it over the ranks
+    // multiplies it by T, with f's sum or without it.
+    if (Relative(x.grad(), T * x_ref.grad()) < 1e-5 || Relative(x.grad(), T * x_alone.grad()) < 1e-5) {
+      Fail("x.grad is " + std::to_string(T) + " times the whole model's" +
+           (Relative(x.grad(), T * x_ref.grad()) < 1e-5 ? "" : " share of this rank") +
+           ": a gradient was summed over the ranks in the backward of ReduceFromTensorParallel (g). Every rank "
+           "already holds the whole gradient of g's output (the sum), so g passes it back unchanged");
+    }
     Fail("x.grad differs from the whole model's by " + Percent(d));
   }
   const std::pair<const char*, std::pair<torch::Tensor, torch::Tensor>> grads[] = {

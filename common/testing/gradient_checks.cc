@@ -79,7 +79,7 @@ namespace {
 // Why a parameter's .grad is not the average, or "" when it is.
 std::string Diagnose(const RankEnv& env, const torch::Tensor& got, const torch::Tensor& want, const torch::Tensor& local,
                      const std::vector<std::pair<const torch::Tensor*, const std::string*>>& known,
-                     int64_t collectives) {
+                     int64_t collectives, bool earlier_updates_right) {
   if (!got.defined()) return ".grad is empty";
   if (RelDiff(got, want) < 1e-5) return "";
   if (RelDiff(got, want * env.world) < 1e-5) {
@@ -111,12 +111,14 @@ std::string Diagnose(const RankEnv& env, const torch::Tensor& got, const torch::
   // The element furthest off, so the numbers shown are ones that differ.
   const int64_t at = (got - want).abs().reshape(-1).argmax().item<int64_t>();
   char buf[300];
-  std::snprintf(buf, sizeof(buf),
-                "differs from the average over ranks by %.3g (relative; element %lld is %.6g, expected %.6g): was a "
-                "collective's result read or divided before its wait()?",
+  std::snprintf(buf, sizeof(buf), "differs from the average over ranks by %.3g (relative; element %lld is %.6g, expected %.6g)",
                 RelDiff(got, want), static_cast<long long>(at), got.reshape(-1)[at].item<double>(),
                 want.reshape(-1)[at].item<double>());
-  return buf;
+  // Right once, wrong the next time: what the first update left behind is the usual cause.
+  return std::string(buf) + (earlier_updates_right
+                                 ? ", while the earlier update was right: does your code keep state from one update to "
+                                   "the next (a count, a bucket, a flag) that it must reset?"
+                                 : ": was a collective's result read or divided before its wait()?");
 }
 
 // What the task asks each collective for, after "never called OP, which this task asks for".
@@ -130,7 +132,7 @@ std::string OpHint(const std::string& op) {
 }  // namespace
 
 void CheckAverage(const RankEnv& env, SmallNet& net, const Grads& want, const Grads& local, const std::string& when,
-                  int64_t collectives, const std::vector<KnownMistake>& known) {
+                  int64_t collectives, const std::vector<KnownMistake>& known, bool earlier_updates_right) {
   std::string first_name, first_why;
   int checked = 0, averaged = 0;
   for (const auto& p : net->named_parameters()) {
@@ -142,7 +144,8 @@ void CheckAverage(const RankEnv& env, SmallNet& net, const Grads& want, const Gr
       auto it = k.grads.find(name);
       if (it != k.grads.end()) candidates.emplace_back(&it->second, &k.diagnosis);
     }
-    const std::string why = Diagnose(env, p.value().grad(), w, local.at(name), candidates, collectives);
+    const std::string why =
+        Diagnose(env, p.value().grad(), w, local.at(name), candidates, collectives, earlier_updates_right);
     ++checked;
     if (why.empty()) {
       ++averaged;
@@ -156,6 +159,11 @@ void CheckAverage(const RankEnv& env, SmallNet& net, const Grads& want, const Gr
   if (averaged > 0 && first_why.rfind("still this rank's own gradient", 0) == 0) {
     first_why = "still this rank's own gradient, not the average over ranks, while " + std::to_string(averaged) +
                 " of the " + std::to_string(checked) + " parameters hold the average: synchronise every parameter";
+  }
+  if (averaged > 0 && first_why.rfind("this rank's own gradient divided", 0) == 0) {
+    first_why = "this rank's own gradient divided by the number of ranks, while " + std::to_string(averaged) +
+                " of the " + std::to_string(checked) + " parameters hold the average: this one was never " +
+                "communicated; synchronise every parameter";
   }
   Fail("parameter " + first_name + " " + when + ": " + first_why);
 }
@@ -187,7 +195,7 @@ void CheckGradientSync(RankEnv& env, const GradSyncFn& sync, const std::vector<s
         Fail("update " + std::to_string(update) + " never called " + op + ", which this task asks for" + OpHint(op));
       }
     }
-    CheckAverage(env, net, want, local, when, calls);
+    CheckAverage(env, net, want, local, when, calls, {}, update > 1);
     StepBoth(net, ref, want);
   }
 }

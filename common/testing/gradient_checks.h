@@ -60,8 +60,11 @@ struct KnownMistake {
 // given in `known`: the sum, the mean divided twice, this rank's own gradient (told apart by
 // `collectives`, the collectives the synchronisation called, when >= 0: nothing sent, or a
 // result that never reached .grad), zeros; when only some parameters are wrong, says how many.
+// `earlier_updates_right`: an earlier update of the same run passed this check (a result wrong
+// only now points at state kept between updates).
 void CheckAverage(const RankEnv& env, SmallNet& net, const Grads& want, const Grads& local, const std::string& when,
-                  int64_t collectives = -1, const std::vector<KnownMistake>& known = {});
+                  int64_t collectives = -1, const std::vector<KnownMistake>& known = {},
+                  bool earlier_updates_right = false);
 
 // Tasks 2a/2b: two updates of SmallNet with `sync` after each backward, on the ranks of env:
 // each update must call none of `forbidden` and every op of `required` (e.g. {"allreduce"}

@@ -1,0 +1,15 @@
+// A DDP of the grader's own with one deliberate mistake: the one DdpMutation() names when
+// MakePerParameterDdp or MakeBucketedDdp (task3/ddp.h) is called. "none": a correct DDP; the
+// mistakes: launch_at_finish (no all-reduce before backward ends), forward_order (buckets
+// filled from the first parameter), no_division (the sum, not the mean), ignore_no_sync
+// (communicates in every backward), silent_unused (no error for a parameter without a
+// gradient). Grader-private.
+#pragma once
+
+#include <string>
+
+namespace distlm::task3 {
+
+std::string& DdpMutation();
+
+}  // namespace distlm::task3
