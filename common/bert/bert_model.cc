@@ -23,18 +23,6 @@ namespace {
 
 namespace F = torch::nn::functional;
 
-model::TransformerLayerOptions LayerOptions(const BertConfig& c) {
-  model::TransformerLayerOptions o;
-  o.hidden_size = c.hidden_size;
-  o.num_attention_heads = c.num_attention_heads;
-  o.intermediate_size = c.intermediate_size;
-  o.hidden_act = c.hidden_act;
-  o.layer_norm_eps = c.layer_norm_eps;
-  o.attention_dropout = c.attention_probs_dropout_prob;
-  o.hidden_dropout = c.hidden_dropout_prob;
-  return o;
-}
-
 torch::nn::LayerNorm MakeLayerNorm(const BertConfig& c) {
   return torch::nn::LayerNorm(
       torch::nn::LayerNormOptions({c.hidden_size}).eps(c.layer_norm_eps).elementwise_affine(true));
@@ -76,7 +64,7 @@ BertModelImpl::BertModelImpl(const BertConfig& c) {
   embeddings = register_module("embeddings", BertEmbeddings(c));
   auto encoder = register_module("encoder", std::make_shared<torch::nn::Module>("BertEncoder"));
   layers = encoder->register_module("layer", torch::nn::ModuleList());
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) layers->push_back(model::TransformerLayer(LayerOptions(c)));
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) layers->push_back(model::TransformerLayer(model::LayerOptionsOf(c)));
   pooler = register_module("pooler", BertPooler(c));
 }
 

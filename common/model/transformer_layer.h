@@ -32,6 +32,20 @@ struct TransformerLayerOptions {
   bool pre_norm = false;  // the ViT's layout and names; false: BERT's
 };
 
+// The layer's options from a model's config.json fields (BertConfig, ViTConfig: the same names).
+template <typename Config>
+TransformerLayerOptions LayerOptionsOf(const Config& c) {
+  TransformerLayerOptions o;
+  o.hidden_size = c.hidden_size;
+  o.num_attention_heads = c.num_attention_heads;
+  o.intermediate_size = c.intermediate_size;
+  o.hidden_act = c.hidden_act;
+  o.layer_norm_eps = c.layer_norm_eps;
+  o.attention_dropout = c.attention_probs_dropout_prob;
+  o.hidden_dropout = c.hidden_dropout_prob;
+  return o;
+}
+
 // Query, key and value projections and scaled dot-product attention over the heads these
 // weights hold.
 class SelfAttentionImpl : public torch::nn::Module {

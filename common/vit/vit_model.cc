@@ -54,15 +54,9 @@ torch::Tensor ViTEmbeddingsImpl::forward(const torch::Tensor& pixel_values) {
 
 namespace {
 
+// The pre-norm layout, and query, key and value with or without their biases (qkv_bias).
 model::TransformerLayerOptions LayerOptions(const ViTConfig& c) {
-  model::TransformerLayerOptions o;
-  o.hidden_size = c.hidden_size;
-  o.num_attention_heads = c.num_attention_heads;
-  o.intermediate_size = c.intermediate_size;
-  o.hidden_act = c.hidden_act;
-  o.layer_norm_eps = c.layer_norm_eps;
-  o.attention_dropout = c.attention_probs_dropout_prob;
-  o.hidden_dropout = c.hidden_dropout_prob;
+  model::TransformerLayerOptions o = model::LayerOptionsOf(c);
   o.qkv_bias = c.qkv_bias;
   o.pre_norm = true;
   return o;
