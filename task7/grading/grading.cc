@@ -194,8 +194,8 @@ class Task7Grading : public grading::StageGrading {
       for (const auto& line : r.log) peak = std::max(peak, line.value("pipeline_in_flight_peak", -1));
       if (peak == 2) return "";
       return "your 1F1B's stage 0 held " + std::to_string(peak) + " micro-batches between their forward and their "
-             "backward at once: 1F1B holds at most P - s = 2 (a warm-up of P - s - 1 forwards, then one forward and "
-             "one backward in turn), which is its whole advantage over all forward, all backward.";
+             "backward at once: 1F1B holds at most P - s = 2 on stage 0, running a backward as soon as it holds "
+             "that many, which is its whole advantage over all forward, all backward.";
     };
     std::string passed;
     for (const std::string schedule : {"--pipeline_schedule=1f1b --micro_batches=4", "--pipeline_schedule=afab --micro_batches=2"}) {
