@@ -98,7 +98,6 @@ GradeReport Autograder::Grade(const GradeRequest& req) {
   // handout's numbers, an earlier grading's) is the answer to this one. With a seed the
   // instructor (or a test) set, the traces of the last grading still hold.
   const uint64_t seed = im.config.seed != 0 ? im.config.seed : DrawSeed();
-  im.seed = seed;
   im.space = std::make_unique<StudentSpace>(im.config, work);
   report.notes.push_back(std::string("every run used a seed ") +
                          (im.config.seed != 0 ? "set by the instructor" : "drawn for this grading") +

@@ -1,6 +1,6 @@
 // The autograder's state and steps (grading/autograder.h's Autograder::Impl): the grader's own
-// runs (grader_runs.h), this grading's space and seed, and the judging of one stage's build and
-// runs (grade_stage.cc). Internal to //grading:autograder.
+// runs (grader_runs.h, which hold this grading's seed), this grading's space, and the judging of
+// one stage's build and runs (grade_stage.cc). Internal to //grading:autograder.
 #pragma once
 
 #include <algorithm>
@@ -31,7 +31,6 @@ struct Autograder::Impl {
   GraderConfig config;
   GraderRuns runs{config};              // what every graded run is compared with
   std::unique_ptr<StudentSpace> space;  // this grading's folders and jails
-  uint64_t seed = 0;                    // this grading's (config.seed, or drawn in Grade())
 
   void Progress(const std::string& line) const { runs.Progress(line); }
 

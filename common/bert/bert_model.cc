@@ -9,7 +9,6 @@
 #include <stdexcept>
 #include <string>
 
-#include <torch/version.h>
 #include <torch/utils.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/linear.h>
