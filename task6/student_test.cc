@@ -174,6 +174,10 @@ void CheckReduceScatter(RankEnv& env) {
     const torch::Tensor want = block(mean(0) + mean(1), me);
     if (Close(got, want)) continue;
     const std::string yours = unit.name() + "'s grad_shard() on rank " + std::to_string(me) + " after two micro-batches ";
+    if (N != 2 && Close(got, want * 2)) {
+      Fail(yours + "holds twice the average: this rank's block of each micro-batch's average reached grad_shard() "
+           "twice (added where the collective is launched and again where it is finished?)");
+    }
     if (Close(got, want * N)) {
       Fail(yours + "holds the SUM of the ranks' gradients, not their mean: the gradient of " + unit.name() +
            " was summed, not averaged (divide by the world size, " + std::to_string(N) + ")");

@@ -3,30 +3,21 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 
-#include "common/testing/rank_test.h"
-#include "grading/mistake_line.h"
+#include "grading/mistake_runs.h"
 #include "task3/grading/mutant_ddp.h"
 
 namespace distlm::task3 {
 namespace {
 
-constexpr char kVar[] = "DISTLM_DDP_MUTATION";
+const grading::LocalTest kLocal = {"DISTLM_DDP_MUTATION", "3", "//task3:student_test"};
 
 // Every rank of the local test reads its mistake from the environment its parent set.
-[[maybe_unused]] const bool kMutationFromEnvironment = [] {
-  if (const char* m = std::getenv(kVar)) DdpMutation() = m;
-  return true;
-}();
+[[maybe_unused]] const bool kMutationRead = grading::ReadMutation(kLocal.var, DdpMutation());
 
 std::string RunWith(const std::string& mutation, const std::string& rank_case) {
-  setenv(kVar, mutation.c_str(), 1);
-  std::string message = testing::RunRanks(rank_case, 2);
-  unsetenv(kVar);
-  grading::PrintMistake("3", mutation, "//task3:student_test (" + rank_case + ")", message);
-  return message;
+  return grading::RunLocalTest(kLocal, mutation, mutation, rank_case);
 }
 
 TEST(DdpMistakesTest, TheCorrectDdpPasses) {

@@ -18,7 +18,7 @@
 
 // The two collectives, here in the solution file so that it is a whole submission (the kit has
 // nothing of reference/). Not static: the grader's mutants call them, declared in
-// task5/grading/collectives.h.
+// task5/grading/reference_sharded_step.h.
 namespace distlm::zero {
 
 void ReduceScatterSum(c10d::ProcessGroup& pg, torch::Tensor& input, torch::Tensor& output) {

@@ -3,30 +3,21 @@
 // names it, not only "differs by N %".
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <string>
 
-#include "common/testing/rank_test.h"
-#include "grading/mistake_line.h"
+#include "grading/mistake_runs.h"
 #include "task7/grading/mutants.h"
 
 namespace distlm::task7 {
 namespace {
 
-constexpr char kVar[] = "DISTLM_TP_MUTATION";
+const grading::LocalTest kLocal = {"DISTLM_TP_MUTATION", "7a", "//task7:student_test"};
 
 // Every rank of the local test reads its mistake from the environment its parent set.
-[[maybe_unused]] const bool kMutationFromEnvironment = [] {
-  if (const char* m = std::getenv(kVar)) Mutation() = m;
-  return true;
-}();
+[[maybe_unused]] const bool kMutationRead = grading::ReadMutation(kLocal.var, Mutation());
 
 std::string RunWith(const std::string& mutation) {
-  setenv(kVar, mutation.c_str(), 1);
-  std::string message = testing::RunRanks("mlp", 2);
-  unsetenv(kVar);
-  grading::PrintMistake("7a", mutation, "//task7:student_test", message);
-  return message;
+  return grading::RunLocalTest(kLocal, mutation, mutation, "mlp");
 }
 
 TEST(TensorParallelMistakesTest, TheReferencePasses) { EXPECT_EQ(RunWith("tp_none"), ""); }

@@ -1,11 +1,13 @@
-// Reduce-scatter and all-gather over equal blocks, with Gloo's fallback: what task 5's student
-// writes. Defined in task5/reference/sharded_step.cc (the reference solution carries them, so
-// it is a complete submission); declared here for the grader's mutant (mutant_stage.cc).
-// Grader-private, as every grading/ folder.
+// Task 5's reference solution (task5/reference/sharded_step.cc) compiled under another name
+// (BUILD's renamed_reference), for the mutant: ShardedStep as ReferenceShardedStep, and the
+// reduce-scatter and all-gather the reference file carries (so that it is a complete
+// submission). Grader-private, as every grading/ folder.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/types.h>
+
+#include "common/zero/sharded_adamw.h"
 
 namespace distlm::zero {
 
@@ -17,3 +19,9 @@ void ReduceScatterSum(c10d::ProcessGroup& pg, torch::Tensor& input, torch::Tenso
 void AllGather(c10d::ProcessGroup& pg, torch::Tensor& input, torch::Tensor& output);
 
 }  // namespace distlm::zero
+
+namespace distlm::task5 {
+
+double ReferenceShardedStep(c10d::ProcessGroup& pg, zero::ShardedAdamW& opt, double max_grad_norm);
+
+}  // namespace distlm::task5
