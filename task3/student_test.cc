@@ -16,6 +16,7 @@
 #include "common/testing/gradient_checks.h"
 #include "common/testing/rank_test.h"
 #include "task3/ddp.h"
+#include "task3/ddp_watch.h"
 
 namespace distlm::task3 {
 namespace {
@@ -41,6 +42,48 @@ std::vector<NamedParameter> Named(Net& net) {
   std::vector<NamedParameter> out;
   for (const auto& p : net->named_parameters()) out.push_back({p.key(), p.value()});
   return out;
+}
+
+// The same parameters listed as a model that registers l1 before l0 would list them (a model
+// may register its modules in any order): backward then completes bucket 2 (l1's) before
+// bucket 1 (l0's).
+std::vector<NamedParameter> NamedL1First(Net& net) {
+  std::vector<NamedParameter> all = Named(net), out;
+  for (const char* layer : {"l1.", "l0.", "l2.", "head."}) {
+    for (const auto& p : all) {
+      if (p.name.rfind(layer, 0) == 0) out.push_back(p);
+    }
+  }
+  return out;
+}
+
+// The sizes (elements) of the buckets of task3/ddp.h, in bucket order. `numels`: the
+// parameters' sizes, in registration order.
+std::vector<int64_t> RuleBuckets(const std::vector<int64_t>& numels, int64_t cap_bytes) {
+  std::vector<int64_t> buckets;
+  for (auto it = numels.rbegin(); it != numels.rend(); ++it) {
+    if (buckets.empty() || buckets.back() * 4 >= cap_bytes) buckets.push_back(0);
+    buckets.back() += *it;
+  }
+  return buckets;
+}
+
+// "" unless the all-reduces' sizes (in launch order) are the right buckets started out of bucket
+// order; then which bucket started before which.
+std::string OrderError(const std::vector<int64_t>& sizes, const std::vector<int64_t>& numels, int64_t cap_bytes) {
+  const std::vector<int64_t> rule = RuleBuckets(numels, cap_bytes);
+  std::vector<int64_t> a = sizes, b = rule;
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  if (a != b || sizes == rule) return "";
+  size_t first = 0;
+  while (sizes[first] == rule[first]) ++first;
+  size_t early = first + 1;
+  while (rule[early] != sizes[first]) ++early;
+  return "bucket " + std::to_string(early) + " started before bucket " + std::to_string(first) + ": in this model " +
+         "bucket " + std::to_string(early) + "'s gradients are complete first, but the buckets must start in bucket "
+         "order on every rank. Collectives pair up by their order, not by their contents: a rank on which another "
+         "bucket completed first would pair different buckets, and Gloo would add them together or abort";
 }
 
 // True when `sizes` (elements) cut `numels`, in that order, into runs of whole parameters.
@@ -97,9 +140,15 @@ std::string BucketError(const std::vector<int64_t>& sizes, const std::vector<int
   return "";
 }
 
+// The DDP under test, over `watch`'s group when there is one.
+std::unique_ptr<DataParallel> Make(const std::string& version, std::vector<NamedParameter> params, RankEnv& env,
+                                   const DdpWatch* watch = nullptr) {
+  const dist::GroupPtr pg = watch ? watch->group() : env.pg;
+  if (version == "per_parameter") return MakePerParameterDdp(std::move(params), pg);
+  return MakeBucketedDdp(std::move(params), pg, kCapBytes);
+}
 std::unique_ptr<DataParallel> Make(const std::string& version, Net& net, RankEnv& env) {
-  if (version == "per_parameter") return MakePerParameterDdp(Named(net), env.pg);
-  return MakeBucketedDdp(Named(net), env.pg, kCapBytes);
+  return Make(version, Named(net), env);
 }
 
 std::string Join(const std::vector<int64_t>& v) {
@@ -135,10 +184,14 @@ testing::KnownMistake WithoutBroadcast(int world, int k) {
                "0's weights (broadcast them in the constructor)"};
 }
 
-// Two updates: the averages, and what was launched when.
-void Averages(RankEnv& env, const std::string& version) {
+// Two updates: the averages, and what was launched and waited when. `l1_first`: the parameters
+// listed as NamedL1First lists them.
+void Averages(RankEnv& env, const std::string& version, bool l1_first = false) {
   Net net = MakeNet(env.rank), ref = MakeNet(0);
-  auto ddp = Make(version, net, env);
+  const std::vector<NamedParameter> params = l1_first ? NamedL1First(net) : Named(net);
+  DdpWatch watch(env.pg, env.store);
+  auto ddp = Make(version, params, env, &watch);
+  watch.TakeFirstWaitBefore(Clock::now());
   env.counting->TakeStats();
   for (int step = 1; step <= 2; ++step) {
     const std::string when = "after update " + std::to_string(step);
@@ -160,8 +213,9 @@ void Averages(RankEnv& env, const std::string& version) {
       sizes.push_back(r.numel());
       if (late < 0 && r.launched > backward_end) late = static_cast<int64_t>(i);
     }
+    const int64_t waited_early = watch.TakeFirstWaitBefore(backward_end);
     std::vector<int64_t> numels;
-    for (const auto& p : net->parameters()) numels.push_back(p.numel());
+    for (const auto& p : params) numels.push_back(p.tensor.numel());
     if (version == "per_parameter") {
       std::vector<int64_t> got = sizes, want_sorted = numels;
       std::sort(got.begin(), got.end());
@@ -177,11 +231,18 @@ void Averages(RankEnv& env, const std::string& version) {
              "nothing of it is hidden");
       }
     } else {
+      if (const std::string error = OrderError(sizes, numels, kCapBytes); !error.empty()) Fail(error);
       if (const std::string error = BucketError(sizes, numels, kCapBytes); !error.empty()) Fail(error);
       if (late >= 0) {
         Fail("the all-reduce of bucket " + std::to_string(late) + " started after backward ended: a bucket's "
              "all-reduce must travel while backward still computes, or nothing of it is hidden");
       }
+    }
+    if (waited_early >= 0) {
+      Fail("the all-reduce " + (version == "per_parameter" ? "number " + std::to_string(waited_early + 1)
+                                                           : "of bucket " + std::to_string(waited_early)) +
+           " was waited while backward still ran: a wait() in a hook holds backward until that all-reduce has "
+           "crossed the network, so nothing overlaps with it. Waiting belongs where the gradients are needed");
     }
     testing::StepBoth(net, ref, want);
   }
@@ -242,6 +303,7 @@ RANK_CASE(per_parameter_no_sync) { NoSync(env, "per_parameter"); }
 RANK_CASE(per_parameter_unused) { Unused(env, "per_parameter"); }
 RANK_CASE(buckets_broadcast) { Broadcast(env, "buckets"); }
 RANK_CASE(buckets_average) { Averages(env, "buckets"); }
+RANK_CASE(buckets_l1_first) { Averages(env, "buckets", /*l1_first=*/true); }
 RANK_CASE(buckets_no_sync) { NoSync(env, "buckets"); }
 RANK_CASE(buckets_unused) { Unused(env, "buckets"); }
 
@@ -261,6 +323,7 @@ TEST(Task3bBuckets, AveragesWithBucketsLaunchedDuringBackward) {
   EXPECT_RANKS_PASS("buckets_average", 2);
   EXPECT_RANKS_PASS("buckets_average", 4);
 }
+TEST(Task3bBuckets, StartInBucketOrderWhenALaterBucketCompletesFirst) { EXPECT_RANKS_PASS("buckets_l1_first", 2); }
 TEST(Task3cNoSync, PerParameter) {
   EXPECT_RANKS_PASS("per_parameter_no_sync", 2);
   EXPECT_RANKS_PASS("per_parameter_no_sync", 4);

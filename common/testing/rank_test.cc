@@ -101,7 +101,8 @@ int WorkerMain(const std::string& name) {
   RankEnv env{rank, world, dist::AsGroup(counting, "gloo"), counting.get(),
               [&ctx](const std::vector<std::vector<int>>& parts, const std::string& tag) {
                 return dist::NewSubgroup(*ctx, parts, tag);
-              }};
+              },
+              ctx->store};
   try {
     it->second(env);
   } catch (const CheckFailed& e) {

@@ -35,6 +35,7 @@ struct RankEnv {
   // The group of this rank's part of `parts`, a partition of the ranks (dist::NewSubgroup; every
   // rank calls it with the same parts and tag); not counted.
   std::function<dist::GroupPtr(const std::vector<std::vector<int>>& parts, const std::string& tag)> new_subgroup;
+  c10::intrusive_ptr<c10d::Store> store;  // the rendezvous store every rank reaches
 };
 
 using RankBody = std::function<void(RankEnv&)>;

@@ -52,5 +52,22 @@ TEST(DdpMistakesTest, AnUnusedParameterNotNamed) {
       << m;
 }
 
+TEST(DdpMistakesTest, WaitInsideAHook) {
+  const std::string m = RunWith("wait_in_hook", "buckets_average");
+  EXPECT_NE(m.find("was waited while backward still ran"), std::string::npos) << m;
+}
+
+TEST(DdpMistakesTest, BucketsLaunchedAsTheyComplete) {
+  EXPECT_EQ(RunWith("fill_order", "buckets_average"), "");  // where buckets complete in bucket order
+  const std::string m = RunWith("fill_order", "buckets_l1_first");
+  EXPECT_NE(m.find("bucket 2 started before bucket 1"), std::string::npos) << m;
+}
+
+TEST(DdpMistakesTest, BucketsThatDifferBetweenRanks) {
+  const std::string m = RunWith("cap_by_rank", "buckets_average");
+  EXPECT_NE(m.find("the ranks' buckets differ"), std::string::npos) << m;
+  EXPECT_EQ(m.find("preamble"), std::string::npos) << "named by Gloo, not by the test: " << m;
+}
+
 }  // namespace
 }  // namespace distlm::task3

@@ -22,8 +22,9 @@
 namespace distlm::task3 {
 namespace {
 
-const std::set<std::string> kMutations = {"none",           "launch_at_finish", "forward_order",
-                                          "no_division",    "ignore_no_sync",   "silent_unused"};
+const std::set<std::string> kMutations = {"none",           "launch_at_finish", "forward_order", "no_division",
+                                          "ignore_no_sync", "silent_unused",    "wait_in_hook",  "fill_order",
+                                          "cap_by_rank"};
 
 class MutantDdp : public DataParallel {
  public:
@@ -40,6 +41,7 @@ class MutantDdp : public DataParallel {
     std::vector<size_t> order(params_.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = m_ == "forward_order" ? i : order.size() - 1 - i;
     group_of_.resize(params_.size());
+    if (m_ == "cap_by_rank" && cap_bytes > 0) cap_bytes *= pg_->getRank() + 1;
     int64_t bytes = 0;
     for (size_t i : order) {
       if (groups_.empty() || cap_bytes <= 0 || bytes >= cap_bytes) {
@@ -69,7 +71,9 @@ class MutantDdp : public DataParallel {
       throw UserError("no gradient for " + missing.front() + " in this backward");
     }
     torch::NoGradGuard no_grad;
-    while (next_ < groups_.size()) Launch(next_++);
+    for (size_t k = 0; k < groups_.size(); ++k) {
+      if (!groups_[k].work) Launch(k);
+    }
     for (auto& g : groups_) {
       g.work->wait();
       if (m_ != "no_division") g.flat.div_(pg_->getSize());
@@ -97,6 +101,12 @@ class MutantDdp : public DataParallel {
     if (!arrived_[i]) ++groups_[group_of_[i]].arrived;
     arrived_[i] = true;
     if (m_ == "launch_at_finish") return;
+    if (m_ == "fill_order") {
+      // Each bucket the moment it is complete, whatever the buckets before it have done.
+      Group& g = groups_[group_of_[i]];
+      if (g.arrived == g.members.size()) Launch(group_of_[i]);
+      return;
+    }
     // ignore_no_sync: a no_sync backward launches too; the synchronised one starts over.
     while (next_ < groups_.size() && groups_[next_].arrived == groups_[next_].members.size()) Launch(next_++);
     if (!sync_ && next_ == groups_.size()) {
@@ -115,6 +125,7 @@ class MutantDdp : public DataParallel {
     groups_[k].flat = pieces.empty() ? torch::zeros({1}) : torch::cat(pieces);
     std::vector<torch::Tensor> t = {groups_[k].flat};
     groups_[k].work = pg_->allreduce(t);
+    if (m_ == "wait_in_hook") groups_[k].work->wait();
   }
 
   void Clear() {

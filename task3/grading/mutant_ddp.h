@@ -3,7 +3,9 @@
 // mistakes: launch_at_finish (no all-reduce before backward ends), forward_order (buckets
 // filled from the first parameter), no_division (the sum, not the mean), ignore_no_sync
 // (communicates in every backward), silent_unused (no error for a parameter without a
-// gradient). Grader-private.
+// gradient), wait_in_hook (each all-reduce waited where it is launched), fill_order (each bucket
+// launched once complete, not in bucket order), cap_by_rank (rank r's cap is r + 1 times the
+// cap: buckets that differ between ranks). Grader-private.
 #pragma once
 
 #include <string>
