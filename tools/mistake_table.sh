@@ -14,7 +14,8 @@ case "${1:-}" in
   "") ;;
   *) echo "usage: tools/mistake_table.sh [--update]" >&2; exit 2 ;;
 esac
-tests=(//grading:local_messages_test //task3/grading:ddp_mistakes_test //task7/grading:tp_mistakes_test
+tests=(//grading:local_messages_test //task3/grading:ddp_mistakes_test //task5/grading:zero_mistakes_test
+       //task6/grading:fsdp_mistakes_test //task7/grading:tp_mistakes_test
        //task7/grading:pipeline_mistakes_test)
 bazel test "${tests[@]}" >&2
 table=$(mktemp)

@@ -95,20 +95,13 @@ void Layout(const StageRun& r, const DdpCheckContext& c, TestResult& t) {
     return;
   }
   if (got == ExpectedBuckets(params, cap, /*last_first=*/false)) {
-    t.output = "your buckets are filled from the FIRST parameter (the embeddings) on: " + List(got) +
-               " elements. Backward produces the last parameters' gradients first, so bucket 0 must start from "
-               "the last parameter, or no bucket can be sent before backward is nearly done. Expected " +
-               std::to_string(want.size()) + " buckets of " + List(want) + " elements (" + rule + ")\n";
+    t.output = "your buckets are filled from the FIRST parameter (the embeddings) on. Backward produces the last "
+               "parameters' gradients first, so bucket 0 must start from the last parameter, or no bucket can be "
+               "sent before backward is nearly done (" + rule + ")\n";
     return;
   }
-  size_t k = 0;
-  while (k < got.size() && k < want.size() && got[k] == want[k]) ++k;
-  t.output = "your all-reduces of update 1, in launch order, hold " + List(got) + " elements; " + rule + " gives " +
-             List(want) + ". The first difference is bucket " + std::to_string(k) +
-             (k < got.size() && k < want.size()
-                  ? " (" + std::to_string(got[k]) + " elements instead of " + std::to_string(want[k]) + ")"
-                  : "") +
-             ". One all-reduce per bucket, launched in bucket order\n";
+  t.output = "your all-reduces of update 1, in launch order, break the bucket rule (" + rule + ") at " +
+             FirstBrokenBucket(got, want, params, cap) + "\n";
 }
 
 void Overlap(const StageRun& r, TestResult& t) {
@@ -236,6 +229,35 @@ void Unused(const DdpCheckContext& c, TestResult& t) {
 }
 
 }  // namespace
+
+// Where the launched sizes `got` first leave the rule's buckets `want` (the same parameters,
+// `params` in registration order), and which property that bucket breaks; never the rule's sizes,
+// which would hand the answer over.
+std::string FirstBrokenBucket(const std::vector<int64_t>& got, const std::vector<int64_t>& want,
+                              const std::vector<int64_t>& params, int64_t cap) {
+  size_t k = 0;
+  while (k < got.size() && k < want.size() && got[k] == want[k]) ++k;
+  const std::string bucket = "bucket " + std::to_string(k);
+  if (k >= want.size()) return bucket + ": every parameter was already in a bucket; each bucket is all-reduced once";
+  if (k >= got.size()) return bucket + ": the all-reduces ended before every parameter was in one";
+  // The parameters from the start of bucket k on, the last first: where may bucket k end?
+  int64_t start = 0;
+  for (size_t b = 0; b < k; ++b) start += got[b];
+  int64_t seen = 0, held = 0;
+  auto it = params.rbegin();
+  while (it != params.rend() && seen < start) seen += *it++;
+  while (it != params.rend() && held < got[k]) {
+    held += *it++;
+  }
+  const std::string size = " (" + std::to_string(got[k] * 4) + " bytes)";
+  if (held != got[k]) return bucket + size + ": it cuts a parameter in two; a bucket holds whole parameters";
+  if (got[k] < want[k]) {
+    return bucket + size + ": it closed before reaching the cap of " + std::to_string(cap) +
+           " bytes, though it is not the last; a bucket closes once it reaches the cap";
+  }
+  return bucket + size + ": it had reached the cap of " + std::to_string(cap) + " bytes before its last parameter " +
+         "joined it; a bucket closes as soon as it reaches the cap";
+}
 
 std::vector<int64_t> ExpectedBuckets(const std::vector<int64_t>& numels, int64_t cap_bytes, bool last_first) {
   std::vector<int64_t> buckets;

@@ -35,4 +35,10 @@ std::vector<TestResult> DdpTests(const StageRun& main_run, const DdpCheckContext
 // the first (or the first to the last), a bucket closed once it holds at least cap_bytes.
 std::vector<int64_t> ExpectedBuckets(const std::vector<int64_t>& numels, int64_t cap_bytes, bool last_first);
 
+// Where launched bucket sizes `got` first leave the rule's `want` for the parameters `params`
+// (registration order) and cap: "bucket K (B bytes): <the property it breaks>", without the
+// rule's sizes.
+std::string FirstBrokenBucket(const std::vector<int64_t>& got, const std::vector<int64_t>& want,
+                              const std::vector<int64_t>& params, int64_t cap);
+
 }  // namespace distlm::grading

@@ -5,6 +5,7 @@
 // course holds students to is task 3's, so it is the one tested.)
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -69,6 +70,24 @@ TEST(ExpectedBucketsTest, InvariantsOnRandomSizes) {
     int64_t all = 0;
     for (int64_t v : numels) all += v;
     EXPECT_EQ(total, all) << "trial " << trial;
+  }
+}
+
+// The grader's layout message names the first bucket off the rule and the property it breaks,
+// never the rule's sizes. Parameters 100, 200, 300, 400 elements, cap 2000 bytes: the rule gives
+// {700, 300} (the last parameter first).
+TEST(FirstBrokenBucketTest, NamesThePropertyNotTheAnswer) {
+  const Sizes params = {100, 200, 300, 400}, want = {700, 300};
+  auto says = [&](const Sizes& got) { return FirstBrokenBucket(got, want, params, 2000); };
+  EXPECT_EQ(says({400, 600}), "bucket 0 (1600 bytes): it closed before reaching the cap of 2000 bytes, though it is "
+                              "not the last; a bucket closes once it reaches the cap");
+  EXPECT_EQ(says({1000}), "bucket 0 (4000 bytes): it had reached the cap of 2000 bytes before its last parameter "
+                          "joined it; a bucket closes as soon as it reaches the cap");
+  EXPECT_EQ(says({650, 350}), "bucket 0 (2600 bytes): it cuts a parameter in two; a bucket holds whole parameters");
+  EXPECT_EQ(says({700}), "bucket 1: the all-reduces ended before every parameter was in one");
+  EXPECT_EQ(says({700, 300, 5}), "bucket 2: every parameter was already in a bucket; each bucket is all-reduced once");
+  for (const Sizes& got : {Sizes{400, 600}, Sizes{1000}, Sizes{650, 350}}) {
+    EXPECT_EQ(says(got).find("700"), std::string::npos) << says(got);
   }
 }
 
