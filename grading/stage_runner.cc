@@ -105,6 +105,7 @@ StageRun RunStage(const std::string& binary, int nproc, Launcher launcher, const
   run.signal = r.signal;
   run.output = r.output;
   run.network_isolated = r.network_isolated;
+  run.loopback_rate = r.loopback_rate;
   run.isolation_note = r.isolation_note;
   run.seconds = r.seconds;
   // The launcher exits 124 when its own --timeout_s passed (tools/launcher.h).

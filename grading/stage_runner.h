@@ -30,6 +30,7 @@ struct StageRun {
   std::vector<std::string> bad_log_lines;  // lines of train_log.jsonl that are not JSON objects
   bool network_isolated = false;
   int64_t network_bytes = -1;        // sent over loopback by all ranks together, counted by the kernel; -1: not counted
+  uint64_t loopback_rate = 0;        // bytes a second loopback was limited to (SandboxLimits); 0: not limited
   int64_t peak_memory_bytes = -1;    // the most any one process held resident (sandbox.h); -1: not read
   double peak_cpu_seconds = -1;      // the most CPU time any one process used (sandbox.h); -1: not read
   std::string isolation_note;

@@ -20,6 +20,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "grading/jail/loopback_shaping.h"
 #include "grading/jail/process_watch.h"
 
 extern char** environ;
@@ -31,7 +32,8 @@ namespace {
 // closes it, so the parent reads until EOF).
 struct ChildStatus {
   char stage;  // 'n': network isolated; 'N': isolation failed; 'j': the jail failed; 'c': chdir failed;
-               // 'e': exec failed; 'p': no PID namespace could be had
+               // 'e': exec failed; 'p': no PID namespace could be had; 's': loopback's rate limited;
+               // 'S': limiting it failed
   int err;
   const char* what;  // for 'j': the step (a string literal, at the same address in the parent)
 };
@@ -195,10 +197,18 @@ struct ChildPlan {
   int status_pipe[2] = {-1, -1};
   const PreparedJail* jail = nullptr;
   bool want_netns = false;
+  uint64_t loopback_rate = 0;  // > 0: limit loopback in the new namespace
   rlim_t as_limit = 0, fsize_limit = 0;
   const char* cwd = nullptr;
   const tools::NoSpawnFilter* no_spawn = nullptr;
 };
+
+// In the child, in the command's new network namespace: loopback limited to the plan's rate.
+void ShapeLoopbackIfAsked(const ChildPlan& plan, int status_fd) {
+  if (plan.loopback_rate == 0) return;
+  const int err = ShapeLoopback(plan.loopback_rate);
+  WriteStatus(status_fd, err == 0 ? 's' : 'S', err);
+}
 
 // The environment: the grader's, less unset_env, plus the command's and the jail's variables.
 void PrepareEnvironment(const SandboxCommand& command, const SandboxLimits& limits, ChildPlan* plan) {
@@ -273,6 +283,7 @@ void OpenFiles(const SandboxCommand& command, ChildPlan* plan) {
   if (plan.want_netns) {
     int err = unshare(CLONE_NEWNET) == 0 ? LoopbackUp() : errno;
     WriteStatus(status_fd, err == 0 ? 'n' : 'N', err);
+    if (err == 0) ShapeLoopbackIfAsked(plan, status_fd);
   }
   if (const PreparedJail* jail = plan.jail; jail != nullptr) {
     const char* what = "";
@@ -281,6 +292,7 @@ void OpenFiles(const SandboxCommand& command, ChildPlan* plan) {
       WriteStatus(status_fd, 'j', err, what);
       _exit(126);
     }
+    ShapeLoopbackIfAsked(plan, status_fd);
     if (pid_ns) {
       BecomeInitOfPidNamespace(*jail, status_fd);  // returns in the command's own process
     } else if (jail->spec().level == Isolation::kFull && jail->spec().pid_namespace) {
@@ -306,7 +318,7 @@ void OpenFiles(const SandboxCommand& command, ChildPlan* plan) {
 
 // The child's statuses until exec (the pipe closes then): what the command's output is
 // prefixed with, and the isolation it got.
-std::string ReadStartStatuses(int fd, const SandboxCommand& command, SandboxResult* result) {
+std::string ReadStartStatuses(int fd, const SandboxCommand& command, const ChildPlan& plan, SandboxResult* result) {
   std::string notes;
   ChildStatus s;
   while (read(fd, &s, sizeof(s)) == static_cast<ssize_t>(sizeof(s))) {
@@ -317,6 +329,8 @@ std::string ReadStartStatuses(int fd, const SandboxCommand& command, SandboxResu
       notes += "the sandbox could not start: " + result->jail_error + "\n";
     }
     if (s.stage == 'c') notes += "cannot enter " + command.working_dir + ": " + strerror(s.err) + "\n";
+    if (s.stage == 's') result->loopback_rate = plan.loopback_rate;
+    if (s.stage == 'S') result->isolation_note = std::string("could not limit loopback's rate: ") + strerror(s.err);
     if (s.stage == 'p') result->isolation_note = "no PID namespace here: the kernel refused one";
     if (s.stage == 'e') notes += "cannot execute " + command.argv[0] + ": " + strerror(s.err) + "\n";
   }
@@ -413,6 +427,7 @@ SandboxResult RunSandboxed(const SandboxCommand& command, const SandboxLimits& l
   plan.jail = limits.jail;
   const bool full_jail = plan.jail != nullptr && plan.jail->spec().level == Isolation::kFull;
   plan.want_netns = limits.isolate_network && !full_jail;  // a full jail makes its own
+  if (limits.isolate_network || full_jail) plan.loopback_rate = limits.loopback_rate_bytes_per_s;
   plan.as_limit = limits.address_space_bytes > 0 ? static_cast<rlim_t>(limits.address_space_bytes) : 0;
   plan.fsize_limit = limits.file_size_bytes > 0 ? static_cast<rlim_t>(limits.file_size_bytes) : 0;
   plan.cwd = command.working_dir.empty() ? nullptr : command.working_dir.c_str();
@@ -430,7 +445,7 @@ SandboxResult RunSandboxed(const SandboxCommand& command, const SandboxLimits& l
   setpgid(pid, pid);  // also here: whichever runs first, the group exists before any kill
 
   // Statuses arrive before exec, so this returns as soon as the program starts.
-  const std::string notes = ReadStartStatuses(plan.status_pipe[0], command, &result);
+  const std::string notes = ReadStartStatuses(plan.status_pipe[0], command, plan, &result);
   close(plan.status_pipe[0]);
   if (full_jail && notes.empty()) result.network_isolated = true;
   // The command's network namespace, held open so that its counters can be read once the

@@ -20,6 +20,9 @@ struct SandboxLimits {
   int64_t address_space_bytes = 0;  // RLIMIT_AS of every process started; 0 = no limit
   int64_t file_size_bytes = 0;     // RLIMIT_FSIZE (largest file it may write); 0 = no limit
   bool isolate_network = false;    // new network namespace, loopback up; needs root
+  // > 0: in that namespace (or a full jail's), loopback carries at most this many bytes a second
+  // (loopback_shaping.h); the run's result says whether it did (SandboxResult::loopback_rate).
+  uint64_t loopback_rate_bytes_per_s = 0;
   size_t max_output_bytes = 256 * 1024;  // kept: the first quarter and the last three quarters
   // Student code: entered after the limits above, before exec; every process of the jail's user
   // is killed when the command ends. Not owned; null: runs as the grader.
@@ -52,6 +55,10 @@ struct SandboxResult {
   // read by the grader once the command ended (so nothing the command did can change the
   // count but sending more); -1 when it had no namespace of its own.
   int64_t loopback_bytes = -1;
+  // The rate loopback was limited to (SandboxLimits::loopback_rate_bytes_per_s) once the namespace
+  // was made, before the command started; 0 when it was not (not asked, or it failed: see
+  // isolation_note).
+  uint64_t loopback_rate = 0;
   // The largest resident set any one of its processes reached (their kernel high-water marks,
   // sampled by the grader while it ran: grading/jail/process_watch.h), in bytes; -1 when none was read.
   int64_t peak_memory_bytes = -1;

@@ -1,0 +1,43 @@
+#include "grading/overlap_check.h"
+
+#include "grading/trace.h"
+
+namespace distlm::grading {
+
+std::vector<std::string> OverlapRunFlags(const std::string& model_type) {
+  if (model_type == "vit") return {"--max_steps=20", "--per_gpu_train_batch_size=8"};
+  return {"--max_seq_length=512", "--max_steps=20", "--per_gpu_train_batch_size=4"};
+}
+
+OverlapVerdict JudgeOverlap(const OverlapTimes& t, const std::string& what) {
+  OverlapVerdict v;
+  const std::string link = Fmt("%.0f", kOverlapLinkBytesPerS * 8 / 1e6) + " Mbit/s";
+  if (t.overlapped_s <= 0 || t.serial_s <= 0) {
+    v.message = "overlap not judged by time: the grader's own runs on its " + link + " link did not complete\n";
+    return v;
+  }
+  const double gap = t.serial_s - t.overlapped_s;
+  const std::string yardsticks = "the grader's own took " + Fmt("%.1f", t.overlapped_s) + " s with " + what +
+                                 " during backward and " + Fmt("%.1f", t.serial_s) + " s with them after it";
+  if (gap < kMinOverlapGapShare * t.overlapped_s) {
+    v.message = "overlap not judged by time: on the grader's " + link + " link " + yardsticks +
+                ", too close to tell apart on this host\n";
+    return v;
+  }
+  v.judged = true;
+  const double midpoint = t.overlapped_s + gap / 2;
+  v.ok = t.submission_s > 0 && t.submission_s <= midpoint;
+  const std::string yours = "on the grader's " + link + " link your run took " + Fmt("%.1f", t.submission_s) + " s; " +
+                            yardsticks;
+  if (v.ok) {
+    v.message = yours + ": yours is the overlapped kind\n";
+  } else {
+    v.message = yours + ". Yours is nearer the second (over " + Fmt("%.1f", midpoint) +
+                " s): the time of " + what + " was not hidden behind backward. Whatever the run logs, an update "
+                "whose communication travels while backward computes takes about the longer of the two, and one "
+                "that communicates after backward their sum\n";
+  }
+  return v;
+}
+
+}  // namespace distlm::grading

@@ -1,0 +1,49 @@
+// Did the submission's communication overlap with its computation? Judged by time, from outside
+// the processes, on a link the grader limits: on loopback that carries a fixed number of bytes a
+// second (grading/jail/loopback_shaping.h), an update whose all-reduces travel during backward
+// takes about the longer of the two, one that communicates after backward takes their sum. A
+// process can make itself slower, never faster, and its bytes on the wire are counted by the
+// kernel, so neither a forged log nor early junk on the wire shortens the run.
+//
+// Three runs of the same layout, flags and link in one grading: the submission's, the grader's
+// own with its communication overlapped, and the grader's own with it after the computation
+// (StageGrading::OverlapMutantFlags). The whole run's wall time is compared: start-up is the
+// same given code in all three, and the flags make the updates outweigh it. Credit when the
+// submission's time is at least as close to the overlapped run's as to the other's.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace distlm::grading {
+
+// 300 Mbit/s: on the tiny BERT's 4-rank layout of task 3 at these flags an update's all-reduces
+// (about 13.5 MB on loopback) then take a little longer than its backward, so hiding them
+// saves about a seventh of the run (measured: docs/results.md, "Overlap judged by time").
+inline constexpr uint64_t kOverlapLinkBytesPerS = 37'500'000;
+
+// The timed runs' flags beyond the layout's: long sequences and more examples a rank, so that
+// backward is long enough to hide communication behind, and enough updates to outweigh start-up.
+std::vector<std::string> OverlapRunFlags(const std::string& model_type);
+
+// A gap between the grader's two runs under this share of the overlapped run is not told from
+// noise: overlap is then not judged (the link did not separate them on this host).
+inline constexpr double kMinOverlapGapShare = 0.08;
+
+struct OverlapTimes {
+  double submission_s = -1;
+  double overlapped_s = -1;  // the grader's own, communication during backward
+  double serial_s = -1;      // the grader's own, communication after backward
+};
+
+struct OverlapVerdict {
+  bool judged = false;
+  bool ok = true;
+  std::string message;  // the figures, and when not ok, why not credited
+};
+
+// `what`: the communication judged, in words ("its bucket all-reduces").
+OverlapVerdict JudgeOverlap(const OverlapTimes& t, const std::string& what);
+
+}  // namespace distlm::grading
