@@ -27,6 +27,11 @@
 
 namespace distlm::grading {
 
+// The submission's binary on n ranks with the grader's flags and `extra` (later flags win), within
+// timeout_s (0: the grader's limit), its loopback limited to loopback_rate bytes a second (0: not).
+using SubmissionRun = std::function<StageRun(int n, const std::vector<std::string>& extra, double timeout_s,
+                                             uint64_t loopback_rate)>;
+
 struct Autograder::Impl {
   GraderConfig config;
   GraderRuns runs{config};              // what every graded run is compared with
@@ -43,7 +48,7 @@ struct Autograder::Impl {
   // The tests of a run that completed: parity with the grader's trace, the stage's own, the
   // collectives called.
   void Judge(const stages::Row& st, const StageGrading& grading, const StageRun& r,
-             const std::function<StageRun(int, const std::vector<std::string>&, double)>& run, int ranks,
+             const SubmissionRun& run, int ranks,
              bool has_comm_test, TestResult* t_parity_out, TestResult* t_comm_out, std::vector<TestResult>* extra_out);
   // The share check (share_check.h) of the layout `extra` on `ranks` ranks: the submission's
   // run at 512 tokens (`long_run`, or made here through `run`) must complete, match the grader's
@@ -51,9 +56,14 @@ struct Autograder::Impl {
   // a rank's share: against task 2b's reference for a data-parallel stage, the stage's own
   // reference (StageGrading::ReferenceMutation) otherwise.
   ShareOutcome ShareCheck(const stages::Row& st, const StageGrading& grading,
-                          const std::function<StageRun(int, const std::vector<std::string>&, double)>& run, int ranks,
+                          const SubmissionRun& run, int ranks,
                           const std::vector<std::string>& extra, const StageRun* long_run,
                           const std::function<TrafficVerdict(const StageRun&, int, const std::vector<std::string>&)>& traffic_of);
+  // Overlap judged by time (overlap_check.h) of the layout `extra` on `ranks` ranks: the
+  // submission's run on the limited link, which must complete, match the grader's own run on
+  // the same flags and send as much, against the grader's overlapped and serial runs.
+  OverlapVerdict OverlapCheck(const stages::Row& st, const StageGrading& grading, const SubmissionRun& run, int ranks,
+                              const std::vector<std::string>& extra, const std::string& what);
 };
 
 }  // namespace distlm::grading

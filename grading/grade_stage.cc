@@ -83,13 +83,15 @@ void Autograder::Impl::GradeStage(const stages::Row& st, const SubmittedStage& s
 
   int run_count = 0;
   // The submission's binary on n ranks with the grader's flags, then `extra` (later flags win).
-  auto run = [&](int n, const std::vector<std::string>& extra_flags, double timeout_s) {
+  const SubmissionRun run = [&](int n, const std::vector<std::string>& extra_flags, double timeout_s,
+                                uint64_t loopback_rate) {
     std::string said;
     for (const auto& f : extra_flags) said += " " + f;
     Progress("running " + st.id + " on " + (n > 1 ? std::to_string(n) + " ranks" : "one process") + said);
     const std::vector<std::string> flags = runs.StageFlags(st, grading, n, build.flags, extra_flags);
     StageRunOptions o = runs.RunOptions("run_" + st.id + "_" + std::to_string(run_count++), &build);
     if (timeout_s > 0) o.limits.timeout_s = std::min(timeout_s, o.limits.timeout_s);
+    o.limits.loopback_rate_bytes_per_s = loopback_rate;
     // What this run wrote is out of every later run's reach before the next one starts, even
     // when the run could not be made (the grading goes on with the next stage).
     const auto take_back = [&] {
@@ -105,7 +107,7 @@ void Autograder::Impl::GradeStage(const stages::Row& st, const SubmittedStage& s
     take_back();
     return r;
   };
-  StageRun r = run(ranks, {}, 0);
+  StageRun r = run(ranks, {}, 0, 0);
   const bool completed =
       r.exit_code == 0 && !r.timed_out && r.log.size() >= kSteps && r.bad_log_lines.empty();
   std::string confinement = Fmt("%.1f", r.seconds) + " s; limits: " + Fmt("%.0f", config.run_timeout_s) + " s, " +
@@ -141,7 +143,7 @@ void Autograder::Impl::GradeStage(const stages::Row& st, const SubmittedStage& s
 }
 
 void Autograder::Impl::Judge(const stages::Row& st, const StageGrading& grading, const StageRun& r,
-                             const std::function<StageRun(int, const std::vector<std::string>&, double)>& run,
+                             const SubmissionRun& run,
                              int ranks, bool has_comm_test, TestResult* t_parity_out, TestResult* t_comm_out,
                              std::vector<TestResult>* extra_out) {
   TestResult& t_parity = *t_parity_out;
@@ -205,7 +207,9 @@ void Autograder::Impl::Judge(const stages::Row& st, const StageGrading& grading,
     c.ranks = ranks;
     c.model_type = config.model_type;
     c.expected = &want;
-    c.run = run;
+    c.run = [&](int n, const std::vector<std::string>& extra_flags, double timeout_s) {
+      return run(n, extra_flags, timeout_s, 0);
+    };
     c.diagnose = [&](const Trace& trace) { return Diagnose(trace, want, st); };
     c.run_failure = [&](const StageRun& failed) { return RunFailureMessage(failed, st, config); };
     c.traffic = [&](const StageRun& run_of, int n, const std::vector<std::string>& extra) {
@@ -222,6 +226,11 @@ void Autograder::Impl::Judge(const stages::Row& st, const StageGrading& grading,
       };
       c.share = [&](int n, const std::vector<std::string>& extra, const StageRun* long_run) {
         return ShareCheck(st, grading, run, n, extra, long_run, traffic_of);
+      };
+    }
+    if (!grading.OverlapMutantFlags(true).empty()) {
+      c.overlap = [&](int n, const std::vector<std::string>& extra, const std::string& what) {
+        return OverlapCheck(st, grading, run, n, extra, what);
       };
     }
     if (traffic.counted && !traffic.enough && traffic.reference_bytes <= 0) {
@@ -263,7 +272,7 @@ void Autograder::Impl::Judge(const stages::Row& st, const StageGrading& grading,
 
 ShareOutcome Autograder::Impl::ShareCheck(
     const stages::Row& st, const StageGrading& grading,
-    const std::function<StageRun(int, const std::vector<std::string>&, double)>& run, int ranks,
+    const SubmissionRun& run, int ranks,
     const std::vector<std::string>& extra, const StageRun* long_run,
     const std::function<TrafficVerdict(const StageRun&, int, const std::vector<std::string>&)>& traffic_of) {
   ShareOutcome out;
@@ -283,7 +292,7 @@ ShareOutcome Autograder::Impl::ShareCheck(
   for (const auto& f : flags) said += " " + f;
   StageRun made;
   if (long_run == nullptr) {
-    made = run(ranks, flags, 0);
+    made = run(ranks, flags, 0, 0);
     long_run = &made;
   }
   const auto refused = [&](const std::string& why) {
@@ -321,6 +330,43 @@ ShareOutcome Autograder::Impl::ShareCheck(
   out.ok = v.ok;
   out.message = v.message;
   return out;
+}
+
+OverlapVerdict Autograder::Impl::OverlapCheck(const stages::Row& st, const StageGrading& grading,
+                                              const SubmissionRun& run, int ranks,
+                                              const std::vector<std::string>& extra, const std::string& what) {
+  const GraderRuns::OverlapRuns& yard = runs.OverlapYardsticks(st, grading, ranks, extra);
+  OverlapTimes times = yard.times;
+  if (times.overlapped_s <= 0) return JudgeOverlap(times, what);  // says it was not judged
+  std::vector<std::string> flags = extra;
+  for (const std::string& f : OverlapRunFlags(config.model_type)) flags.push_back(f);
+  std::string said;
+  for (const auto& f : flags) said += " " + f;
+  const StageRun r = run(ranks, flags, 0, kOverlapLinkBytesPerS);
+  OverlapVerdict v;
+  v.judged = true;
+  v.ok = false;
+  const std::string on = "your run with" + said + " on the grader's limited link ";
+  if (r.exit_code != 0 || r.timed_out || r.log.empty() || !r.bad_log_lines.empty()) {
+    v.message = on + "did not complete: " + RunFailureMessage(r, st, config);
+    return v;
+  }
+  if (r.loopback_rate != kOverlapLinkBytesPerS) {
+    return JudgeOverlap({}, what);  // the grader could not limit this run's link: not judged
+  }
+  const Trace got = TraceOf(r);
+  if (const std::string diff = ParityDiff(yard.trace, got); !diff.empty()) {
+    v.message = on + "does not match the grader's own run on those flags: " + diff + "\n";
+    return v;
+  }
+  if (yard.bytes > 0 && r.network_bytes >= 0 && r.network_bytes < kMinTrafficShare * yard.bytes) {
+    v.message = on + "sent " + Fmt("%.1f", r.network_bytes / 1e6) + " MB over loopback, under " +
+                Fmt("%.0f", kMinTrafficShare * 100) + " % of the " + Fmt("%.1f", yard.bytes / 1e6) +
+                " MB the grader's own run sent: its time is not that of the whole synchronisation\n";
+    return v;
+  }
+  times.submission_s = r.seconds;
+  return JudgeOverlap(times, what);
 }
 
 }  // namespace distlm::grading

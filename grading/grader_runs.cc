@@ -252,6 +252,46 @@ const GraderRuns::ReferenceFigures& GraderRuns::ReferenceRun(const stages::Row& 
   return figures;
 }
 
+const GraderRuns::OverlapRuns& GraderRuns::OverlapYardsticks(const stages::Row& st, const StageGrading& grading,
+                                                             int ranks, const std::vector<std::string>& extra) {
+  std::vector<std::string> flags = StageFlags(st, grading, ranks, {}, extra);
+  for (const std::string& f : OverlapRunFlags(config_.model_type)) flags.push_back(f);
+  std::string key = st.id + " x" + std::to_string(ranks);
+  for (const auto& f : flags) key += " " + f;
+  if (auto it = overlap_runs_.find(key); it != overlap_runs_.end()) return it->second;
+  OverlapRuns& out = overlap_runs_[key];
+  std::string binary;
+  try {
+    binary = GraderBinary("", grading.MutantBinary());
+  } catch (const std::exception& e) {
+    Note(st.id + "'s overlap not judged by time: " + e.what());
+    return out;
+  }
+  for (const bool overlapped : {true, false}) {
+    std::vector<std::string> run_flags = flags;
+    for (const std::string& f : grading.OverlapMutantFlags(overlapped)) run_flags.push_back(f);
+    const std::string kind = overlapped ? "overlapped" : "serial";
+    Progress("running the grader's own " + st.id + " on " + std::to_string(ranks) + " ranks on a limited link (" +
+             kind + "), to time overlap");
+    StageRunOptions o = RunOptions("overlap_" + st.id + "_" + kind + "_" + std::to_string(overlap_runs_.size()), nullptr);
+    o.limits.loopback_rate_bytes_per_s = kOverlapLinkBytesPerS;
+    const StageRun r = RunStage(binary, ranks, Launcher::kLaunch, run_flags, o);
+    if (r.exit_code != 0 || r.log.empty() || r.loopback_rate != kOverlapLinkBytesPerS) {
+      Note("the grader's own " + kind + " run of " + st.id + " on a limited link " +
+           (r.exit_code == 0 && !r.log.empty() ? "had no limited link (" + r.isolation_note + ")" : "failed") +
+           "; overlap is not judged by time");
+      out.times = {};
+      return out;
+    }
+    (overlapped ? out.times.overlapped_s : out.times.serial_s) = r.seconds;
+    if (overlapped) {
+      out.trace = TraceOf(r);
+      out.bytes = static_cast<double>(r.network_bytes);
+    }
+  }
+  return out;
+}
+
 const GraderRuns::LongSingle& GraderRuns::LongSingleRun() {
   if (long_single_.tried) return long_single_;
   long_single_.tried = true;

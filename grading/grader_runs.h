@@ -18,6 +18,7 @@
 #include "grading/diagnosis.h"
 #include "grading/jail/student_space.h"
 #include "grading/kit_build.h"
+#include "grading/overlap_check.h"
 #include "grading/share_check.h"
 #include "grading/stage_grading.h"
 #include "grading/stage_runner.h"
@@ -80,6 +81,18 @@ class GraderRuns {
   const LongSingle& LongSingleRun();
   ShareFigures LongDataParallel(int ranks);
 
+  // Overlap judged by time (overlap_check.h): the grader's own runs of `st`'s layout `extra` on
+  // `ranks` ranks with OverlapRunFlags(), on the limited link, overlapped and serial
+  // (StageGrading::OverlapMutantFlags). `trace` and `bytes` are the overlapped run's, which the
+  // submission's run on the same flags must match and reach.
+  struct OverlapRuns {
+    OverlapTimes times;  // submission_s unset
+    Trace trace;
+    double bytes = -1;
+  };
+  const OverlapRuns& OverlapYardsticks(const stages::Row& st, const StageGrading& grading, int ranks,
+                                       const std::vector<std::string>& extra);
+
   // The flags of a run that trains `replicas` model replicas (each reads 8 / replicas examples).
   std::vector<std::string> Flags(int replicas) const;
   // A run of `st` on `ranks` ranks: those flags, then `build` (a prebuilt binary's own), the
@@ -130,6 +143,7 @@ class GraderRuns {
   std::map<std::string, bool> own_mistakes_tried_;  // by stage id
   std::map<std::string, std::vector<KnownMistake>> own_mistakes_;
   std::map<std::string, ReferenceFigures> reference_runs_;  // by stage, ranks and flags
+  std::map<std::string, OverlapRuns> overlap_runs_;         // the same
   LongSingle long_single_;
   std::map<int, ShareFigures> long_data_parallel_;
   std::vector<std::string> notes_;

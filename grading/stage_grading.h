@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/stages/stages.h"
+#include "grading/overlap_check.h"
 #include "grading/stage_runner.h"
 #include "grading/test_result.h"
 #include "grading/trace.h"
@@ -74,6 +75,11 @@ struct StageCheckContext {
   // against the grader's own run of the layout and the whole batch on one process, at 512 tokens.
   // Null: the stage has no reference run.
   std::function<ShareOutcome(int ranks, const std::vector<std::string>& extra, const StageRun* long_run)> share;
+  // Overlap judged by time (overlap_check.h): the submission's run of the layout `extra` on
+  // `ranks` ranks on the grader's limited link, with OverlapRunFlags(), which must complete,
+  // match the grader's own run on those flags and send as much, against the grader's overlapped
+  // and serial runs. Null: the stage's overlap is not judged by time.
+  std::function<OverlapVerdict(int ranks, const std::vector<std::string>& extra, const std::string& what)> overlap;
 };
 
 class StageGrading {
@@ -89,6 +95,10 @@ class StageGrading {
   // activations): the --mutation of MutantBinary() that is the reference. Each run is then held
   // to the bytes the grader's own run of the same layout sent (traffic_check.h). "": none.
   virtual std::string ReferenceMutation() const { return ""; }
+  // For a stage whose overlap is judged by time (overlap_check.h): the flags that make
+  // MutantBinary() the grader's own version of the stage with its communication overlapped with
+  // backward (true) or after it (false). Empty: not judged by time.
+  virtual std::vector<std::string> OverlapMutantFlags(bool overlapped) const { return {}; }
   // Tried after the first-loss check and before the generic mistakes: a message when `got`
   // matches one of `own` (the runs of OwnMistakes()), else "".
   virtual std::string Diagnose(const Trace& got, const Trace& want, const std::vector<KnownMistake>& own) const {

@@ -41,10 +41,12 @@ TEST(StageGradingTest, TheStagesSayWhatTheGraderNeeds) {
   EXPECT_EQ(own[1].name, "task3: bucket all-reduces start while backward runs (3b)");
   EXPECT_EQ(own[1].max_score, 6);
   EXPECT_TRUE(OwnTests(stages::Get("task2b")).empty());
-  // A stage's own mistakes come with the binary that makes them.
+  // A stage's own mistakes, and its overlapped and serial runs, come with the binary that makes
+  // them.
   for (const auto& st : stages::All()) {
     const StageGrading& g = GradingOf(st.id);
-    EXPECT_EQ(g.OwnMistakes().empty(), g.MutantBinary().empty()) << st.id;
+    EXPECT_EQ(g.OwnMistakes().empty() && g.OverlapMutantFlags(true).empty(), g.MutantBinary().empty()) << st.id;
+    EXPECT_EQ(g.OverlapMutantFlags(true).empty(), g.OverlapMutantFlags(false).empty()) << st.id;
   }
   EXPECT_EQ(GradingOf("task5").MutantBinary(), "task5/grading/mutant_stage");
 }

@@ -27,6 +27,12 @@ class Task3Grading : public grading::StageGrading {
     std::snprintf(cap, sizeof(cap), "--bucket_cap_mb=%g", BucketCapMb(model_type));
     return {"--ddp=buckets", cap};
   }
+  // The grader's own DDP (mutant_ddp.h): overlapped, and with every all-reduce launched after
+  // backward, for the overlap judged by time.
+  std::string MutantBinary() const override { return "task3/grading/mutant_ddp_stage"; }
+  std::vector<std::string> OverlapMutantFlags(bool overlapped) const override {
+    return {overlapped ? "--ddp_mutation=none" : "--ddp_mutation=launch_at_finish"};
+  }
   std::string DivideWhere() const override { return " in FinishGradientSync, once its all-reduces are done"; }
   std::vector<TestResult> ExtraTests(const StageRun& main_run, const StageCheckContext& c) const override {
     grading::DdpCheckContext d{c};

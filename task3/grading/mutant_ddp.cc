@@ -24,7 +24,7 @@ namespace {
 
 const std::set<std::string> kMutations = {"none",           "launch_at_finish", "forward_order", "no_division",
                                           "ignore_no_sync", "silent_unused",    "wait_in_hook",  "fill_order",
-                                          "cap_by_rank"};
+                                          "cap_by_rank",    "forged_overlap"};
 
 class MutantDdp : public DataParallel {
  public:
@@ -100,7 +100,7 @@ class MutantDdp : public DataParallel {
     if (!sync_ && m_ != "ignore_no_sync") return;
     if (!arrived_[i]) ++groups_[group_of_[i]].arrived;
     arrived_[i] = true;
-    if (m_ == "launch_at_finish") return;
+    if (m_ == "launch_at_finish" || m_ == "forged_overlap") return;
     if (m_ == "fill_order") {
       // Each bucket the moment it is complete, whatever the buckets before it have done.
       Group& g = groups_[group_of_[i]];

@@ -5,7 +5,8 @@
 // (communicates in every backward), silent_unused (no error for a parameter without a
 // gradient), wait_in_hook (each all-reduce waited where it is launched), fill_order (each bucket
 // launched once complete, not in bucket order), cap_by_rank (rank r's cap is r + 1 times the
-// cap: buckets that differ between ranks). Grader-private.
+// cap: buckets that differ between ranks), forged_overlap (launch_at_finish, and the stage's
+// binary rewrites its log at exit to claim every all-reduce overlapped). Grader-private.
 #pragma once
 
 #include <string>

@@ -39,7 +39,9 @@ INSTANTIATE_TEST_SUITE_P(
                      {kPerParameterShape, "not checked"},
                      {kNoSync, "summed but not divided"}}},
         OwnMutation{"ignore_no_sync", 32, {{kNoSync, "during the backward of update 1 that only accumulates"}}},
-        OwnMutation{"silent_unused", 38, {{kUnused, "trained on without complaint"}}}),
+        OwnMutation{"silent_unused", 38, {{kUnused, "trained on without complaint"}}},
+        // Launched after backward, its log rewritten at exit to claim overlap: the time says not.
+        OwnMutation{"forged_overlap", 34, {{kOverlap, "Yours is nearer the second"}}}),
     [](const ::testing::TestParamInfo<OwnMutation>& info) { return info.param.name; });
 
 }  // namespace
