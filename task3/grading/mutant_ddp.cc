@@ -24,7 +24,7 @@ namespace {
 
 const std::set<std::string> kMutations = {"none",           "launch_at_finish", "forward_order", "no_division",
                                           "ignore_no_sync", "silent_unused",    "wait_in_hook",  "fill_order",
-                                          "cap_by_rank",    "forged_overlap"};
+                                          "cap_by_rank",    "forged_overlap", "forged_no_sync"};
 
 class MutantDdp : public DataParallel {
  public:
@@ -97,7 +97,7 @@ class MutantDdp : public DataParallel {
   };
 
   void Arrived(size_t i) {
-    if (!sync_ && m_ != "ignore_no_sync") return;
+    if (!sync_ && m_ != "ignore_no_sync" && m_ != "forged_no_sync") return;
     if (!arrived_[i]) ++groups_[group_of_[i]].arrived;
     arrived_[i] = true;
     if (m_ == "launch_at_finish" || m_ == "forged_overlap") return;

@@ -6,7 +6,9 @@
 // gradient), wait_in_hook (each all-reduce waited where it is launched), fill_order (each bucket
 // launched once complete, not in bucket order), cap_by_rank (rank r's cap is r + 1 times the
 // cap: buckets that differ between ranks), forged_overlap (launch_at_finish, and the stage's
-// binary rewrites its log at exit to claim every all-reduce overlapped). Grader-private.
+// binary rewrites its log at exit to claim every all-reduce overlapped), forged_no_sync
+// (ignore_no_sync, its log rewritten to claim nothing was sent while accumulating).
+// Grader-private.
 #pragma once
 
 #include <string>

@@ -5,6 +5,7 @@
 // (grading/README.md, "The mutation suite").
 //
 // Grader-private, as grading/mutant_stage.cc: with --ddp_mutation=none it is a correct DDP.
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -21,23 +22,23 @@ ABSL_FLAG(std::string, ddp_mutation, "none", "none (a correct DDP), or a mistake
 
 namespace {
 
-// forged_overlap: what a submission that read the grader can do to its own log at exit: every
+// What a submission that read the grader can do to its own log at exit. forged_overlap: every
 // update claims that all its all-reduces started inside backward and were hidden.
-void ForgeOverlap(const std::string& output_dir) {
+// forged_no_sync: an update that also communicated in its accumulating backward claims it did not.
+void ForgeLog(const std::string& output_dir, const std::string& mutation) {
   const std::string path = output_dir + "/train_log.jsonl";
   std::ifstream in(path);
   if (!in) return;  // a rank that writes no log
   std::string line, out;
   while (std::getline(in, line)) {
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_object() && j.contains("buckets")) {
+    if (j.is_object() && mutation == "forged_overlap" && j.contains("buckets")) {
       j["buckets_started_before_backward_end"] = j["buckets"];
       if (j.contains("comm_busy_ms")) j["comm_hidden_ms"] = j["comm_busy_ms"];
       j["comm_exposed_ms"] = 0;
-      out += j.dump() + "\n";
-    } else {
-      out += line + "\n";
     }
+    if (j.is_object() && mutation == "forged_no_sync") j["no_sync_calls"] = 0;
+    out += (j.is_object() ? j.dump() : line) + "\n";
   }
   in.close();
   std::ofstream(path, std::ios::trunc) << out;
@@ -50,8 +51,10 @@ int main(int argc, char** argv) {
   distlm::task3::DdpMutation() = distlm::grading::FlagFromArgv(argc, argv, "--ddp_mutation", "none");
   const int code =
       distlm::train::RunStageMain(argc, argv, distlm::task3::MakeDdpStage("task3", distlm::part1::MakeTrainStep()));
-  if (distlm::task3::DdpMutation() == "forged_overlap") {
-    ForgeOverlap(distlm::grading::FlagFromArgv(argc, argv, "--output_dir", ""));
+  const std::string& m = distlm::task3::DdpMutation();
+  const char* rank = std::getenv("RANK");  // rank 0 writes the log (tools/launch sets RANK)
+  if ((m == "forged_overlap" || m == "forged_no_sync") && rank != nullptr && std::string(rank) == "0") {
+    ForgeLog(distlm::grading::FlagFromArgv(argc, argv, "--output_dir", ""), m);
   }
   return code;
 }

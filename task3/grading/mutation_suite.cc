@@ -32,16 +32,22 @@ INSTANTIATE_TEST_SUITE_P(
         OwnMutation{"launch_at_finish", 32,
                     {{kOverlap, "the all-reduce of bucket 0 started after backward ended"},
                      {kPerParameterShape, "the all-reduce of parameter 0 started after backward ended"}}},
-        OwnMutation{"forward_order", 36, {{kLayout, "filled from the FIRST parameter"}}},
-        OwnMutation{"no_division", 12,
+        // The embeddings' bucket first: complete only at the end of backward, so nothing overlaps.
+        OwnMutation{"forward_order", 30,
+                    {{kLayout, "filled from the FIRST parameter"}, {kOverlap, "Yours is nearer the second"}}},
+        // Overlap is credited only to a run that does the real work: its timed run must match.
+        OwnMutation{"no_division", 6,
                     {{"task3" + kParity, "divide the sum by 4 (pg.getSize()) in FinishGradientSync"},
+                     {kOverlap, "does not match the grader's own run on those flags"},
                      {kPerParameter, "summed but not divided"},
                      {kPerParameterShape, "not checked"},
                      {kNoSync, "summed but not divided"}}},
         OwnMutation{"ignore_no_sync", 32, {{kNoSync, "during the backward of update 1 that only accumulates"}}},
         OwnMutation{"silent_unused", 38, {{kUnused, "trained on without complaint"}}},
         // Launched after backward, its log rewritten at exit to claim overlap: the time says not.
-        OwnMutation{"forged_overlap", 34, {{kOverlap, "Yours is nearer the second"}}}),
+        OwnMutation{"forged_overlap", 34, {{kOverlap, "Yours is nearer the second"}}},
+        // Communicates while accumulating, its log rewritten to claim not: the kernel's count says so.
+        OwnMutation{"forged_no_sync", 32, {{kNoSync, "times what the main run sent for as many updates"}}}),
     [](const ::testing::TestParamInfo<OwnMutation>& info) { return info.param.name; });
 
 }  // namespace
