@@ -31,7 +31,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-bazel-bin/tools/student_kit --out="$work/kit" >&2
+bazel-bin/tools/student_kit --source="$PWD" --out="$work/kit" >&2
 mkdir -p "$work/sub/part1" "$work/sub/task3"
 cp part1/reference/train_step.cc "$work/sub/part1/"
 cp task3/reference/*.cc "$work/sub/task3/"
@@ -41,8 +41,8 @@ if [ -n "$mutation" ]; then
             --prebuilt_flags="task3=--ddp_mutation=$mutation")
 fi
 for ((k = 0; k < hogs; k++)); do (while :; do :; done) & hog_pids+=($!); done
-echo "| grading | submission s | overlapped s | serial s | position | task3 |"
-echo "| ---: | ---: | ---: | ---: | ---: | ---: |"
+echo "| grading | submission s | overlapped s | serial s | position | no_sync bytes | task3 |"
+echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for ((g = 1; g <= gradings; g++)); do
   bazel-bin/grading/autograde --submission="$work/sub" --kit="$work/kit" --model_type="$model_type" \
     --results="$work/r$g.json" --seed=$((1000 + g)) "${prebuilt[@]}" >"$work/g$g.log" 2>&1 || true
@@ -52,11 +52,14 @@ tests = json.load(open(sys.argv[1]))["tests"]
 score = sum(t.get("score", 0) for t in tests if t["name"].startswith("task3"))
 most = sum(t.get("max_score", 0) for t in tests if t["name"].startswith("task3"))
 out = next((t.get("output", "") for t in tests if "start while backward runs" in t["name"]), "")
+no_sync = next((t.get("output", "") for t in tests if "no_sync" in t["name"]), "")
+n = re.search(r"counted ([\d.]+) times|, ([\d.]+) times what the main run sent", no_sync)
+ratio = next((g for g in n.groups() if g), "") if n else ""
 m = re.search(r"your run took ([\d.]+) s; the grader's own took ([\d.]+) s .* and ([\d.]+) s", out)
 if m:
     s, o, w = map(float, m.groups())
-    print("| %s | %.1f | %.1f | %.1f | %.2f | %g/%g |" % (sys.argv[2], s, o, w, (s - o) / (w - o), score, most))
+    print("| %s | %.1f | %.1f | %.1f | %.2f | %s | %g/%g |" % (sys.argv[2], s, o, w, (s - o) / (w - o), ratio, score, most))
 else:
-    print("| %s | | | | %s | %g/%g |" % (sys.argv[2], out.strip().replace("\n", " ")[:100], score, most))
+    print("| %s | | | | %s | %s | %g/%g |" % (sys.argv[2], out.strip().replace("\n", " ")[:100], ratio, score, most))
 PY
 done
