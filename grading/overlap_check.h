@@ -28,8 +28,12 @@ inline constexpr uint64_t kOverlapLinkBytesPerS = 37'500'000;
 std::vector<std::string> OverlapRunFlags(const std::string& model_type);
 
 // A gap between the grader's two runs under this share of the overlapped run is not told from
-// noise: overlap is then not judged (the link did not separate them on this host).
-inline constexpr double kMinOverlapGapShare = 0.08;
+// noise: overlap is then not judged (the link did not separate them on this host). Measured:
+// the tiny BERT's gap is 17 to 29 % of the overlapped run, idle or beside two CPU-bound
+// processes, and the reference's own run lands from -0.33 to 0.36 of the way from the overlapped
+// run to the serial one (credited up to 0.5); the tiny ViT's all-reduces are too small at this
+// rate (a gap of 9 %), and its overlap is not judged by time.
+inline constexpr double kMinOverlapGapShare = 0.12;
 
 struct OverlapTimes {
   double submission_s = -1;
