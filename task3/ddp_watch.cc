@@ -31,10 +31,10 @@ std::string Key(const State& s, int64_t n, int rank) {
   return "ddp_watch/" + std::to_string(s.watch) + "/" + std::to_string(n) + "/" + std::to_string(rank);
 }
 
-class WatchedWork : public c10d::Work {
+class WatchedWork : public dist::ForwardingWork {
  public:
   WatchedWork(c10::intrusive_ptr<c10d::Work> inner, std::shared_ptr<State> state, int64_t n)
-      : inner_(std::move(inner)), state_(std::move(state)), n_(n) {}
+      : ForwardingWork(std::move(inner)), state_(std::move(state)), n_(n) {}
 
   bool wait(std::chrono::milliseconds timeout) override {
     {
@@ -43,14 +43,8 @@ class WatchedWork : public c10d::Work {
     }
     return inner_->wait(timeout);
   }
-  bool isCompleted() override { return inner_->isCompleted(); }
-  bool isSuccess() const override { return inner_->isSuccess(); }
-  std::exception_ptr exception() const override { return inner_->exception(); }
-  std::vector<at::Tensor> result() override { return inner_->result(); }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return inner_->getFuture(); }
 
  private:
-  c10::intrusive_ptr<c10d::Work> inner_;
   std::shared_ptr<State> state_;
   int64_t n_;
 };

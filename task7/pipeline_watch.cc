@@ -60,10 +60,10 @@ using State = PipelineWatch::State;
 
 std::string StageName(int s) { return "stage " + std::to_string(s); }
 
-class WatchedWork : public c10d::Work {
+class WatchedWork : public dist::ForwardingWork {
  public:
   WatchedWork(c10::intrusive_ptr<c10d::Work> inner, std::shared_ptr<State> state, size_t op)
-      : inner_(std::move(inner)), state_(std::move(state)), op_(op) {}
+      : ForwardingWork(std::move(inner)), state_(std::move(state)), op_(op) {}
 
   bool wait(std::chrono::milliseconds timeout) override {
     std::string described;
@@ -100,14 +100,8 @@ class WatchedWork : public c10d::Work {
     state_->ops[op_].done = true;
     return true;
   }
-  bool isCompleted() override { return inner_->isCompleted(); }
-  bool isSuccess() const override { return inner_->isSuccess(); }
-  std::exception_ptr exception() const override { return inner_->exception(); }
-  std::vector<at::Tensor> result() override { return inner_->result(); }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return inner_->getFuture(); }
 
  private:
-  c10::intrusive_ptr<c10d::Work> inner_;
   std::shared_ptr<State> state_;
   size_t op_;
   bool waited_ = false;

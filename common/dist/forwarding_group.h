@@ -4,6 +4,8 @@
 // is a caller's ProcessGroup either way.
 #pragma once
 
+#include <chrono>
+#include <exception>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,6 +13,22 @@
 #include "common/dist/c10d_compat.h"
 
 namespace distlm::dist {
+
+// A Work that hands everything to another one: the base of the local tests' watched works, which
+// then override only wait() (to note when, or to bound it).
+class ForwardingWork : public c10d::Work {
+ public:
+  explicit ForwardingWork(c10::intrusive_ptr<c10d::Work> inner) : inner_(std::move(inner)) {}
+  bool wait(std::chrono::milliseconds timeout) override { return inner_->wait(timeout); }
+  bool isCompleted() override { return inner_->isCompleted(); }
+  bool isSuccess() const override { return inner_->isSuccess(); }
+  std::exception_ptr exception() const override { return inner_->exception(); }
+  std::vector<at::Tensor> result() override { return inner_->result(); }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return inner_->getFuture(); }
+
+ protected:
+  c10::intrusive_ptr<c10d::Work> inner_;
+};
 
 class ForwardingGroup : public GroupImpl {
  public:
