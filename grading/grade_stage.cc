@@ -108,8 +108,7 @@ void Autograder::Impl::GradeStage(const stages::Row& st, const SubmittedStage& s
     return r;
   };
   StageRun r = run(ranks, {}, 0, 0);
-  const bool completed =
-      r.exit_code == 0 && !r.timed_out && r.log.size() >= kSteps && r.bad_log_lines.empty();
+  const bool completed = r.Completed(kSteps);
   std::string confinement = Fmt("%.1f", r.seconds) + " s; limits: " + Fmt("%.0f", config.run_timeout_s) + " s, " +
                             Fmt("%.1f", static_cast<double>(config.memory_limit_bytes) / (1 << 30)) +
                             " GiB per process" + (r.network_isolated ? ", loopback-only network" : "");
@@ -301,7 +300,7 @@ ShareOutcome Autograder::Impl::ShareCheck(
     return out;
   };
   const StageRun& r = *long_run;
-  if (r.exit_code != 0 || r.timed_out || r.log.size() < kSteps || !r.bad_log_lines.empty()) {
+  if (!r.Completed(kSteps)) {
     return refused("the run with" + said + " on " + std::to_string(ranks) + " ranks (the grader's look at each rank's "
                    "share of the work) did not complete: " + RunFailureMessage(r, st, config));
   }
@@ -348,7 +347,7 @@ OverlapVerdict Autograder::Impl::OverlapCheck(const stages::Row& st, const Stage
     const StageRun r = run(ranks, flags, 0, kOverlapLinkBytesPerS);
     stop->judged = true;
     stop->ok = false;
-    if (r.exit_code != 0 || r.timed_out || r.log.empty() || !r.bad_log_lines.empty()) {
+    if (!r.Completed(kOverlapSteps)) {
       stop->message = on + "did not complete: " + RunFailureMessage(r, st, config);
       return -1;
     }

@@ -19,6 +19,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// What a run of the grader's own is remembered by: the stage, its ranks and every flag.
+std::string RunKey(const stages::Row& st, int ranks, const std::vector<std::string>& flags) {
+  std::string key = st.id + " x" + std::to_string(ranks);
+  for (const auto& f : flags) key += " " + f;
+  return key;
+}
+
 // Launcher and MPI variables the grader may have inherited; a run starts clean of them.
 const std::vector<std::string> kDistEnv = {"RANK",        "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
                                            "GROUP_RANK",  "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_SIZE",
@@ -224,8 +231,7 @@ const GraderRuns::ReferenceFigures& GraderRuns::ReferenceRun(const stages::Row& 
                                                                          const std::vector<std::string>& extra) {
   std::vector<std::string> flags = StageFlags(st, grading, ranks, {}, extra);
   flags.push_back("--mutation=" + grading.ReferenceMutation());
-  std::string key = st.id + " x" + std::to_string(ranks);
-  for (const auto& f : flags) key += " " + f;
+  const std::string key = RunKey(st, ranks, flags);
   if (auto it = reference_runs_.find(key); it != reference_runs_.end()) return it->second;
   ReferenceFigures& figures = reference_runs_[key];
   std::string binary;
@@ -256,8 +262,7 @@ const GraderRuns::OverlapRuns& GraderRuns::OverlapYardsticks(const stages::Row& 
                                                              int ranks, const std::vector<std::string>& extra) {
   std::vector<std::string> flags = StageFlags(st, grading, ranks, {}, extra);
   for (const std::string& f : OverlapRunFlags(config_.model_type)) flags.push_back(f);
-  std::string key = st.id + " x" + std::to_string(ranks);
-  for (const auto& f : flags) key += " " + f;
+  const std::string key = RunKey(st, ranks, flags);
   if (auto it = overlap_runs_.find(key); it != overlap_runs_.end()) return it->second;
   OverlapRuns& out = overlap_runs_[key];
   std::string binary;
@@ -276,9 +281,9 @@ const GraderRuns::OverlapRuns& GraderRuns::OverlapYardsticks(const stages::Row& 
     StageRunOptions o = RunOptions("overlap_" + st.id + "_" + kind + "_" + std::to_string(overlap_runs_.size()), nullptr);
     o.limits.loopback_rate_bytes_per_s = kOverlapLinkBytesPerS;
     const StageRun r = RunStage(binary, ranks, Launcher::kLaunch, run_flags, o);
-    if (r.exit_code != 0 || r.log.empty() || r.loopback_rate != kOverlapLinkBytesPerS) {
+    if (!r.Completed(kOverlapSteps) || r.loopback_rate != kOverlapLinkBytesPerS) {
       Note("the grader's own " + kind + " run of " + st.id + " on a limited link " +
-           (r.exit_code == 0 && !r.log.empty() ? "had no limited link (" + r.isolation_note + ")" : "failed") +
+           (r.Completed(kOverlapSteps) ? "had no limited link (" + r.isolation_note + ")" : "failed") +
            "; overlap is not judged by time");
       out.times = {};
       return out;

@@ -5,8 +5,9 @@
 namespace distlm::grading {
 
 std::vector<std::string> OverlapRunFlags(const std::string& model_type) {
-  if (model_type == "vit") return {"--max_steps=20", "--per_gpu_train_batch_size=8"};
-  return {"--max_seq_length=512", "--max_steps=20", "--per_gpu_train_batch_size=4"};
+  const std::string steps = "--max_steps=" + std::to_string(kOverlapSteps);
+  if (model_type == "vit") return {steps, "--per_gpu_train_batch_size=8"};
+  return {"--max_seq_length=512", steps, "--per_gpu_train_batch_size=4"};
 }
 
 OverlapVerdict JudgeOverlap(const OverlapTimes& t, const std::string& what) {

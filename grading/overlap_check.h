@@ -12,6 +12,7 @@
 // submission's time is at least as close to the overlapped run's as to the other's.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -24,7 +25,9 @@ namespace distlm::grading {
 inline constexpr uint64_t kOverlapLinkBytesPerS = 37'500'000;
 
 // The timed runs' flags beyond the layout's: long sequences and more examples a rank, so that
-// backward is long enough to hide communication behind, and enough updates to outweigh start-up.
+// backward is long enough to hide communication behind, and kOverlapSteps updates, enough to
+// outweigh start-up. A timed run must log every one of them (one that stops early is shorter).
+inline constexpr size_t kOverlapSteps = 20;
 std::vector<std::string> OverlapRunFlags(const std::string& model_type);
 
 // A gap between the grader's two runs under this share of the overlapped run is not told from

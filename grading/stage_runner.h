@@ -48,6 +48,10 @@ struct StageRun {
   int64_t output_owner = -1;         // whose they must be (-1: anyone's)
   std::vector<double> losses() const;
   std::vector<double> grad_norms() const;
+  // Exited 0 within its time, with at least `updates` log lines and none that is not JSON.
+  bool Completed(size_t updates) const {
+    return exit_code == 0 && !timed_out && log.size() >= updates && bad_log_lines.empty();
+  }
 };
 
 // How a run is confined, and where its output goes.

@@ -57,35 +57,6 @@ std::vector<NamedParameter> NamedL1First(Net& net) {
   return out;
 }
 
-// The sizes (elements) of the buckets of task3/ddp.h, in bucket order. `numels`: the
-// parameters' sizes, in registration order.
-std::vector<int64_t> RuleBuckets(const std::vector<int64_t>& numels, int64_t cap_bytes) {
-  std::vector<int64_t> buckets;
-  for (auto it = numels.rbegin(); it != numels.rend(); ++it) {
-    if (buckets.empty() || buckets.back() * 4 >= cap_bytes) buckets.push_back(0);
-    buckets.back() += *it;
-  }
-  return buckets;
-}
-
-// "" unless the all-reduces' sizes (in launch order) are the right buckets started out of bucket
-// order; then which bucket started before which.
-std::string OrderError(const std::vector<int64_t>& sizes, const std::vector<int64_t>& numels, int64_t cap_bytes) {
-  const std::vector<int64_t> rule = RuleBuckets(numels, cap_bytes);
-  std::vector<int64_t> a = sizes, b = rule;
-  std::sort(a.begin(), a.end());
-  std::sort(b.begin(), b.end());
-  if (a != b || sizes == rule) return "";
-  size_t first = 0;
-  while (sizes[first] == rule[first]) ++first;
-  size_t early = first + 1;
-  while (rule[early] != sizes[first]) ++early;
-  return "bucket " + std::to_string(early) + " started before bucket " + std::to_string(first) + ": in this model " +
-         "bucket " + std::to_string(early) + "'s gradients are complete first, but the buckets must start in bucket "
-         "order on every rank. Collectives pair up by their order, not by their contents: a rank on which another "
-         "bucket completed first would pair different buckets, and Gloo would add them together or abort";
-}
-
 // True when `sizes` (elements) cut `numels`, in that order, into runs of whole parameters.
 bool WholeRuns(const std::vector<int64_t>& sizes, const std::vector<int64_t>& numels) {
   size_t next = 0;
@@ -95,6 +66,47 @@ bool WholeRuns(const std::vector<int64_t>& sizes, const std::vector<int64_t>& nu
     if (held != size) return false;
   }
   return next == numels.size();
+}
+
+// The bucket each all-reduce carried, numbered by where its parameters lie in the order backward
+// produces them: the launches (each a run of whole parameters) laid end to end from the last
+// parameter on, the earliest launch that fits taken first. Empty when they do not lay out so
+// (BucketError then names what is wrong). `numels` in registration order.
+std::vector<int> BucketOfLaunch(const std::vector<int64_t>& sizes, const std::vector<int64_t>& numels) {
+  std::vector<int> bucket(sizes.size(), -1);
+  auto from = numels.rbegin();
+  for (int b = 0; from != numels.rend(); ++b) {
+    bool placed = false;
+    for (size_t k = 0; k < sizes.size() && !placed; ++k) {
+      if (bucket[k] >= 0) continue;
+      int64_t held = 0;
+      auto end = from;
+      while (end != numels.rend() && held < sizes[k]) held += *end++;
+      if (held == sizes[k]) {
+        bucket[k] = b;
+        from = end;
+        placed = true;
+      }
+    }
+    if (!placed) return {};
+  }
+  return bucket;
+}
+
+// "" unless the all-reduces are buckets started out of bucket order; then which bucket started
+// before which. (Buckets laid out from the first parameter are BucketError's to name.)
+std::string OrderError(const std::vector<int64_t>& sizes, const std::vector<int64_t>& numels) {
+  if (WholeRuns(sizes, numels)) return "";
+  const std::vector<int> bucket = BucketOfLaunch(sizes, numels);
+  for (size_t k = 0; k < bucket.size(); ++k) {
+    if (bucket[k] == static_cast<int>(k)) continue;
+    const std::string early = std::to_string(bucket[k]);
+    return "bucket " + early + " started before bucket " + std::to_string(k) + ": in this model bucket " + early +
+           "'s gradients are complete first, but the buckets must start in bucket order on every rank. "
+           "Collectives pair up by their order, not by their contents: a rank on which another bucket completed "
+           "first would pair different buckets, and Gloo would add them together or abort";
+  }
+  return "";
 }
 
 // "" when the all-reduces' sizes (elements, in launch order) are the buckets of task3/ddp.h,
@@ -231,7 +243,7 @@ void Averages(RankEnv& env, const std::string& version, bool l1_first = false) {
              "nothing of it is hidden");
       }
     } else {
-      if (const std::string error = OrderError(sizes, numels, kCapBytes); !error.empty()) Fail(error);
+      if (const std::string error = OrderError(sizes, numels); !error.empty()) Fail(error);
       if (const std::string error = BucketError(sizes, numels, kCapBytes); !error.empty()) Fail(error);
       if (late >= 0) {
         Fail("the all-reduce of bucket " + std::to_string(late) + " started after backward ended: a bucket's "

@@ -132,8 +132,7 @@ bool RunsAndMatches(const DdpCheckContext& c, int ranks, const std::vector<std::
   *out = c.run(ranks, extra, 0);
   std::string flags;
   for (const auto& f : extra) flags += " " + f;
-  const bool completed = out->exit_code == 0 && !out->timed_out && out->log.size() >= kSteps && out->bad_log_lines.empty();
-  if (!completed) {
+  if (!out->Completed(kSteps)) {
     t.output = "the run with" + flags + " on " + std::to_string(ranks) + " ranks did not complete: " + c.run_failure(*out);
     return false;
   }
