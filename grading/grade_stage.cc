@@ -344,14 +344,14 @@ OverlapVerdict Autograder::Impl::OverlapCheck(const stages::Row& st, const Stage
   const std::string on = "your run with" + said + " on the grader's limited link ";
   // One timed run: its seconds, or a verdict that ends the check.
   auto timed = [&](OverlapVerdict* stop) -> double {
-    const StageRun r = run(ranks, flags, 0, kOverlapLinkBytesPerS);
+    const StageRun r = run(ranks, flags, 0, times.rate_bytes_per_s);
     stop->judged = true;
     stop->ok = false;
     if (!r.Completed(kOverlapSteps)) {
       stop->message = on + "did not complete: " + RunFailureMessage(r, st, config);
       return -1;
     }
-    if (r.loopback_rate != kOverlapLinkBytesPerS) {
+    if (r.loopback_rate != times.rate_bytes_per_s) {
       *stop = JudgeOverlap({}, what);  // the grader could not limit this run's link: not judged
       return -1;
     }

@@ -272,27 +272,46 @@ const GraderRuns::OverlapRuns& GraderRuns::OverlapYardsticks(const stages::Row& 
     Note(st.id + "'s overlap not judged by time: " + e.what());
     return out;
   }
-  for (const bool overlapped : {true, false}) {
-    std::vector<std::string> run_flags = flags;
-    for (const std::string& f : grading.OverlapMutantFlags(overlapped)) run_flags.push_back(f);
-    const std::string kind = overlapped ? "overlapped" : "serial";
-    Progress("running the grader's own " + st.id + " on " + std::to_string(ranks) + " ranks on a limited link (" +
-             kind + "), to time overlap");
-    StageRunOptions o = RunOptions("overlap_" + st.id + "_" + kind + "_" + std::to_string(overlap_runs_.size()), nullptr);
-    o.limits.loopback_rate_bytes_per_s = kOverlapLinkBytesPerS;
-    const StageRun r = RunStage(binary, ranks, Launcher::kLaunch, run_flags, o);
-    if (!r.Completed(kOverlapSteps) || r.loopback_rate != kOverlapLinkBytesPerS) {
-      Note("the grader's own " + kind + " run of " + st.id + " on a limited link " +
-           (r.Completed(kOverlapSteps) ? "had no limited link (" + r.isolation_note + ")" : "failed") +
-           "; overlap is not judged by time");
-      out.times = {};
-      return out;
+  // Both runs at `rate`; false (and a note) where either failed or had no limited link.
+  auto time_both = [&](uint64_t rate, OverlapRuns* pair, const std::string& if_failed) {
+    pair->times.rate_bytes_per_s = rate;
+    const std::string link = Fmt("%.0f", rate * 8 / 1e6) + " Mbit/s";
+    for (const bool overlapped : {true, false}) {
+      std::vector<std::string> run_flags = flags;
+      for (const std::string& f : grading.OverlapMutantFlags(overlapped)) run_flags.push_back(f);
+      const std::string kind = overlapped ? "overlapped" : "serial";
+      Progress("running the grader's own " + st.id + " on " + std::to_string(ranks) + " ranks on a " + link +
+               " link (" + kind + "), to time overlap");
+      StageRunOptions o =
+          RunOptions("overlap_" + st.id + "_" + kind + "_" + std::to_string(overlap_runs_.size()) + "_" +
+                         std::to_string(rate),
+                     nullptr);
+      o.limits.loopback_rate_bytes_per_s = rate;
+      const StageRun r = RunStage(binary, ranks, Launcher::kLaunch, run_flags, o);
+      if (!r.Completed(kOverlapSteps) || r.loopback_rate != rate) {
+        Note("the grader's own " + kind + " run of " + st.id + " on a limited link " +
+             (r.Completed(kOverlapSteps) ? "had no limited link (" + r.isolation_note + ")" : "failed") +
+             "; " + if_failed);
+        return false;
+      }
+      (overlapped ? pair->times.overlapped_s : pair->times.serial_s) = r.seconds;
+      if (overlapped) {
+        pair->trace = TraceOf(r);
+        pair->bytes = static_cast<double>(r.network_bytes);
+      }
     }
-    (overlapped ? out.times.overlapped_s : out.times.serial_s) = r.seconds;
-    if (overlapped) {
-      out.trace = TraceOf(r);
-      out.bytes = static_cast<double>(r.network_bytes);
-    }
+    return true;
+  };
+  auto gap_share = [](const OverlapTimes& t) { return (t.serial_s - t.overlapped_s) / t.overlapped_s; };
+  if (!time_both(kOverlapLinkBytesPerS, &out, "overlap is not judged by time")) {
+    out = {};
+    return out;
+  }
+  // Once more at a rate set from what these two runs show, where they came out too close; the
+  // wider of the two pairs' gaps is kept.
+  if (const uint64_t next = NextOverlapRate(out.times, out.bytes); next != 0) {
+    OverlapRuns again;
+    if (time_both(next, &again, "the first rate's runs are kept") && gap_share(again.times) > gap_share(out.times)) out = again;
   }
   return out;
 }

@@ -1,5 +1,8 @@
 #include "grading/overlap_check.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "grading/trace.h"
 
 namespace distlm::grading {
@@ -10,9 +13,20 @@ std::vector<std::string> OverlapRunFlags(const std::string& model_type) {
   return {"--max_seq_length=512", steps, "--per_gpu_train_batch_size=4"};
 }
 
+uint64_t NextOverlapRate(const OverlapTimes& t, double bytes) {
+  if (t.overlapped_s <= 0 || t.serial_s <= 0 || bytes <= 0 || t.rate_bytes_per_s == 0) return 0;
+  const double gap = t.serial_s - t.overlapped_s;
+  if (gap >= kWantedOverlapGapShare * t.overlapped_s) return 0;
+  const double rate = static_cast<double>(t.rate_bytes_per_s);
+  const double communication_s = bytes / rate;
+  // Noise can make the gap negative: backward is then taken as a tenth of the communication.
+  const double next = gap < 0.75 * communication_s ? bytes / std::max(gap, 0.1 * communication_s) : rate / 2;
+  return static_cast<uint64_t>(std::llround(std::clamp(next, rate / 8, rate * 8)));
+}
+
 OverlapVerdict JudgeOverlap(const OverlapTimes& t, const std::string& what) {
   OverlapVerdict v;
-  const std::string link = Fmt("%.0f", kOverlapLinkBytesPerS * 8 / 1e6) + " Mbit/s";
+  const std::string link = Fmt("%.0f", t.rate_bytes_per_s * 8 / 1e6) + " Mbit/s";
   if (t.overlapped_s <= 0 || t.serial_s <= 0) {
     v.message = "overlap not judged by time: the grader's own runs on its " + link + " link did not complete\n";
     return v;

@@ -1,9 +1,12 @@
 // The overlap verdict (overlap_check.h) on figures of the shapes the grader meets: the
 // submission near either of the grader's two runs, at the midpoint, a run that did not
-// complete, and yardsticks too close (or missing) to judge by.
+// complete, and yardsticks too close (or missing) to judge by; and the link's second rate on
+// runs of the closed form it reasons from.
 #include "grading/overlap_check.h"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 namespace distlm::grading {
 namespace {
@@ -47,6 +50,57 @@ TEST(OverlapCheckTest, YardsticksTooCloseOrMissingAreNotJudged) {
   const OverlapVerdict missing = Judge(20.0, -1, 15.0);
   EXPECT_FALSE(missing.judged);
   EXPECT_TRUE(missing.ok);
+}
+
+TEST(OverlapCheckTest, TheVerdictNamesTheLinkItsRunsHad) {
+  const OverlapVerdict v = JudgeOverlap({12.4, 12.0, 15.0, 75'000'000}, "its bucket all-reduces");
+  EXPECT_NE(v.message.find("600 Mbit/s link"), std::string::npos) << v.message;
+}
+
+// The closed form NextOverlapRate reasons from: an update of `forward_s` + `backward_s` whose
+// communication of `bytes` at `rate` runs during backward (overlapped) or after it (serial),
+// over `updates` updates after `start_s` of start-up.
+OverlapTimes Modelled(double backward_s, double bytes, uint64_t rate) {
+  const double start_s = 6, forward_s = 0.3, updates = 20;
+  const double communication_s = bytes / updates / static_cast<double>(rate);
+  OverlapTimes t;
+  t.overlapped_s = start_s + updates * (forward_s + std::max(backward_s, communication_s));
+  t.serial_s = start_s + updates * (forward_s + backward_s + communication_s);
+  t.rate_bytes_per_s = rate;
+  return t;
+}
+
+double GapShare(const OverlapTimes& t) { return (t.serial_s - t.overlapped_s) / t.overlapped_s; }
+
+TEST(OverlapCheckTest, AWideEnoughGapKeepsTheRate) {
+  EXPECT_EQ(NextOverlapRate(Modelled(0.6, 20 * 22.5e6, kOverlapLinkBytesPerS), 20 * 22.5e6), 0u);
+}
+
+TEST(OverlapCheckTest, CommunicationFarLongerThanBackwardGetsAFasterLinkWhereTheyMatch) {
+  // 0.2 s of backward against 1.2 s of all-reduces an update: the gap is backward's 4 s in 36.
+  const double bytes = 20 * 45e6;
+  const OverlapTimes slow = Modelled(0.2, bytes, kOverlapLinkBytesPerS);
+  ASSERT_LT(GapShare(slow), kMinOverlapGapShare);
+  const uint64_t next = NextOverlapRate(slow, bytes);
+  EXPECT_NEAR(static_cast<double>(next), bytes / 20 / 0.2, 1.0);  // an update's bytes in 0.2 s
+  EXPECT_GT(GapShare(Modelled(0.2, bytes, next)), kWantedOverlapGapShare);
+}
+
+TEST(OverlapCheckTest, BackwardLongerThanCommunicationHalvesTheLink) {
+  // Communication fully hidden: the gap is all of it, and backward's length is unknown.
+  const double bytes = 20 * 3.75e6;
+  const OverlapTimes fast = Modelled(0.8, bytes, kOverlapLinkBytesPerS);
+  ASSERT_LT(GapShare(fast), kWantedOverlapGapShare);
+  const uint64_t next = NextOverlapRate(fast, bytes);
+  EXPECT_EQ(next, kOverlapLinkBytesPerS / 2);
+  EXPECT_GT(GapShare(Modelled(0.8, bytes, next)), GapShare(fast));
+}
+
+TEST(OverlapCheckTest, TheRateMovesAtMostEightTimesAndNeedsBothRuns) {
+  OverlapTimes noisy{-1, 20.0, 19.5, kOverlapLinkBytesPerS};  // serial faster: noise
+  EXPECT_EQ(NextOverlapRate(noisy, 20 * 45e6), kOverlapLinkBytesPerS * 8);
+  EXPECT_EQ(NextOverlapRate({-1, -1, 19.5, kOverlapLinkBytesPerS}, 20 * 45e6), 0u);
+  EXPECT_EQ(NextOverlapRate({-1, 20.0, 21.0, kOverlapLinkBytesPerS}, -1), 0u);
 }
 
 }  // namespace

@@ -41,8 +41,8 @@ if [ -n "$mutation" ]; then
             --prebuilt_flags="task3=--ddp_mutation=$mutation")
 fi
 for ((k = 0; k < hogs; k++)); do (while :; do :; done) & hog_pids+=($!); done
-echo "| grading | submission s | overlapped s | serial s | position | no_sync bytes | task3 |"
-echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+echo "| grading | link Mbit/s | submission s | overlapped s | serial s | position | no_sync bytes | task3 |"
+echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for ((g = 1; g <= gradings; g++)); do
   bazel-bin/grading/autograde --submission="$work/sub" --kit="$work/kit" --model_type="$model_type" \
     --results="$work/r$g.json" --seed=$((1000 + g)) "${prebuilt[@]}" >"$work/g$g.log" 2>&1 || true
@@ -55,11 +55,13 @@ out = next((t.get("output", "") for t in tests if "start while backward runs" in
 no_sync = next((t.get("output", "") for t in tests if "no_sync" in t["name"]), "")
 n = re.search(r"counted ([\d.]+) times|, ([\d.]+) times what the main run sent", no_sync)
 ratio = next((g for g in n.groups() if g), "") if n else ""
+link = re.search(r"([\d.]+) Mbit/s link", out)
+link = link.group(1) if link else ""
 m = re.search(r"your run took ([\d.]+) s; the grader's own took ([\d.]+) s .* and ([\d.]+) s", out)
 if m:
     s, o, w = map(float, m.groups())
-    print("| %s | %.1f | %.1f | %.1f | %.2f | %s | %g/%g |" % (sys.argv[2], s, o, w, (s - o) / (w - o), ratio, score, most))
+    print("| %s | %s | %.1f | %.1f | %.1f | %.2f | %s | %g/%g |" % (sys.argv[2], link, s, o, w, (s - o) / (w - o), ratio, score, most))
 else:
-    print("| %s | | | | %s | %s | %g/%g |" % (sys.argv[2], out.strip().replace("\n", " ")[:100], ratio, score, most))
+    print("| %s | %s | | | | %s | %s | %g/%g |" % (sys.argv[2], link, out.strip().replace("\n", " ")[:100], ratio, score, most))
 PY
 done

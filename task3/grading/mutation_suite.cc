@@ -35,10 +35,10 @@ INSTANTIATE_TEST_SUITE_P(
         // The embeddings' bucket first: complete only at the end of backward, so nothing overlaps.
         OwnMutation{"forward_order", 30,
                     {{kLayout, "filled from the FIRST parameter"}, {kOverlap, "Yours is nearer the second"}}},
-        // Overlap is credited only to a run that does the real work: its timed run must match.
+        // Overlap is timed only for a DDP whose updates are right (its timed run must match too).
         OwnMutation{"no_division", 6,
                     {{"task3" + kParity, "divide the sum by 4 (pg.getSize()) in FinishGradientSync"},
-                     {kOverlap, "does not match the grader's own run on those flags"},
+                     {kOverlap, "overlap is timed only for a DDP whose updates are right"},
                      {kPerParameter, "summed but not divided"},
                      {kPerParameterShape, "not checked"},
                      {kNoSync, "summed but not divided"}}},
