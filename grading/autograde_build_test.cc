@@ -47,12 +47,16 @@ TEST(AutogradeBuildTest, TheReferenceZipBuiltOnACleanKitScoresFullMarks) {
   ASSERT_EQ(testing::Run(zip, 60).exit_code, 0);
   std::string out;
   nlohmann::json r = Grade(dir + "/submission.zip", &out);
-  // Every stage was submitted, optional ones included: full marks are every test's points
-  // (75, 20 each for tasks 5 and 6, 12 for task 7).
+  // Every stage was submitted, optional ones included: full marks are every test's points.
   double full = 0;
   for (const auto& t : r["tests"]) full += t["max_score"].get<double>();
   EXPECT_EQ(full, stages::TotalPoints("bert")) << "every stage's tests, as common/stages/stages.bzl states them";
   EXPECT_EQ(r["score"], full) << out;
+  // Every test passed, those of no points too (the builds, the runs, what is told for feedback).
+  size_t tests = 0;
+  for (const auto& st : stages::All()) tests += 2 + st.grading.tests.size();  // + builds, runs
+  EXPECT_EQ(r["tests"].size(), tests);
+  for (const auto& t : r["tests"]) EXPECT_EQ(t["status"], "passed") << t["name"] << ":\n" << t["output"];
   for (const auto& st : stages::All()) {
     EXPECT_NE(Named(r, st.id + ": builds")["output"].get<std::string>().find("on a clean student kit"), std::string::npos);
   }

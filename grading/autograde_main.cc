@@ -22,6 +22,7 @@
 #include "common/runtime/errors.h"
 #include "common/runtime/user_path.h"
 #include "grading/autograder.h"
+#include "grading/time_ledger.h"
 
 ABSL_FLAG(std::string, submission, "", "the submission: a directory or a .zip in the handout's layout");
 ABSL_FLAG(std::string, results, "", "where to write Gradescope's results.json");
@@ -71,6 +72,16 @@ ABSL_FLAG(std::string, prebuilt_flags, "",
 namespace {
 
 using distlm::UserError;
+
+// The one grading this process does: its start, and where its time went.
+double SecondsSinceStart() {
+  static const auto started = std::chrono::steady_clock::now();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+}
+distlm::grading::TimeLedger& Ledger() {
+  static distlm::grading::TimeLedger ledger;
+  return ledger;
+}
 
 std::vector<std::string> SplitComma(const std::string& s) {
   std::vector<std::string> out;
@@ -127,11 +138,10 @@ distlm::grading::GraderConfig ConfigFromFlags(const std::string& submission, con
   config.recognise_mistakes = absl::GetFlag(FLAGS_recognise_mistakes);
   config.work_root = distlm::FromUserWorkingDirectory(absl::GetFlag(FLAGS_work_dir));
   config.keep_work = absl::GetFlag(FLAGS_keep_work);
-  // Each line with the seconds since the grading began, so a log shows where its time went
-  // (the kit's builds, each task's runs).
-  const auto started = std::chrono::steady_clock::now();
-  config.progress = [started](const std::string& line) {
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  // Each line with the seconds since the grading began, and into the ledger printed at the end.
+  config.progress = [](const std::string& line) {
+    const double s = SecondsSinceStart();
+    Ledger().Add(line, s);
     std::fprintf(stderr, "autograde: [%4.0f s] %s\n", s, line.c_str());
     std::fflush(stderr);
   };
@@ -201,11 +211,14 @@ int GradeAndWrite(const distlm::grading::GraderConfig& config, const distlm::gra
   // that slipped through from failing the dump.
   distlm::WriteFileAtomically(results, out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   std::fprintf(stdout, "results written to %s\n", results.c_str());
+  std::fprintf(stderr, "autograde: graded in %.0f s: %s\n", SecondsSinceStart(),
+               Ledger().Summary(SecondsSinceStart()).c_str());
   return code;
 }
 
 
 int Main(int argc, char** argv) {
+  SecondsSinceStart();  // the clock starts here
   auto rest = absl::ParseCommandLine(argc, argv);
   if (rest.size() > 1) throw UserError("unexpected argument '" + std::string(rest[1]) + "' (flags are --name=value)");
   const std::string submission = distlm::FromUserWorkingDirectory(absl::GetFlag(FLAGS_submission));

@@ -29,14 +29,14 @@ const std::string kUnused = "task3: a parameter without a gradient is named in a
 INSTANTIATE_TEST_SUITE_P(
     Mutations, DdpMutationTest,
     ::testing::Values(
-        OwnMutation{"launch_at_finish", 32,
+        OwnMutation{"launch_at_finish", 30,
                     {{kOverlap, "the all-reduce of bucket 0 started after backward ended"},
                      {kPerParameterShape, "the all-reduce of parameter 0 started after backward ended"}}},
         // The embeddings' bucket first: complete only at the end of backward, so nothing overlaps.
         OwnMutation{"forward_order", 30,
                     {{kLayout, "filled from the FIRST parameter"}, {kOverlap, "Yours is nearer the second"}}},
         // Overlap is timed only for a DDP whose updates are right (its timed run must match too).
-        OwnMutation{"no_division", 6,
+        OwnMutation{"no_division", 2,
                     {{"task3" + kParity, "divide the sum by 4 (pg.getSize()) in FinishGradientSync"},
                      {kOverlap, "overlap is timed only for a DDP whose updates are right"},
                      {kPerParameter, "summed but not divided"},
@@ -45,7 +45,7 @@ INSTANTIATE_TEST_SUITE_P(
         OwnMutation{"ignore_no_sync", 32, {{kNoSync, "during the backward of update 1 that only accumulates"}}},
         OwnMutation{"silent_unused", 38, {{kUnused, "trained on without complaint"}}},
         // Launched after backward, its log rewritten at exit to claim overlap: the time says not.
-        OwnMutation{"forged_overlap", 34, {{kOverlap, "Yours is nearer the second"}}},
+        OwnMutation{"forged_overlap", 30, {{kOverlap, "Yours is nearer the second"}}},
         // Communicates while accumulating, its log rewritten to claim not: the kernel's count says so.
         OwnMutation{"forged_no_sync", 32, {{kNoSync, "times what the main run sent for as many updates"}}}),
     [](const ::testing::TestParamInfo<OwnMutation>& info) { return info.param.name; });
