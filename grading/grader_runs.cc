@@ -275,12 +275,11 @@ const GraderRuns::OverlapRuns& GraderRuns::OverlapYardsticks(const stages::Row& 
   // Both runs at `rate`; false (and a note) where either failed or had no limited link.
   auto time_both = [&](uint64_t rate, OverlapRuns* pair, const std::string& if_failed) {
     pair->times.rate_bytes_per_s = rate;
-    const std::string link = Fmt("%.0f", rate * 8 / 1e6) + " Mbit/s";
     for (const bool overlapped : {true, false}) {
       std::vector<std::string> run_flags = flags;
       for (const std::string& f : grading.OverlapMutantFlags(overlapped)) run_flags.push_back(f);
       const std::string kind = overlapped ? "overlapped" : "serial";
-      Progress("running the grader's own " + st.id + " on " + std::to_string(ranks) + " ranks on a " + link +
+      Progress("running the grader's own " + st.id + " on " + std::to_string(ranks) + " ranks on a " + LinkWords(rate) +
                " link (" + kind + "), to time overlap");
       StageRunOptions o =
           RunOptions("overlap_" + st.id + "_" + kind + "_" + std::to_string(overlap_runs_.size()) + "_" +
@@ -302,7 +301,6 @@ const GraderRuns::OverlapRuns& GraderRuns::OverlapYardsticks(const stages::Row& 
     }
     return true;
   };
-  auto gap_share = [](const OverlapTimes& t) { return (t.serial_s - t.overlapped_s) / t.overlapped_s; };
   if (!time_both(kOverlapLinkBytesPerS, &out, "overlap is not judged by time")) {
     out = {};
     return out;
@@ -311,7 +309,7 @@ const GraderRuns::OverlapRuns& GraderRuns::OverlapYardsticks(const stages::Row& 
   // wider of the two pairs' gaps is kept.
   if (const uint64_t next = NextOverlapRate(out.times, out.bytes); next != 0) {
     OverlapRuns again;
-    if (time_both(next, &again, "the first rate's runs are kept") && gap_share(again.times) > gap_share(out.times)) out = again;
+    if (time_both(next, &again, "the first rate's runs are kept") && GapShare(again.times) > GapShare(out.times)) out = again;
   }
   return out;
 }

@@ -13,10 +13,14 @@ std::vector<std::string> OverlapRunFlags(const std::string& model_type) {
   return {"--max_seq_length=512", steps, "--per_gpu_train_batch_size=4"};
 }
 
+double GapShare(const OverlapTimes& t) { return (t.serial_s - t.overlapped_s) / t.overlapped_s; }
+
+std::string LinkWords(uint64_t rate_bytes_per_s) { return Fmt("%.0f", rate_bytes_per_s * 8 / 1e6) + " Mbit/s"; }
+
 uint64_t NextOverlapRate(const OverlapTimes& t, double bytes) {
   if (t.overlapped_s <= 0 || t.serial_s <= 0 || bytes <= 0 || t.rate_bytes_per_s == 0) return 0;
+  if (GapShare(t) >= kWantedOverlapGapShare) return 0;
   const double gap = t.serial_s - t.overlapped_s;
-  if (gap >= kWantedOverlapGapShare * t.overlapped_s) return 0;
   const double rate = static_cast<double>(t.rate_bytes_per_s);
   const double communication_s = bytes / rate;
   // Noise can make the gap negative: backward is then taken as a tenth of the communication.
@@ -26,7 +30,7 @@ uint64_t NextOverlapRate(const OverlapTimes& t, double bytes) {
 
 OverlapVerdict JudgeOverlap(const OverlapTimes& t, const std::string& what) {
   OverlapVerdict v;
-  const std::string link = Fmt("%.0f", t.rate_bytes_per_s * 8 / 1e6) + " Mbit/s";
+  const std::string link = LinkWords(t.rate_bytes_per_s);
   if (t.overlapped_s <= 0 || t.serial_s <= 0) {
     v.message = "overlap not judged by time: the grader's own runs on its " + link + " link did not complete\n";
     return v;
@@ -34,7 +38,7 @@ OverlapVerdict JudgeOverlap(const OverlapTimes& t, const std::string& what) {
   const double gap = t.serial_s - t.overlapped_s;
   const std::string yardsticks = "the grader's own took " + Fmt("%.1f", t.overlapped_s) + " s with " + what +
                                  " during backward and " + Fmt("%.1f", t.serial_s) + " s with them after it";
-  if (gap < kMinOverlapGapShare * t.overlapped_s) {
+  if (GapShare(t) < kMinOverlapGapShare) {
     v.message = "overlap not judged by time: on the grader's " + link + " link " + yardsticks +
                 ", too close to tell apart on this host\n";
     return v;

@@ -49,6 +49,12 @@ struct OverlapTimes {
   uint64_t rate_bytes_per_s = kOverlapLinkBytesPerS;  // the link all three ran on
 };
 
+// How far apart the grader's two runs are, as a share of the overlapped one.
+double GapShare(const OverlapTimes& t);
+
+// A link's rate in the words the verdicts use ("300 Mbit/s").
+std::string LinkWords(uint64_t rate_bytes_per_s);
+
 // The rate to time the grader's two runs at again, or 0 where `t` (at t.rate_bytes_per_s, the
 // overlapped run sending `bytes` over loopback) already separates them by kWantedOverlapGapShare.
 // An update takes about forward + max(backward, communication) overlapped and forward +

@@ -70,8 +70,6 @@ OverlapTimes Modelled(double backward_s, double bytes, uint64_t rate) {
   return t;
 }
 
-double GapShare(const OverlapTimes& t) { return (t.serial_s - t.overlapped_s) / t.overlapped_s; }
-
 TEST(OverlapCheckTest, AWideEnoughGapKeepsTheRate) {
   EXPECT_EQ(NextOverlapRate(Modelled(0.6, 20 * 22.5e6, kOverlapLinkBytesPerS), 20 * 22.5e6), 0u);
 }
