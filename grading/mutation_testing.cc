@@ -70,6 +70,11 @@ std::string GradeMutant(const std::string& stage, const std::string& comm_test, 
          " -- " + parity.output.substr(0, std::min<size_t>(parity.output.find('\n'), 160));
 }
 
+// The grader declines to time overlap where it cannot limit the link or where its own two runs
+// come out too close on this host (overlap_check.h): it then credits the test and says so. A timed
+// expectation cannot be checked on such a host; the suite says that loudly instead of failing.
+bool NotJudgedByTime(const TestResult& t) { return t.output.find("overlap not judged") != std::string::npos; }
+
 void GradeOwnMutant(const std::string& stage, const std::string& mutant, const std::string& flag,
                     const std::map<std::string, std::string>& failing, double score, int max) {
   GradeRequest req;
@@ -79,18 +84,23 @@ void GradeOwnMutant(const std::string& stage, const std::string& mutant, const s
   double kept = 0;
   for (const auto& t : r.tests) {
     if (t.name.rfind(stage + ":", 0) != 0) continue;
-    kept += t.score;
     auto f = failing.find(t.name);
+    if (f != failing.end() && t.passed && NotJudgedByTime(t)) {
+      std::printf("NOT CHECKED on this host (%s): %s should fail, and the grader did not time it: %s", flag.c_str(),
+                  t.name.c_str(), t.output.c_str());
+      continue;  // its points are not counted either way
+    }
+    kept += t.score;
     if (f == failing.end()) {
-      EXPECT_TRUE(t.passed) << t.name << ":\n" << t.output;
+      EXPECT_TRUE(t.passed) << flag << ": " << t.name << " should pass:\n" << t.output;
     } else {
-      EXPECT_FALSE(t.passed) << t.name;
-      EXPECT_NE(t.output.find(f->second), std::string::npos) << "want '" << f->second << "' in " << t.name << ":\n"
-                                                             << t.output;
+      EXPECT_FALSE(t.passed) << flag << ": " << t.name << " should fail:\n" << t.output;
+      EXPECT_NE(t.output.find(f->second), std::string::npos) << flag << ": want '" << f->second << "' in " << t.name
+                                                             << ":\n" << t.output;
     }
   }
   for (const auto& [name, says] : failing) Find(r, name);
-  EXPECT_EQ(kept, score) << r.Summary();
+  EXPECT_EQ(kept, score) << flag << ":\n" << r.Summary();
   std::printf("%s: %s %g/%d\n%s\n", flag.c_str(), stage.c_str(), kept, max, r.Summary().c_str());
 }
 

@@ -71,7 +71,8 @@ struct OwnMutation {
 
 // Grades `mutant` (a stage's own, run with `flag`) as a submission of `stage` alone: every test
 // of the stage not in `failing` passes, each in it fails saying what it maps to, and the stage
-// keeps `score` of `max` points.
+// keeps `score` of `max` points. A test that should fail by the time of a run and that the grader
+// did not time on this host (it says why) is reported as not checked, its points not counted.
 void GradeOwnMutant(const std::string& stage, const std::string& mutant, const std::string& flag,
                     const std::map<std::string, std::string>& failing, double score, int max);
 
