@@ -24,7 +24,7 @@ namespace {
 
 const std::set<std::string> kMutations = {"none",           "launch_at_finish", "forward_order", "no_division",
                                           "ignore_no_sync", "silent_unused",    "wait_in_hook",  "fill_order",
-                                          "cap_by_rank",    "forged_overlap", "forged_no_sync"};
+                                          "cap_by_rank",    "forged_overlap", "forged_no_sync", "honest_slow", "unbucketed"};
 
 class MutantDdp : public DataParallel {
  public:
@@ -42,6 +42,7 @@ class MutantDdp : public DataParallel {
     for (size_t i = 0; i < order.size(); ++i) order[i] = m_ == "forward_order" ? i : order.size() - 1 - i;
     group_of_.resize(params_.size());
     if (m_ == "cap_by_rank" && cap_bytes > 0) cap_bytes *= pg_->getRank() + 1;
+    if (m_ == "unbucketed") cap_bytes = 0;
     int64_t bytes = 0;
     for (size_t i : order) {
       if (groups_.empty() || cap_bytes <= 0 || bytes >= cap_bytes) {
@@ -76,7 +77,12 @@ class MutantDdp : public DataParallel {
     }
     for (auto& g : groups_) {
       g.work->wait();
-      if (m_ != "no_division") g.flat.div_(pg_->getSize());
+      if (m_ == "honest_slow") {
+        // The mean in double precision, through a copy each way: slower, the same numbers.
+        g.flat.copy_(g.flat.to(torch::kDouble).div(pg_->getSize()).to(torch::kFloat));
+      } else if (m_ != "no_division") {
+        g.flat.div_(pg_->getSize());
+      }
       int64_t at = 0;
       for (size_t i : g.members) {
         torch::Tensor grad = params_[i].tensor.mutable_grad();
@@ -120,7 +126,7 @@ class MutantDdp : public DataParallel {
     std::vector<torch::Tensor> pieces;
     for (size_t i : groups_[k].members) {
       const torch::Tensor& grad = params_[i].tensor.grad();
-      if (grad.defined()) pieces.push_back(grad.reshape(-1));
+      if (grad.defined()) pieces.push_back(m_ == "honest_slow" ? grad.reshape(-1).clone() : grad.reshape(-1));
     }
     groups_[k].flat = pieces.empty() ? torch::zeros({1}) : torch::cat(pieces);
     std::vector<torch::Tensor> t = {groups_[k].flat};

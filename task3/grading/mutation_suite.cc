@@ -1,5 +1,6 @@
 // Task 3's mistakes, each in a DDP that is otherwise right (task3/grading/mutant_ddp_stage), graded
-// as task 3 alone (40 points): each loses exactly the tests it should, each with its message.
+// as task 3 alone (40 points): each loses exactly the tests it should, each with its message; and
+// a right DDP slower than the reference, which loses nothing.
 // Linked into //grading:autograder_test, which grades every stage's suite with one grader.
 #include <gtest/gtest.h>
 
@@ -46,6 +47,9 @@ INSTANTIATE_TEST_SUITE_P(
         OwnMutation{"silent_unused", 38, {{kUnused, "trained on without complaint"}}},
         // Launched after backward, its log rewritten at exit to claim overlap: the time says not.
         OwnMutation{"forged_overlap", 30, {{kOverlap, "Yours is nearer the second"}}},
+        // Right, and slower than the reference where the handout leaves the choice open (copies,
+        // the mean in double precision): full marks.
+        OwnMutation{"honest_slow", 40, {}},
         // Communicates while accumulating, its log rewritten to claim not: the kernel's count says so.
         OwnMutation{"forged_no_sync", 32, {{kNoSync, "times what the main run sent for as many updates"}}}),
     [](const ::testing::TestParamInfo<OwnMutation>& info) { return info.param.name; });

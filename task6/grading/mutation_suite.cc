@@ -1,5 +1,6 @@
 // Task 6's mistakes, each in the reference otherwise (task6/grading/mutant_stage), graded as task
-// 6 alone (20 points): each loses exactly the tests it should, each with its message. Linked
+// 6 alone (20 points): each loses exactly the tests it should, each with its message (6b and
+// 6c, told at no points, lose none). Linked
 // into //grading:autograder_test, which grades every stage's suite with one grader.
 #include <gtest/gtest.h>
 
@@ -28,17 +29,17 @@ INSTANTIATE_TEST_SUITE_P(
     Mutations, FsdpMutationTest,
     ::testing::Values(
         OwnMutation{"fsdp_none", 20, {}},
-        OwnMutation{"fsdp_no_average", 8, {{"task6" + kParity, "summed over the ranks, not averaged"}}},
-        OwnMutation{"fsdp_wrong_shard", 8, {{"task6" + kParity, "another rank's block of the gradient"}}},
-        OwnMutation{"fsdp_reduced_twice", 8, {{"task6" + kParity, "reaches its shard twice"}}},
+        OwnMutation{"fsdp_no_average", 4, {{"task6" + kParity, "summed over the ranks, not averaged"}}},
+        OwnMutation{"fsdp_wrong_shard", 4, {{"task6" + kParity, "another rank's block of the gradient"}}},
+        OwnMutation{"fsdp_reduced_twice", 4, {{"task6" + kParity, "reaches its shard twice"}}},
         OwnMutation{"fsdp_no_reshard", 0,
                      {{kFsdpRuns, "parameters were not freed after its forward"},
                       {"task6" + kParity, "not checked: the run did not complete"},
                       {kFsdpComm, "not checked"},
                       {kFsdpPrefetch, ""},
                       {kFsdpOverlap, ""}}},
-        OwnMutation{"fsdp_no_prefetch", 18, {{kFsdpPrefetch, "StartGather returned: it waits for its collective"}}},
-        OwnMutation{"fsdp_reduce_waited", 18,
+        OwnMutation{"fsdp_no_prefetch", 20, {{kFsdpPrefetch, "StartGather returned: it waits for its collective"}}},
+        OwnMutation{"fsdp_reduce_waited", 20,
                      {{kFsdpOverlap, "StartReduceScatter returned: it waits for its collective"}}}),
     [](const ::testing::TestParamInfo<OwnMutation>& info) { return info.param.name; });
 
