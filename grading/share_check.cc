@@ -17,6 +17,7 @@ ShareVerdict CheckShare(const ShareFigures& run, const ShareYardstick& y) {
   const int others = y.ranks - 1;
   if (others < 1) return v;
   std::string figures, problems;
+  bool more = false;  // a rank over its share, not only figures missing
   const std::string split = "the grader's own " + y.split_name;
   const ShareFigures &dp = y.split, &one = y.single;
   if (dp.peak_memory_bytes > 0 && one.peak_memory_bytes > 0 &&
@@ -30,8 +31,16 @@ ShareVerdict CheckShare(const ShareFigures& run, const ShareYardstick& y) {
     } else {
       v.memory_judged = true;
       const double over = static_cast<double>(run.peak_memory_bytes - dp.peak_memory_bytes);
-      if (over > kMemoryAllowanceShares * share) {
+      if (-over > kMemoryAllowanceShares * share) {
         v.ok = false;
+        problems += "your largest rank held only " + Mb(run.peak_memory_bytes) + " at its peak (the kernel's count, "
+                    "read by the grader outside your processes), " + Fmt("%.1f", -over / share) + " ranks' shares less "
+                    "than the grader's largest rank (" + theirs + "): a rank holds at least its own share's "
+                    "activations, so some of what your ranks held was out of the grader's sight, and what the grader "
+                    "cannot see is not credited\n";
+      } else if (over > kMemoryAllowanceShares * share) {
+        v.ok = false;
+        more = true;
         problems += "your largest rank held " + Mb(run.peak_memory_bytes) + " at its peak (the kernel's count, read by "
                     "the grader outside your processes), the activations of " + Fmt("%.1f", over / share) +
                     " ranks' shares more than the grader's largest rank (" + theirs + ")\n";
@@ -55,6 +64,7 @@ ShareVerdict CheckShare(const ShareFigures& run, const ShareYardstick& y) {
       v.cpu_judged = true;
       if (run.peak_cpu_seconds > dp.peak_cpu_seconds + cpu_allowance) {
         v.ok = false;
+        more = true;
         problems += "your busiest rank used " + Sec(run.peak_cpu_seconds) + " of CPU time (the kernel's count), " +
                     Fmt("%.0f", 100 * (run.peak_cpu_seconds - dp.peak_cpu_seconds) / gap) +
                     " % of the way from " + split + " to the whole batch on one process (" +
@@ -66,8 +76,9 @@ ShareVerdict CheckShare(const ShareFigures& run, const ShareYardstick& y) {
   }
   if (!v.ok) {
     v.message = "not credited: at 512 tokens a sequence, where " + y.share_name +
-                " outweighs the rest of its work, " + problems + "so at least one rank computed more than its own share: " +
-                y.advice + "; whatever the log says, the grader counts what the ranks held and computed\n";
+                " outweighs the rest of its work, " + problems +
+                (more ? "so at least one rank computed more than its own share: " + y.advice + "; " : "") +
+                "whatever the log says, the grader counts what the ranks held and computed\n";
   } else if (!figures.empty()) {
     v.message = "each rank's share, at 512 tokens a sequence (measured by the grader, outside your processes): " + figures;
   } else {

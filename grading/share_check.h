@@ -16,7 +16,11 @@
 // piece's but uses the single process's CPU time. So the largest rank may hold at most 3/4 of a
 // share ((single - split) / (ranks - 1)) more than the grader's largest rank, and use at most
 // 0.6 of the gap to the single process's CPU time more (see kCpuAllowanceOfSplit for where the
-// gap is small). Measured, graded in the full jail: the references of tasks 2a to 6 at -22 % to
+// gap is small). A largest rank that held 3/4 of a share less than the grader's is not credited
+// either: every rank holds its own share's activations, so such a figure says some process or
+// thread was out of the count (a rank's CPU time is not bounded from below: honest runs have used
+// less than the grader's own data-parallel run, whose synchronisation costs more). Measured,
+// graded in the full jail: the references of tasks 2a to 6 at -22 % to
 // -3 % of that gap and within 2.3 MB of the grader's memory; the two forgeries of data
 // parallelism at 118 % and 156 %, and 3.1 shares.
 #pragma once

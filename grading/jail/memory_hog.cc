@@ -1,17 +1,20 @@
 // A program that holds a known amount of memory and uses a known amount of CPU time, for
 // //grading/jail:process_watch_test:
-//   memory_hog MB HOLD_MS [CPU_MS]
+//   memory_hog MB HOLD_MS [CPU_MS [leader_exits]]
 // allocates MB MiB, writes every page (so that each is resident), holds them HOLD_MS
 // milliseconds, then computes until it has used CPU_MS milliseconds of CPU time (0 if not
-// given), and exits 0.
+// given), and exits 0. With leader_exits all of it runs on a second thread, and the first ends
+// at once (pthread_exit): a process whose first thread is a zombie while the work goes on.
+#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
 
-int main(int argc, char** argv) {
-  if (argc != 3 && argc != 4) return 2;
+namespace {
+
+int Hog(int argc, char** argv) {
   const size_t bytes = static_cast<size_t>(std::atol(argv[1])) << 20;
   char* p = static_cast<char*>(std::malloc(bytes));
   if (p == nullptr) return 3;
@@ -29,4 +32,20 @@ int main(int argc, char** argv) {
   }
   std::free(p);
   return sum == rounds * static_cast<long>(bytes / 4096) ? 0 : 4;
+}
+
+int argc_;
+char** argv_;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3 || argc > 5) return 2;
+  if (argc < 5) return Hog(argc, argv);
+  if (std::strcmp(argv[4], "leader_exits") != 0) return 2;
+  argc_ = 4;
+  argv_ = argv;
+  pthread_t worker;
+  if (pthread_create(&worker, nullptr, [](void*) -> void* { std::exit(Hog(argc_, argv_)); }, nullptr) != 0) return 5;
+  pthread_exit(nullptr);
 }

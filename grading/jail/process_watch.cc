@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -20,10 +21,38 @@ struct FileId {
   ino_t ino = 0;
   bool ok = false;
 };
+// The folders of a process's threads (PROC_DIR/task/TID).
+std::vector<std::string> TaskDirs(const std::string& proc_dir) {
+  std::vector<std::string> out;
+  DIR* tasks = opendir((proc_dir + "/task").c_str());
+  if (tasks == nullptr) return out;
+  while (dirent* e = readdir(tasks)) {
+    if (e->d_name[0] >= '0' && e->d_name[0] <= '9') out.push_back(proc_dir + "/task/" + e->d_name);
+  }
+  closedir(tasks);
+  return out;
+}
+
+// A process whose first thread has ended (pthread_exit in main) while others run keeps that
+// thread as a zombie: its exe and Vm* lines are gone, its other threads' are not.
 FileId ExeOf(const std::string& proc_dir) {
   struct stat st;
-  if (::stat((proc_dir + "/exe").c_str(), &st) != 0) return {};
-  return {st.st_dev, st.st_ino, true};
+  if (::stat((proc_dir + "/exe").c_str(), &st) == 0) return {st.st_dev, st.st_ino, true};
+  for (const std::string& task : TaskDirs(proc_dir)) {
+    if (::stat((task + "/exe").c_str(), &st) == 0) return {st.st_dev, st.st_ino, true};
+  }
+  return {};
+}
+
+// VmHWM from a status file, in bytes, or -1.
+int64_t HighWaterMarkIn(const std::string& status_file) {
+  std::ifstream in(status_file);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) != 0) continue;
+    return std::strtoll(line.c_str() + 6, nullptr, 10) * 1024;  // "VmHWM:\t  123456 kB"
+  }
+  return -1;
 }
 
 // Every process of the machine: pid -> parent pid, read from /proc/PID/stat (its fourth field,
@@ -56,13 +85,12 @@ std::map<pid_t, pid_t> ParentsOfAll(std::map<pid_t, uid_t>* owners) {
 }  // namespace
 
 int64_t HighWaterMarkOf(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) != 0) continue;
-    return std::strtoll(line.c_str() + 6, nullptr, 10) * 1024;  // "VmHWM:\t  123456 kB"
-  }
-  return -1;
+  const std::string dir = "/proc/" + std::to_string(pid);
+  int64_t most = HighWaterMarkIn(dir + "/status");
+  if (most >= 0) return most;
+  // The threads share one memory: any live one has its mark.
+  for (const std::string& task : TaskDirs(dir)) most = std::max(most, HighWaterMarkIn(task + "/status"));
+  return most;
 }
 
 double CpuSecondsOf(pid_t pid) {

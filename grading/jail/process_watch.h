@@ -7,6 +7,10 @@
 // command, every process of the student's user (one that left the tree, through a double fork or
 // setsid, is still counted).
 //
+// A process whose first thread ended while others run (pthread_exit in main, or a
+// __libc_start_main of the student's that runs main on a thread) is read through its threads
+// (/proc/PID/task/TID): it is counted as long as any of them lives.
+//
 // What it misses: growth in the last sampling interval of a process's life (the samples are
 // 20 ms apart), and a process that lives less than one. A rank's peak comes while it trains,
 // seconds before it ends. The kernel updates the mark lazily: memory that glibc hands back with
@@ -48,8 +52,9 @@ class ProcessWatch {
   double peak_cpu_seconds_ = -1;
 };
 
-// The high-water mark of `pid`'s resident set in bytes (VmHWM), or -1 when it cannot be read
-// (the process ended, or has no memory of its own: a kernel thread, a zombie).
+// The high-water mark of `pid`'s resident set in bytes (VmHWM; a live thread's, where its first
+// thread has ended), or -1 when it cannot be read (the process ended, or has no memory of its
+// own: a kernel thread, a zombie).
 int64_t HighWaterMarkOf(pid_t pid);
 // The CPU time `pid` has used, user and system, all its threads, in seconds (utime + stime of
 // /proc/PID/stat), or -1 when it cannot be read.

@@ -2,7 +2,8 @@
 // through RunSandboxed: a program that holds 96 MiB is seen holding that much, whether it is the
 // command, its child, or (jailed) a process that left the command's tree; the grader's own forks,
 // which share its pages until they execute something, are not counted; the CPU time of the
-// busiest of three children is its own, not the others' nor their sum.
+// busiest of three children is its own, not the others' nor their sum; a process whose first
+// thread ended is counted through the others.
 #include "grading/jail/process_watch.h"
 
 #include <sys/stat.h>
@@ -73,6 +74,16 @@ TEST(ProcessWatchTest, TheCpuTimeOfTheBusiestProcess) {
   EXPECT_LT(idle.peak_cpu_seconds, 0.3) << "a process that sleeps 0.5 s";
   EXPECT_EQ(CpuSecondsOf(999999999), -1);
   EXPECT_GT(CpuSecondsOf(getpid()), 0);
+}
+
+// A process whose first thread ends at once while a second does the work (pthread_exit in main;
+// a student's own __libc_start_main can do the same before main): its memory and CPU time are
+// still its own, read through the live thread.
+TEST(ProcessWatchTest, AProcessWhoseFirstThreadEndedIsStillCounted) {
+  const SandboxResult r = RunCommand({Hog(), "96", "300", "900", "leader_exits"});
+  ExpectAbout96MiB(r, "a process whose first thread ended");
+  EXPECT_GE(r.peak_cpu_seconds, 0.85) << "its second thread used 0.9 s";
+  EXPECT_LT(r.peak_cpu_seconds, 1.3);
 }
 
 // A command that ended at once reads as not measured, never as a made-up number.
