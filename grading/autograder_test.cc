@@ -115,7 +115,10 @@ INSTANTIATE_TEST_SUITE_P(
         // The forgeries: every rank trains the whole batch and pads the network, so the trace,
         // the weights and the byte count are right; what each rank held, or computed, is not.
         Mutation{"trains_alone", 0, 0, {"not credited: at 512 tokens", "ranks' shares more than the grader's largest rank"}},
-        Mutation{"trains_alone_in_shares", 0, 0, {"not credited: at 512 tokens", "of CPU time (the kernel's count)"}}),
+        Mutation{"trains_alone_in_shares", 0, 0, {"not credited: at 512 tokens", "of CPU time (the kernel's count)"}},
+        // The same, its first thread ended so that its own /proc entry shows nothing: counted
+        // through its live thread all the same.
+        Mutation{"trains_alone_hidden", 0, 0, {"not credited: at 512 tokens", "ranks' shares more than the grader's largest rank"}}),
     [](const ::testing::TestParamInfo<Mutation>& info) { return info.param.name; });
 
 struct Failure {

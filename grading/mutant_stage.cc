@@ -5,6 +5,7 @@
 //
 // Grader-private: its "none" mode is a correct synchronisation, so the student kit leaves the
 // whole grading/ folder out.
+#include <pthread.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -33,7 +34,8 @@ ABSL_FLAG(std::string, mutation, "none",
           "some_params_only, rank0_keeps_own, sync_after_step, same_data; task 2a's (gather and "
           "scatter): root_only_average, scatter_sum; the failures: "
           "deadlock, hang, crash, memory_hog (task 5's own: task5/grading/mutant_stage); the "
-          "forgeries: trains_alone, trains_alone_in_shares, whole_batch (any layout, task 7's too)");
+          "forgeries: trains_alone, trains_alone_in_shares, whole_batch (any layout, task 7's too), "
+          "trains_alone_hidden (trains_alone on a second thread, the first ended)");
 
 namespace {
 
@@ -236,16 +238,36 @@ void ClaimOneFOneB(const std::string& output_dir) {
   std::ofstream(path, std::ios::trunc) << claimed;
 }
 
+int Main(int argc, char** argv);
+
+// trains_alone_hidden: trains_alone run on a second thread while the first ends (pthread_exit),
+// as a student's own __libc_start_main can arrange before main. The process's first thread then
+// stays a zombie, without memory or a program of its own in /proc: a watch that reads only it
+// sees the rank gone at once, and the forgery's figures vanish.
+int HiddenFromTheWatch(int argc, char** argv) {
+  static std::vector<std::string> args;
+  static std::vector<char*> argv2;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    args.push_back(a == "--mutation=trains_alone_hidden" ? "--mutation=trains_alone" : a);
+  }
+  for (std::string& a : args) argv2.push_back(a.data());
+  argv2.push_back(nullptr);
+  std::thread([] { std::exit(Main(static_cast<int>(args.size()), argv2.data())); }).detach();
+  pthread_exit(nullptr);
+}
+
 int Main(int argc, char** argv) {
   // It picks the stage's class, before RunStageMain parses the flags (BeforeTraining checks that
   // absl parsed the same value).
   const std::string mutation = distlm::grading::FlagFromArgv(argc, argv, "--mutation", "none");
+  if (mutation == "trains_alone_hidden") return HiddenFromTheWatch(argc, argv);
   static const char* const kKnown[] = {"none",          "no_sync",           "sum_without_average",
                                        "some_params_only", "rank0_keeps_own",   "sync_after_step",
                                        "same_data",     "root_only_average", "scatter_sum",
                                        "deadlock",      "hang",              "crash",
                                        "memory_hog",    "trains_alone",      "trains_alone_in_shares",
-                                       "whole_batch"};
+                                       "whole_batch",   "trains_alone_hidden"};
   bool known = false;
   std::string names;
   for (const char* k : kKnown) {
