@@ -28,7 +28,7 @@
 ABSL_FLAG(std::string, mutation, "tp_none",
           "tp_none (correct), tp_f_no_backward, tp_g_no_reduce, tp_g_backward_reduced, tp_bias_per_rank; 7c's "
           "dp_no_average, dp_sum_not_mean, mesh_coordinates_swapped; 7b's pp_loss_last_only, pp_no_grad_back, "
-          "pp_input_without_grad, pp_1f1b_warmup_too_long, pp_afab_logged_as_1f1b");
+          "pp_input_without_grad, pp_1f1b_warmup_too_long, pp_afab_logged_as_1f1b, pp_recompute_logged_as_1f1b");
 
 namespace distlm::task7 {
 namespace {
@@ -62,7 +62,8 @@ int main(int argc, char** argv) {
   distlm::task7::Mutation() = mutation;
   const int code = distlm::task7::RunModelParallelMain(argc, argv, "task7", distlm::part1::MakeTrainStep());
   const char* rank = std::getenv("RANK");  // rank 0 writes the log (tools/launch sets RANK)
-  if (mutation == "pp_afab_logged_as_1f1b" && (rank == nullptr || std::string(rank) == "0")) {
+  if ((mutation == "pp_afab_logged_as_1f1b" || mutation == "pp_recompute_logged_as_1f1b") &&
+      (rank == nullptr || std::string(rank) == "0")) {
     distlm::task7::ForgeInFlightPeak(distlm::grading::FlagFromArgv(argc, argv, "--output_dir", "."));
   }
   return code;

@@ -23,7 +23,7 @@ namespace distlm::task7 {
 const char* const kMutations[] = {"tp_none",          "tp_f_no_backward", "tp_g_no_reduce", "tp_g_backward_reduced",
                                   "tp_bias_per_rank", "dp_no_average",    "dp_sum_not_mean", "mesh_coordinates_swapped",
                                   "pp_loss_last_only", "pp_no_grad_back",  "pp_input_without_grad",
-                                  "pp_1f1b_warmup_too_long", "pp_afab_logged_as_1f1b"};
+                                  "pp_1f1b_warmup_too_long", "pp_afab_logged_as_1f1b", "pp_recompute_logged_as_1f1b"};
 
 const size_t kMutationCount = sizeof(kMutations) / sizeof(kMutations[0]);
 
@@ -93,8 +93,14 @@ void AverageOverDataGroup(const std::vector<torch::Tensor>& parameters, const di
 // all backward (the same sums in the same order: the same numbers), and rank 0 rewrites its log's
 // in-flight count to 1F1B's 2 once training ended (ForgeInFlightPeak). Only the memory it held
 // gives it away.
+//
+// pp_recompute_logged_as_1f1b, the forgery that holds less than 1F1B: all forward all backward,
+// each forward run without autograd (only the micro-batch's input kept) and run again, with it,
+// at the micro-batch's backward (RunPipelineSteps). The same numbers; one micro-batch's
+// activations at a time; the log rewritten as pp_afab_logged_as_1f1b's.
 std::vector<PipelineStep> StageSteps(PipelineSchedule schedule, int stages, int stage, int micro_batches) {
-  if (Is("pp_afab_logged_as_1f1b") && schedule == PipelineSchedule::kOneForwardOneBackward) {
+  if ((Is("pp_afab_logged_as_1f1b") || Is("pp_recompute_logged_as_1f1b")) &&
+      schedule == PipelineSchedule::kOneForwardOneBackward) {
     return ReferenceStageSteps(PipelineSchedule::kAllForwardAllBackward, stages, stage, micro_batches);
   }
   if (!Is("pp_1f1b_warmup_too_long") || schedule != PipelineSchedule::kOneForwardOneBackward) {
@@ -119,12 +125,20 @@ double RunPipelineSteps(const PipelineStage& stage, const std::vector<PipelineSt
   auto last_loss = std::make_shared<double>(0);
   mutated.forward = [stage, inputs, last_loss](int m, const torch::Tensor& input) {
     (*inputs)[m] = input;
+    if (Is("pp_recompute_logged_as_1f1b")) {
+      torch::NoGradGuard no_graph;
+      return stage.forward(m, input);
+    }
     torch::Tensor out = stage.forward(m, Is("pp_input_without_grad") && input.defined() ? input.detach() : input);
     if (stage.stage == stage.stages - 1) *last_loss = out.item<double>();
     return out;
   };
   mutated.backward = [stage, inputs](int m, const torch::Tensor& output, const torch::Tensor& grad_output) {
-    stage.backward(m, output, grad_output);
+    if (Is("pp_recompute_logged_as_1f1b")) {
+      stage.backward(m, stage.forward(m, inputs->at(m)), grad_output);
+    } else {
+      stage.backward(m, output, grad_output);
+    }
     const torch::Tensor input = inputs->at(m);
     inputs->erase(m);
     if (Is("pp_no_grad_back") && input.defined() && input.grad().defined()) input.grad().zero_();
