@@ -24,7 +24,7 @@ namespace {
 
 const std::set<std::string> kMutations = {"none",           "launch_at_finish", "forward_order", "no_division",
                                           "ignore_no_sync", "silent_unused",    "wait_in_hook",  "fill_order",
-                                          "cap_by_rank",    "forged_overlap", "forged_no_sync", "honest_slow", "unbucketed"};
+                                          "cap_by_rank",    "forged_overlap", "forged_no_sync", "honest_slow", "unbucketed", "junk_overlap"};
 
 class MutantDdp : public DataParallel {
  public:
@@ -72,6 +72,8 @@ class MutantDdp : public DataParallel {
       throw UserError("no gradient for " + missing.front() + " in this backward");
     }
     torch::NoGradGuard no_grad;
+    for (auto& w : junk_) w->wait();
+    junk_.clear();
     for (size_t k = 0; k < groups_.size(); ++k) {
       if (!groups_[k].work) Launch(k);
     }
@@ -106,7 +108,12 @@ class MutantDdp : public DataParallel {
     if (!sync_ && m_ != "ignore_no_sync" && m_ != "forged_no_sync") return;
     if (!arrived_[i]) ++groups_[group_of_[i]].arrived;
     arrived_[i] = true;
-    if (m_ == "launch_at_finish" || m_ == "forged_overlap") return;
+    if (m_ == "junk_overlap") {
+      // Bytes on the wire while backward runs, as many as the gradient's, that carry nothing.
+      std::vector<torch::Tensor> junk = {torch::zeros_like(params_[i].tensor)};
+      junk_.push_back(pg_->allreduce(junk));
+    }
+    if (m_ == "launch_at_finish" || m_ == "forged_overlap" || m_ == "junk_overlap") return;
     if (m_ == "fill_order") {
       // Each bucket the moment it is complete, whatever the buckets before it have done.
       Group& g = groups_[group_of_[i]];
@@ -152,6 +159,7 @@ class MutantDdp : public DataParallel {
   size_t next_ = 0;
   bool sync_ = true;
   std::vector<autograd::GradReadyHook> hooks_;
+  std::vector<c10::intrusive_ptr<c10d::Work>> junk_;
 };
 
 }  // namespace

@@ -7,7 +7,9 @@
 // launched once complete, not in bucket order), cap_by_rank (rank r's cap is r + 1 times the
 // cap: buckets that differ between ranks), forged_overlap (launch_at_finish, and the stage's
 // binary rewrites its log at exit to claim every all-reduce overlapped), forged_no_sync
-// (ignore_no_sync, its log rewritten to claim nothing was sent while accumulating). Not a
+// (ignore_no_sync, its log rewritten to claim nothing was sent while accumulating), junk_overlap
+// (launch_at_finish, with an all-reduce of zeros the size of each gradient sent as the gradient
+// arrives, so that the wire is busy during backward, and the log rewritten as forged_overlap's). Not a
 // mistake: honest_slow, a correct DDP shaped unlike the reference and slower than it (an extra
 // copy of every gradient before it is packed, the mean taken in double precision through a copy
 // each way), which must keep its points; unbucketed, right too, with one all-reduce per

@@ -23,7 +23,8 @@ ABSL_FLAG(std::string, ddp_mutation, "none", "none (a correct DDP), or a mistake
 namespace {
 
 // What a submission that read the grader can do to its own log at exit. forged_overlap: every
-// update claims that all its all-reduces started inside backward and were hidden.
+// update claims that all its all-reduces started inside backward and were hidden (junk_overlap's
+// too, whose wire was busy during backward with bytes that carried nothing).
 // forged_no_sync: an update that also communicated in its accumulating backward claims it did not.
 void ForgeLog(const std::string& output_dir, const std::string& mutation) {
   const std::string path = output_dir + "/train_log.jsonl";
@@ -32,7 +33,7 @@ void ForgeLog(const std::string& output_dir, const std::string& mutation) {
   std::string line, out;
   while (std::getline(in, line)) {
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_object() && mutation == "forged_overlap" && j.contains("buckets")) {
+    if (j.is_object() && (mutation == "forged_overlap" || mutation == "junk_overlap") && j.contains("buckets")) {
       j["buckets_started_before_backward_end"] = j["buckets"];
       if (j.contains("comm_busy_ms")) j["comm_hidden_ms"] = j["comm_busy_ms"];
       j["comm_exposed_ms"] = 0;
@@ -53,7 +54,8 @@ int main(int argc, char** argv) {
       distlm::train::RunStageMain(argc, argv, distlm::task3::MakeDdpStage("task3", distlm::part1::MakeTrainStep()));
   const std::string& m = distlm::task3::DdpMutation();
   const char* rank = std::getenv("RANK");  // rank 0 writes the log (tools/launch sets RANK)
-  if ((m == "forged_overlap" || m == "forged_no_sync") && rank != nullptr && std::string(rank) == "0") {
+  if ((m == "forged_overlap" || m == "forged_no_sync" || m == "junk_overlap") && rank != nullptr &&
+      std::string(rank) == "0") {
     ForgeLog(distlm::grading::FlagFromArgv(argc, argv, "--output_dir", ""), m);
   }
   return code;

@@ -47,6 +47,13 @@ INSTANTIATE_TEST_SUITE_P(
         OwnMutation{"silent_unused", 38, {{kUnused, "trained on without complaint"}}},
         // Launched after backward, its log rewritten at exit to claim overlap: the time says not.
         OwnMutation{"forged_overlap", 30, {{kOverlap, "Yours is nearer the second"}}},
+        // Launched after backward, the wire kept busy during backward with zeros, the log
+        // rewritten: the bytes add time, they hide none.
+        // (Its junk also shows in the layout and 3a's count, told at no points.)
+        OwnMutation{"junk_overlap", 30,
+                    {{kOverlap, "Yours is nearer the second"},
+                     {kLayout, "break the bucket rule"},
+                     {kPerParameterShape, "launched 82 all-reduces for 41 parameters"}}},
         // Right, and slower than the reference where the handout leaves the choice open (copies,
         // the mean in double precision): full marks.
         OwnMutation{"honest_slow", 40, {}},
