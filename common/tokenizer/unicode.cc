@@ -46,7 +46,7 @@ bool IsCased(char32_t c) {
 
 // Unicode's "Case_Ignorable" property: Mn, Me, Cf, Lm, Sk, or Word_Break MidLetter, MidNumLet
 // or Single_Quote. utf8proc has no Word_Break property, so those few characters are listed
-// (UAX #29, WordBreakProperty.txt).
+// (from the Unicode text-segmentation annex's WordBreakProperty.txt).
 bool IsCaseIgnorable(char32_t c) {
   switch (Category(c)) {
     case UTF8PROC_CATEGORY_MN:

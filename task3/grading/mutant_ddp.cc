@@ -22,9 +22,10 @@
 namespace distlm::task3 {
 namespace {
 
-const std::set<std::string> kMutations = {"none",           "launch_at_finish", "forward_order", "no_division",
-                                          "ignore_no_sync", "silent_unused",    "wait_in_hook",  "fill_order",
-                                          "cap_by_rank",    "forged_overlap", "forged_no_sync", "honest_slow", "unbucketed", "junk_overlap"};
+const std::set<std::string> kMutations = {"none",           "launch_at_finish", "forward_order",  "no_division",
+                                          "ignore_no_sync", "silent_unused",    "wait_in_hook",   "fill_order",
+                                          "cap_by_rank",    "forged_overlap",   "forged_no_sync", "honest_slow",
+                                          "unbucketed",     "junk_overlap"};
 
 class MutantDdp : public DataParallel {
  public:
