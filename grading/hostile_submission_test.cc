@@ -39,6 +39,7 @@ constexpr const char* kPrelude = R"(// A hostile submission (grading/hostile_sub
 #include <iterator>
 #include <string>
 extern char** environ;
+extern "C" const char hostile_blob[];  // what a file embeds with .incbin, where one does
 namespace hostile {
 inline std::string OutputDir() {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
@@ -216,10 +217,30 @@ TEST_F(HostileSubmissionTest, ReadingSecretsForgingResultsFillingTheDiskAndASegf
     hostile::Say("wrote 10 GB");
   }
   std::exit(0);)"));
+  // task6 embeds, at build time, a reference from a second clone outside the grader's (readable by
+  // anyone, named by no hidden path): `.incbin` is read by the assembler, which no include check
+  // sees. Its rank 0 would print it.
+  const std::string clone = MakeTempDir("distlm_other_clone", "/srv");
+  ::chmod(clone.c_str(), 0755);
+  const std::string copied = clone + "/task2b/reference/grad_sync.cc";
+  WriteFileMakingDirs(copied, "REFERENCE FROM ANOTHER CLONE\n");
+  ::chmod((clone + "/task2b").c_str(), 0755);
+  ::chmod((clone + "/task2b/reference").c_str(), 0755);
+  ::chmod(copied.c_str(), 0644);
+  Put(dir, "task6", WithStartup("task6", R"(
+  if (hostile::Rank() == 0) hostile::Say(std::string("embedded: LEAKED ") + hostile_blob);
+  std::exit(3);)") + "\nasm(\".section .rodata\\n.globl hostile_blob\\nhostile_blob:\\n.incbin \\\"" + copied +
+                             "\\\"\\n.byte 0\\n.text\\n\");\n");
   Graded g = GradeWithCommand(dir, flags_, results_dir);
+  RemoveTree(clone);
   ExpectValidResults(g);
   const nlohmann::json& r = g.results;
   EXPECT_EQ(StageScore(r, "part1"), 10) << StageOutput(r, "part1");
+  const std::string embedded = StageOutput(r, "task6");
+  EXPECT_EQ(StageScore(r, "task6"), 0) << embedded;
+  EXPECT_NE(embedded.find("does not compile"), std::string::npos) << embedded;
+  EXPECT_NE(embedded.find("file not found: " + copied), std::string::npos) << embedded;
+  EXPECT_EQ(r.dump().find("REFERENCE FROM ANOTHER CLONE"), std::string::npos) << embedded;
   const std::string segv = StageOutput(r, "task2a");
   EXPECT_EQ(StageScore(r, "task2a"), 0) << segv;
   EXPECT_NE(segv.find("SIGSEGV"), std::string::npos) << segv;

@@ -29,7 +29,7 @@ bool CompilerLine(const std::string& line, const std::string& student_dir) {
   // gcc's source excerpts: "   34 |     mean.div_(world)" and "      |                     ^".
   size_t j = line.find_first_not_of("0123456789 ", i);
   if (j != std::string::npos && line[j] == '|') return true;
-  for (const char* key : {"error:", "warning:", "note:", "In function", "In member function", "In file included",
+  for (const char* key : {"error:", "Error:", "Assembler messages", "warning:", "note:", "In function", "In member function", "In file included",
                           "undefined reference", "multiple definition", "collect2", "ld returned"}) {
     if (line.find(key) != std::string::npos) return std::isdigit(static_cast<unsigned char>(line[i])) == 0;
   }
@@ -46,6 +46,10 @@ std::string CompileErrors(const std::string& output, const std::string& kit, con
   bool in_block = false;
   for (auto line : Lines(output)) {
     for (size_t p; (p = line.find(kit + "/")) != std::string::npos;) line.erase(p, kit.size() + 1);
+    // The assembler names its input, a temporary file: "/.../tmp/ccX.s:7: Error: file not found: F".
+    if (size_t s = line.find(".s:"); s != std::string::npos && line.find(' ') > s && line[0] == '/') {
+      line = "assembler" + line.substr(s + 2);
+    }
     const bool header = line.rfind("ERROR: ", 0) == 0;
     if (header) {
       in_block = line.find(build_file) != std::string::npos || line.find(student_dir) != std::string::npos;

@@ -100,10 +100,6 @@ PreparedJail::PreparedJail(const JailSpec& spec) : spec_(spec) {
     bound.source = b.source;
     bound.target = b.target;
     bound.read_only = b.read_only;
-    for (size_t slash = b.target.find('/', 1); ; slash = b.target.find('/', slash + 1)) {
-      bound.target_prefixes.push_back(b.target.substr(0, slash));
-      if (slash == std::string::npos) break;
-    }
     binds_.push_back(std::move(bound));
   }
   std::vector<std::string> tmp;
@@ -112,6 +108,7 @@ PreparedJail::PreparedJail(const JailSpec& spec) : spec_(spec) {
   }
   spec_.private_tmp = tmp;
   tmp_options_ = "size=" + std::to_string(spec_.tmp_bytes) + ",mode=1777";
+  PlanRoot();
 }
 
 PreparedJail::~PreparedJail() = default;
@@ -139,50 +136,37 @@ int PreparedJail::EnterNamespaces(const char** what, bool* new_pid_namespace) co
       return fail(errno == EINVAL ? "making / private (/ is not a mount point: in a chroot, bind-mount the root onto itself first)"
                                   : "making / private");
     }
-    // Hold on to what is shown again before it is covered: a bind's source must be a mount of
-    // this namespace, so these are opened after unshare; /proc/self/fd/N names them afterwards.
+    // Hold on to what the jail's root shows before anything is covered: a bind's source must be
+    // a mount of this namespace, so these are opened after unshare; /proc/self/fd/N names them.
     int fds[kMaxBinds];
     char fd_paths[kMaxBinds][32];
+    const char* fd_names[kMaxBinds];
     if (binds_.size() > kMaxBinds) {
       errno = E2BIG;
       return fail("too many binds");
     }
     for (size_t i = 0; i < binds_.size(); ++i) {
       fds[i] = open(binds_[i].source.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-      if (fds[i] < 0) return fail("opening a folder to show again");
+      if (fds[i] < 0) return fail("opening a folder to show in the jail");
       FdPath(fds[i], fd_paths[i]);
+      fd_names[i] = fd_paths[i];
     }
-    for (const auto& t : spec_.private_tmp) {
-      if (mount("tmpfs", t.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, tmp_options_.c_str()) != 0) {
-        return fail("mounting a private tmpfs");
-      }
-    }
+    // Covered first, so that a hidden path inside what the root shows stays hidden there.
     for (const auto& c : covers_) {
       const int r = c.is_dir ? mount("tmpfs", c.path.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=1m,mode=0755")
                              : mount("/dev/null", c.path.c_str(), nullptr, MS_BIND, nullptr);
-      // ENOENT: something above it was covered already (a private /tmp, the grader's home).
+      // ENOENT: something above it was covered already (the grader's home).
       if (r != 0 && errno != ENOENT) return fail("covering a grader path");
     }
-    for (size_t i = 0; i < binds_.size(); ++i) {
-      // The covering tmpfs (root's, 0755) lets the student walk down to the target, no further.
-      for (const auto& prefix : binds_[i].target_prefixes) mkdir(prefix.c_str(), 0755);
-      if (mount(fd_paths[i], binds_[i].target.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
-        return fail("binding a folder shown again (the student's, the disk cache, the shared data)");
-      }
-      close(fds[i]);
-      if (binds_[i].read_only &&
-          mount(nullptr, binds_[i].target.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
-                nullptr) != 0) {
-        return fail("making a folder shown again read-only");
-      }
-    }
+    if (int err = EnterRoot(fd_names, !*new_pid_namespace, what); err != 0) return err;
+    for (size_t i = 0; i < binds_.size(); ++i) close(fds[i]);
   }
   return 0;
 }
 
 int PreparedJail::MountProc(const char** what) const {
-  // The first process of the new PID namespace mounts a proc of its own over the old one (in
-  // the jail's mount namespace only): ps, /proc/N and /proc/N/cmdline show the jail's processes,
+  // The first process of the new PID namespace mounts a proc of its own on the jail root's
+  // /proc: ps, /proc/N and /proc/N/cmdline show the jail's processes,
   // and with hidepid only the student's own (the namespace's first process is a copy of the
   // grader, command line included, and stays root's). "invisible" is Linux 5.8's name for 2.
   const unsigned long flags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
@@ -219,22 +203,13 @@ int PreparedJail::DropToStudent(const char** what) const {
 }
 
 std::string PreparedJail::BlockingAncestor(const std::string& path, std::string* why) const {
-  if (spec_.level == Isolation::kNone) return "";
-  std::vector<std::string> remade;  // in a full jail: each folder the way below is remade in
-  if (spec_.level == Isolation::kFull) {
-    for (const auto& c : covers_) {
-      if (c.is_dir) remade.push_back(c.path);
-    }
-    for (const auto& t : spec_.private_tmp) remade.push_back(fs::weakly_canonical(t).string());
-  }
+  // In a full jail the way down to a bound folder is made by EnterRoot, root's and 0755.
+  if (spec_.level != Isolation::kUser) return "";
   const fs::path target = fs::weakly_canonical(path);
   fs::path way;
   for (auto part = target.begin(); part != target.end(); ++part) {
     way /= *part;
     if (std::next(part) == target.end()) break;  // the folder itself is the student's
-    for (const auto& r : remade) {
-      if (way == fs::path(r)) return "";
-    }
     struct stat st;
     if (stat(way.c_str(), &st) != 0) {
       *why = std::string("cannot stat it: ") + strerror(errno);

@@ -3,6 +3,12 @@
 // (root with CAP_SYS_ADMIN), in mount, IPC and network namespaces of its own in which the
 // grader's files are covered, /tmp is private and only loopback is up.
 //
+// The full jail's root is an allow-list, not the machine with paths covered: a fresh tmpfs holding
+// only the system (/usr and its links, /etc, /sys, a /dev of a few nodes), the jail's own /proc
+// and /tmp, and the folders the spec binds (the student's, the shared one, the disk cache, the
+// LibTorch it builds against); pivot_root makes it / and the machine's tree is detached. Nothing
+// the student's code, its compiler or its assembler opens can name a file outside it.
+//
 // Two levels, because containers differ: Docker's default profile lets root switch users but
 // not make namespaces. kFull is what the grader asks for; kUser (file permissions keep the
 // grader's files unreadable, but /tmp is shared and the network is the container's) only when
@@ -38,10 +44,12 @@ struct JailSpec {
   Isolation level = Isolation::kNone;
   JailUser user;
   // Covered where the student looks (kFull): an empty root-owned tmpfs over a directory,
-  // /dev/null over a file. Missing paths are skipped.
+  // /dev/null over a file. Missing paths are skipped. Only what lies inside the jail's root needs
+  // it (a path under /usr or /etc, or inside a bound folder); the rest is not there at all.
   std::vector<std::string> hidden;
-  // Shown again after the covering (kFull), at `target` (made if needed), in this order: the
-  // student's work folder, the disk cache read-only.
+  // The folders the jail's root shows besides the system (kFull), at `target` (made if needed),
+  // in this order: the student's work folder, the shared folder and the disk cache read-only,
+  // the LibTorch it builds against read-only.
   struct Bind {
     std::string source;
     std::string target;
@@ -79,9 +87,10 @@ class PreparedJail {
 
   // In the forked child, before exec, in this order (each returns 0, or an errno with *what
   // naming the step that failed, a static string):
-  //  1. EnterNamespaces: mount, IPC and network namespaces (kFull), the coverings and binds,
-  //     and a PID namespace when spec().pid_namespace and the kernel allows it
-  //     (*new_pid_namespace says whether): then the caller's next child is its first process;
+  //  1. EnterNamespaces: mount, IPC and network namespaces (kFull), the coverings, the jail's
+  //     root (the allow-list) made / by pivot_root, and a PID namespace when
+  //     spec().pid_namespace and the kernel allows it (*new_pid_namespace says whether): then
+  //     the caller's next child is its first process;
   //  2. MountProc, in that first process: a /proc of the new PID namespace;
   //  3. DropToStudent: limits, then the student's user and groups, no_new_privs.
   int EnterNamespaces(const char** what, bool* new_pid_namespace) const;
@@ -90,8 +99,8 @@ class PreparedJail {
 
   // The first folder on the way down to `path` (absolute; `path` itself excluded) that the
   // student's user cannot pass through in this jail, "" when there is none; *why then says
-  // its mode and owner. In a full jail the way below a covered path or a private /tmp is
-  // remade 0755 by EnterNamespaces, so only the folders above those are the machine's own.
+  // its mode and owner. In a full jail the way down to every bound folder is the jail root's
+  // own (0755), so there is none.
   std::string BlockingAncestor(const std::string& path, std::string* why) const;
 
  private:
@@ -100,6 +109,16 @@ class PreparedJail {
     bool is_dir = true;
   };
   static constexpr size_t kMaxBinds = 8;
+  // One entry of the jail's root (jail_root.cc); paths are the root's, under root_.
+  struct RootEntry {
+    enum Kind { kDir, kLink, kFile } kind = kDir;
+    std::string source;  // the machine's path (kDir, kFile); the link's target (kLink)
+    std::string target;  // root_ + the path inside the jail
+  };
+  // Makes the jail's root under root_ and pivots into it (in EnterNamespaces, after the
+  // coverings; `fd_paths` name the binds' sources, opened before anything was covered).
+  int EnterRoot(const char* const* fd_paths, bool proc_of_machine, const char** what) const;
+  void PlanRoot();
   struct BoundFd {
     std::string source;
     std::string target;
@@ -110,6 +129,10 @@ class PreparedJail {
   std::vector<Cover> covers_;
   std::vector<BoundFd> binds_;
   std::string tmp_options_;
+  std::string root_;                     // where the jail's root is built (a private tmpfs)
+  std::vector<RootEntry> system_;        // the system's folders, links and device nodes
+  std::vector<std::string> root_dirs_;   // folders made in the root, outermost first
+  std::vector<std::string> tmp_targets_; // private_tmp, as paths under root_
 };
 
 // The student user of this machine, or an error saying why there is none.

@@ -119,25 +119,53 @@ TEST_F(JailTest, OnlyItsOwnProcessesAreVisible) {
   EXPECT_TRUE(r.isolation_note.empty()) << r.isolation_note;
 }
 
-// A hidden file (Gradescope's submission_metadata.json: names, emails, earlier scores) reads
-// as empty in the full jail, though its permissions would let anyone read it.
-TEST_F(JailTest, AHiddenFileReadsAsEmpty) {
+// The full jail's root is an allow-list: a file anyone may read, outside the system and the
+// folders the jail shows (Gradescope's /autograder, another clone of the repository, /opt),
+// is not there at all, and / lists the allow-list alone.
+TEST_F(JailTest, OnlyTheAllowListIsThere) {
   NeedFull();
-  // Outside /tmp, which the full jail replaces anyway (Gradescope's is /autograder/...).
-  const std::string dir = MakeTempDir("distlm_jail_meta", "/opt");
+  const std::string dir = MakeTempDir("distlm_jail_elsewhere", "/opt");
   chmod(dir.c_str(), 0755);
-  const std::string meta = dir + "/submission_metadata.json";
+  const std::string secret = dir + "/reference.cc";
+  WriteFileMakingDirs(secret, "the reference solution\n");
+  chmod(secret.c_str(), 0644);
+  SandboxResult r = Run(Spec(Isolation::kFull), "cat " + secret + " 2>&1; ls / | tr '\\n' ' '; echo; echo done");
+  EXPECT_NE(r.output.find("done"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("the reference solution"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("No such file or directory"), std::string::npos) << r.output;
+  for (const char* absent : {" opt ", " home ", " root ", " srv ", " autograder ", " mnt ", " boot "}) {
+    EXPECT_EQ((" " + r.output).find(absent), std::string::npos) << absent << " is in the jail's root: " << r.output;
+  }
+  for (const char* present : {" usr ", " etc ", " tmp ", " proc ", " dev "}) {
+    EXPECT_NE((" " + r.output).find(present), std::string::npos) << present << " is missing: " << r.output;
+  }
+  // As the student's user without the jail's root, the same file reads: the root is what hides it.
+  SandboxResult user = Run(Spec(Isolation::kUser), "cat " + secret);
+  EXPECT_NE(user.output.find("the reference solution"), std::string::npos) << user.output;
+  RemoveTree(dir);
+}
+
+// A hidden path inside what the root shows (Gradescope's submission_metadata.json in a folder
+// the jail binds) reads as empty, though its permissions would let anyone read it.
+TEST_F(JailTest, AHiddenFileInsideAShownFolderReadsAsEmpty) {
+  NeedFull();
+  const std::string shared = work_ + "/shared";
+  fs::create_directories(shared);
+  chmod(shared.c_str(), 0755);
+  const std::string meta = shared + "/submission_metadata.json";
   WriteFileMakingDirs(meta, "{\"users\": [{\"email\": \"student@example.edu\"}]}\n");
   chmod(meta.c_str(), 0644);
   JailSpec spec = Spec(Isolation::kFull);
+  spec.binds.push_back({shared, shared, true});
   spec.hidden.push_back(meta);
   SandboxResult r = Run(spec, "cat " + meta + "; echo done");
   EXPECT_NE(r.output.find("done"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("student@example.edu"), std::string::npos) << r.output;
   // Unhidden, the same command reads it: the covering is what hides it.
-  SandboxResult shown = Run(Spec(Isolation::kFull), "cat " + meta);
-  EXPECT_NE(shown.output.find("student@example.edu"), std::string::npos) << shown.output;
-  RemoveTree(dir);
+  JailSpec shown = Spec(Isolation::kFull);
+  shown.binds.push_back({shared, shared, true});
+  SandboxResult s2 = Run(shown, "cat " + meta);
+  EXPECT_NE(s2.output.find("student@example.edu"), std::string::npos) << s2.output;
 }
 
 TEST_F(JailTest, WritesOutsideItsFolderFailAndTmpIsPrivate) {

@@ -150,6 +150,17 @@ JailSpec StudentSpace::BaseSpec() const {
   spec.hidden = kept;
   spec.binds.push_back({student_dir_, student_dir_, false});
   spec.binds.push_back({shared_dir_, shared_dir_, true});
+  // A LibTorch outside /usr (DISTLM_LIBTORCH: the torch wheel's), which the student's build
+  // compiles against and its runs load, with the CUDA libraries the wheel lays out beside it.
+  if (const std::string torch = Env("DISTLM_LIBTORCH"); !torch.empty()) {
+    std::error_code ec;
+    const fs::path root = fs::canonical(torch, ec);
+    if (!ec && root.string().rfind("/usr/", 0) != 0) {
+      spec.binds.push_back({root.string(), root.string(), true});
+      const fs::path nvidia = root.parent_path() / "nvidia";
+      if (fs::is_directory(nvidia, ec)) spec.binds.push_back({nvidia.string(), nvidia.string(), true});
+    }
+  }
   spec.disk_watch_path = student_dir_;
   spec.disk_bytes = config_.disk_limit_bytes;
   spec.disk_inodes = config_.disk_limit_inodes;
