@@ -319,13 +319,13 @@ ShareOutcome Autograder::Impl::ShareCheck(
     y.share_name = "a rank's share of the batch (" + std::to_string(kTotalBatch / ranks) + " examples)";
   } else {
     const GraderRuns::ReferenceFigures& ref = runs.ReferenceRun(st, grading, ranks, flags);
-    y.split = {ref.peak_memory_bytes, ref.peak_cpu_seconds};
+    y.split = ref.share;
     y.split_name = "run of this layout";
     y.share_name = "a rank's part of the model and the batch";
     y.advice = "each rank computes its own part (its heads and MLP slice, its layers, its examples) and gets the rest "
                "through the collectives";
   }
-  const ShareVerdict v = CheckShare({r.peak_memory_bytes, r.peak_cpu_seconds}, y);
+  const ShareVerdict v = CheckShare(FiguresOf(r), y);
   out.ok = v.ok;
   out.message = v.message;
   return out;

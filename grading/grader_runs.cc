@@ -255,6 +255,7 @@ const GraderRuns::ReferenceFigures& GraderRuns::ReferenceRun(const stages::Row& 
   if (r.network_bytes > 0) figures.bytes = static_cast<double>(r.network_bytes);
   figures.peak_memory_bytes = r.peak_memory_bytes;
   figures.peak_cpu_seconds = r.peak_cpu_seconds;
+  figures.share = FiguresOf(r);
   return figures;
 }
 
@@ -323,7 +324,7 @@ const GraderRuns::LongSingle& GraderRuns::LongSingleRun() {
   if (one.exit_code == 0 && one.log.size() >= kSteps) {
     long_single_.ok = true;
     long_single_.trace = TraceOf(one);
-    long_single_.figures = {one.peak_memory_bytes, one.peak_cpu_seconds};
+    long_single_.figures = FiguresOf(one);
   } else {
     Note("the grader's own single-node run at 512 tokens failed; each rank's share is not checked");
   }
@@ -347,7 +348,7 @@ ShareFigures GraderRuns::LongDataParallel(int ranks) {
   flags.push_back("--mutation=none");
   const StageRun dp = RunStage(binary, ranks, Launcher::kLaunch, flags, RunOptions("share_" + std::to_string(ranks), nullptr));
   if (dp.exit_code == 0 && dp.log.size() >= kSteps) {
-    figures = {dp.peak_memory_bytes, dp.peak_cpu_seconds};
+    figures = FiguresOf(dp);
   } else {
     Note("the grader's own data-parallel run at 512 tokens failed; each rank's share is not checked");
   }

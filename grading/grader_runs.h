@@ -26,6 +26,11 @@
 
 namespace distlm::grading {
 
+// What the share check reads of a run: its busiest process's figures and the whole run's.
+inline ShareFigures FiguresOf(const StageRun& r) {
+  return {r.peak_memory_bytes, r.peak_cpu_seconds, r.run_memory_bytes, r.run_cpu_seconds};
+}
+
 // The mistakes of data-parallel training the grader runs (grading/mutant_stage's mutations) to
 // name a wrong trace of any stage.
 inline const std::vector<std::string>& DataParallelMistakes() {
@@ -65,6 +70,7 @@ class GraderRuns {
     double bytes = -1;
     int64_t peak_memory_bytes = -1;
     double peak_cpu_seconds = -1;  // its busiest process's
+    ShareFigures share;            // the share check's figures of the same run
   };
   const ReferenceFigures& ReferenceRun(const stages::Row& st, const StageGrading& grading, int ranks,
                                        const std::vector<std::string>& extra);

@@ -10,6 +10,57 @@ namespace {
 std::string Mb(double bytes) { return Fmt("%.1f", bytes / 1e6) + " MB"; }
 std::string Sec(double s) { return Fmt("%.2f", s) + " s"; }
 
+// The run as a whole (its control group), as its mean rank: held to the bounds a rank is, from
+// above. Adds to `figures` and `problems` as CheckShare does.
+void JudgeRunAsAWhole(const ShareFigures& run, const ShareYardstick& y, std::string* figures, std::string* problems,
+                      bool* more, ShareVerdict* v) {
+  const ShareFigures &dp = y.split, &one = y.single;
+  const double n = y.ranks;
+  const std::string split = "the grader's own " + y.split_name;
+  const std::string unaccounted = "the grader could not account your run as a whole (its control group, which holds "
+                                  "every process and thread a run has) while ";
+  if (dp.run_memory_bytes > 0 && one.run_memory_bytes > 0) {
+    const double mean = dp.run_memory_bytes / n;
+    const double share = (one.run_memory_bytes - mean) / (n - 1);
+    const std::string theirs = split + " " + Mb(dp.run_memory_bytes) + " in all (" + Mb(mean) +
+                               " a rank), the whole batch on one process " + Mb(one.run_memory_bytes) + ": about " +
+                               Mb(share) + " a rank's share";
+    if (share < kMinShareBytes) {
+    } else if (run.run_memory_bytes < 0) {
+      v->ok = false;
+      *problems += unaccounted + "it accounted its own (" + theirs + ")\n";
+    } else if (const double over = run.run_memory_bytes / n - mean; over > kMemoryAllowanceShares * share) {
+      v->ok = false;
+      *more = true;
+      *problems += "your run held " + Mb(run.run_memory_bytes) + " in all at its peak (the kernel's account of the "
+                   "whole run, every process and thread it had), the activations of " + Fmt("%.1f", over / share) +
+                   " ranks' shares more a rank than " + theirs + "\n";
+    } else {
+      *figures += "your run held " + Mb(run.run_memory_bytes) + " in all at its peak; " + theirs + "\n";
+    }
+  }
+  if (dp.run_cpu_seconds > 0 && one.run_cpu_seconds > 0) {
+    const double mean = dp.run_cpu_seconds / n;
+    const double gap = one.run_cpu_seconds - mean;
+    const double allowance = std::max(kCpuAllowanceOfGap * gap, kCpuAllowanceOfSplit * mean);
+    const std::string theirs = split + " " + Sec(dp.run_cpu_seconds) + " in all (" + Sec(mean) +
+                               " a rank), the whole batch on one process " + Sec(one.run_cpu_seconds);
+    if (gap < kMinCpuGapSeconds || allowance > kCpuJudgedUpToGap * gap) {
+    } else if (run.run_cpu_seconds < 0) {
+      v->ok = false;
+      *problems += unaccounted + "it accounted its own (" + theirs + ")\n";
+    } else if (run.run_cpu_seconds / n > mean + allowance) {
+      v->ok = false;
+      *more = true;
+      *problems += "your run used " + Sec(run.run_cpu_seconds) + " of CPU time in all (the kernel's account of the "
+                   "whole run), a rank's mean " + Fmt("%.0f", 100 * (run.run_cpu_seconds / n - mean) / gap) +
+                   " % of the way from " + split + " to the whole batch on one process (" + theirs + ")\n";
+    } else {
+      *figures += "your run used " + Sec(run.run_cpu_seconds) + " of CPU time in all; " + theirs + "\n";
+    }
+  }
+}
+
 }  // namespace
 
 ShareVerdict CheckShare(const ShareFigures& run, const ShareYardstick& y) {
@@ -74,6 +125,7 @@ ShareVerdict CheckShare(const ShareFigures& run, const ShareYardstick& y) {
       }
     }
   }
+  JudgeRunAsAWhole(run, y, &figures, &problems, &more, &v);
   if (!v.ok) {
     v.message = "not credited: at 512 tokens a sequence, where " + y.share_name +
                 " outweighs the rest of its work, " + problems +

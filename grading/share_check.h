@@ -23,6 +23,13 @@
 // graded in the full jail: the references of tasks 2a to 6 at -22 % to
 // -3 % of that gap and within 2.3 MB of the grader's memory; the two forgeries of data
 // parallelism at 118 % and 156 %, and 3.1 shares.
+//
+// The same bounds hold the run as a whole, from its control group, where the grader's own runs
+// had one: its ranks' mean (the run's memory in use at its peak and its CPU time, over the
+// ranks) against the grader's own run's mean and the single process. Nothing a process does to
+// itself hides from that count (an exited child, a zombie's threads, a process the watch sampled
+// too rarely), so a student's run the grader could not account is not credited. It is bounded
+// from above only: a lean run is no sign of hiding there.
 #pragma once
 
 #include <cstdint>
@@ -32,10 +39,14 @@
 namespace distlm::grading {
 
 // What the busiest process of a run held and used (StageRun::peak_memory_bytes,
-// peak_cpu_seconds); -1: not read.
+// peak_cpu_seconds), and what the run as a whole did, from its control group
+// (StageRun::run_memory_bytes, run_cpu_seconds: every process and thread it ever had, which no
+// process state hides); -1: not read.
 struct ShareFigures {
   int64_t peak_memory_bytes = -1;
   double peak_cpu_seconds = -1;
+  int64_t run_memory_bytes = -1;
+  double run_cpu_seconds = -1;
 };
 
 // The grader's own two runs at 512 tokens, and the words for them.

@@ -126,3 +126,54 @@ TEST(ShareCheckTest, WhatCouldNotBeMeasured) {
 
 }  // namespace
 }  // namespace distlm::grading
+
+namespace distlm::grading {
+namespace {
+
+// The run as a whole, from its control group, with the figures measured beside the ones above
+// (anonymous and shared memory only, so the single process shows less than its resident set):
+// the grader's data-parallel run 391.5 MB and 9.51 s in all, the whole batch on one process
+// 181.4 MB and 5.14 s.
+ShareYardstick MeasuredWithRuns() {
+  ShareYardstick y = Measured();
+  y.split.run_memory_bytes = 391'500'000;
+  y.split.run_cpu_seconds = 9.51;
+  y.single.run_memory_bytes = 181'400'000;
+  y.single.run_cpu_seconds = 5.14;
+  return y;
+}
+
+TEST(ShareCheckTest, AnHonestRunAsAWholeIsCreditedAndShownItsFigures) {
+  const ShareVerdict v = CheckShare({219 * kMB, 2.24, 393'200'000, 8.91}, MeasuredWithRuns());
+  EXPECT_TRUE(v.ok) << v.message;
+  EXPECT_NE(v.message.find("your run held 393.2 MB in all at its peak"), std::string::npos) << v.message;
+  EXPECT_NE(v.message.find("your run used 8.91 s of CPU time in all"), std::string::npos) << v.message;
+}
+
+// Every rank trains the whole batch, each other rank's share in a process of its own: no process
+// holds or uses more than an honest rank, and the run holds and uses four ranks' worth each.
+TEST(ShareCheckTest, TheWholeBatchSpreadOverProcessesIsCaughtByTheRunsAccount) {
+  const ShareVerdict v = CheckShare({219 * kMB, 2.3, 4 * 180 * kMB, 4 * 5.1}, MeasuredWithRuns());
+  EXPECT_FALSE(v.ok);
+  const std::string& t = v.message;
+  EXPECT_NE(t.find("your run held 720.0 MB in all at its peak (the kernel's account of the whole run, every "
+                   "process and thread it had), the activations of 2.9 ranks' shares more a rank than the grader's "
+                   "own data-parallel run 391.5 MB in all (97.9 MB a rank)"), std::string::npos) << t;
+  EXPECT_NE(t.find("your run used 20.40 s of CPU time in all (the kernel's account of the whole run), a rank's mean "
+                   "99 % of the way"), std::string::npos) << t;
+  EXPECT_NE(t.find("so at least one rank computed more than its own share"), std::string::npos) << t;
+  // The per-process figures alone pass it.
+  EXPECT_TRUE(CheckShare({219 * kMB, 2.3}, Measured()).ok);
+}
+
+TEST(ShareCheckTest, ARunTheGraderCouldNotAccountIsNotCreditedWhereItsOwnWere) {
+  const ShareVerdict v = CheckShare({219 * kMB, 2.24}, MeasuredWithRuns());
+  EXPECT_FALSE(v.ok);
+  EXPECT_NE(v.message.find("the grader could not account your run as a whole"), std::string::npos) << v.message;
+  // Where the grader's own runs had no control group (not root, no cgroup file system), the run
+  // as a whole is not judged.
+  EXPECT_TRUE(CheckShare({219 * kMB, 2.24}, Measured()).ok);
+}
+
+}  // namespace
+}  // namespace distlm::grading

@@ -102,6 +102,9 @@ StageRun RunStage(const std::string& binary, int nproc, Launcher launcher, const
   run.network_bytes = r.loopback_bytes;
   run.peak_memory_bytes = r.peak_memory_bytes;
   run.peak_cpu_seconds = r.peak_cpu_seconds;
+  run.run_memory_bytes = r.run_memory_bytes;
+  run.run_cpu_seconds = r.run_cpu_seconds;
+  run.accounting_note = r.accounting_note;
   run.signal = r.signal;
   run.output = r.output;
   run.network_isolated = r.network_isolated;

@@ -33,6 +33,9 @@ struct StageRun {
   uint64_t loopback_rate = 0;        // bytes a second loopback was limited to (SandboxLimits); 0: not limited
   int64_t peak_memory_bytes = -1;    // the most any one process held resident (sandbox.h); -1: not read
   double peak_cpu_seconds = -1;      // the most CPU time any one process used (sandbox.h); -1: not read
+  int64_t run_memory_bytes = -1;     // the whole run's memory in use at most, from its control group (sandbox.h)
+  double run_cpu_seconds = -1;       // the whole run's CPU time, from its control group; -1: not accounted
+  std::string accounting_note;       // why the run had no control group
   std::string isolation_note;
   double seconds = 0;
   bool disk_limit_hit = false;

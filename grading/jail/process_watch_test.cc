@@ -3,7 +3,8 @@
 // command, its child, or (jailed) a process that left the command's tree; the grader's own forks,
 // which share its pages until they execute something, are not counted; the CPU time of the
 // busiest of three children is its own, not the others' nor their sum; a process whose first
-// thread ended is counted through the others.
+// thread ended is counted through the others. The run's control group (run_cgroup.h) counts the
+// run as a whole: every process it ever had, however short its life, and whatever its threads did.
 #include "grading/jail/process_watch.h"
 
 #include <sys/stat.h>
@@ -18,6 +19,7 @@
 
 #include "common/testing/subprocess.h"
 #include "grading/jail/jail.h"
+#include "grading/jail/run_cgroup.h"
 #include "grading/jail/sandbox.h"
 
 namespace distlm::grading {
@@ -93,6 +95,36 @@ TEST(ProcessWatchTest, NothingMeasuredIsMinusOneOrTheProgramsOwn) {
   EXPECT_TRUE(r.peak_memory_bytes == -1 || r.peak_memory_bytes < 16 * kMiB) << r.peak_memory_bytes;
   EXPECT_EQ(HighWaterMarkOf(999999999), -1);
   EXPECT_GT(HighWaterMarkOf(getpid()), 0);
+}
+
+void NeedControlGroups() {
+  const RunCgroup probe;
+  if (!probe.made()) GTEST_SKIP() << "SKIPPED (no control group for a run here): " << probe.why_not();
+}
+
+// The whole run: the CPU time of every process it ever had, summed, and the memory they held at
+// once. Forty processes that each live 20 ms, less than the watch's sampling interval, are all
+// in it.
+TEST(RunControlGroupTest, CountsEveryProcessTheRunEverHad) {
+  NeedControlGroups();
+  const std::string hog = Hog();
+  const SandboxResult r = RunCommand(
+      {"/bin/sh", "-c", hog + " 32 400 300 & " + hog + " 64 400 300 & wait; for i in $(seq 40); do " + hog + " 1 0 20; done"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_GE(r.run_cpu_seconds, 1.3) << "two of 0.3 s and forty of 0.02 s";
+  EXPECT_LT(r.run_cpu_seconds, 2.2);
+  EXPECT_GE(r.run_memory_bytes, 90 * kMiB) << "32 and 64 MiB held at once";
+  EXPECT_LT(r.run_memory_bytes, 96 * kMiB + 32 * kMiB);
+  EXPECT_LT(r.peak_cpu_seconds, 0.5) << "the per-process watch sees the busiest process alone";
+  EXPECT_TRUE(r.accounting_note.empty()) << r.accounting_note;
+}
+
+TEST(RunControlGroupTest, AProcessWhoseFirstThreadEndedAndThatLeftTheTreeIsInIt) {
+  NeedControlGroups();
+  const SandboxResult r = RunCommand({"/bin/bash", "-c", "(" + Hog() + " 96 300 900 leader_exits &); sleep 1.6"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_GE(r.run_cpu_seconds, 0.85);
+  EXPECT_GE(r.run_memory_bytes, 90 * kMiB);
 }
 
 class JailedProcessWatchTest : public ::testing::Test {

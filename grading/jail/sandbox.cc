@@ -22,6 +22,7 @@
 
 #include "grading/jail/loopback_shaping.h"
 #include "grading/jail/process_watch.h"
+#include "grading/jail/run_cgroup.h"
 
 extern char** environ;
 
@@ -33,7 +34,7 @@ namespace {
 struct ChildStatus {
   char stage;  // 'n': network isolated; 'N': isolation failed; 'j': the jail failed; 'c': chdir failed;
                // 'e': exec failed; 'p': no PID namespace could be had; 's': loopback's rate limited;
-               // 'S': limiting it failed
+               // 'S': limiting it failed; 'g': joining the run's control group failed
   int err;
   const char* what;  // for 'j': the step (a string literal, at the same address in the parent)
 };
@@ -198,6 +199,7 @@ struct ChildPlan {
   const PreparedJail* jail = nullptr;
   bool want_netns = false;
   uint64_t loopback_rate = 0;  // > 0: limit loopback in the new namespace
+  const RunCgroup* cgroup = nullptr;  // joined first, so that all the run ever starts is in it
   rlim_t as_limit = 0, fsize_limit = 0;
   const char* cwd = nullptr;
   const tools::NoSpawnFilter* no_spawn = nullptr;
@@ -261,6 +263,9 @@ void OpenFiles(const SandboxCommand& command, ChildPlan* plan) {
 // The child, from fork to exec: its own process group, output, limits, network, jail, folder.
 [[noreturn]] void RunChild(const ChildPlan& plan) {
   const int status_fd = plan.status_pipe[1];
+  if (plan.cgroup != nullptr) {
+    if (int err = plan.cgroup->Join(); err != 0) WriteStatus(status_fd, 'g', err);
+  }
   setpgid(0, 0);
   close(plan.status_pipe[0]);
   dup2(plan.stdout_fd >= 0 ? plan.stdout_fd : plan.out_fd, 1);
@@ -318,7 +323,8 @@ void OpenFiles(const SandboxCommand& command, ChildPlan* plan) {
 
 // The child's statuses until exec (the pipe closes then): what the command's output is
 // prefixed with, and the isolation it got.
-std::string ReadStartStatuses(int fd, const SandboxCommand& command, const ChildPlan& plan, SandboxResult* result) {
+std::string ReadStartStatuses(int fd, const SandboxCommand& command, const ChildPlan& plan, SandboxResult* result,
+                              bool* cgroup_join_failed) {
   std::string notes;
   ChildStatus s;
   while (read(fd, &s, sizeof(s)) == static_cast<ssize_t>(sizeof(s))) {
@@ -333,6 +339,10 @@ std::string ReadStartStatuses(int fd, const SandboxCommand& command, const Child
     if (s.stage == 'S') result->isolation_note = std::string("could not limit loopback's rate: ") + strerror(s.err);
     if (s.stage == 'p') result->isolation_note = "no PID namespace here: the kernel refused one";
     if (s.stage == 'e') notes += "cannot execute " + command.argv[0] + ": " + strerror(s.err) + "\n";
+    if (s.stage == 'g') {
+      *cgroup_join_failed = true;
+      result->accounting_note = std::string("the run could not join its control group: ") + strerror(s.err);
+    }
   }
   return notes;
 }
@@ -385,7 +395,7 @@ class DiskWatch {
 // status. Kills its process group (and, jailed, every process of the student's user) on the way
 // out, so nothing it started outlives it.
 int WaitForCommand(pid_t pid, const SandboxLimits& limits, std::chrono::steady_clock::time_point start,
-                   SandboxResult* result) {
+                   RunCgroup* cgroup, SandboxResult* result) {
   const bool jailed = limits.jail != nullptr && limits.jail->spec().level != Isolation::kNone;
   const DiskWatch disk(limits.jail);
   ProcessWatch watch(pid, jailed ? static_cast<int64_t>(limits.jail->spec().user.uid) : -1);
@@ -393,6 +403,7 @@ int WaitForCommand(pid_t pid, const SandboxLimits& limits, std::chrono::steady_c
   int wstatus = 0;
   for (;;) {
     watch.Sample();
+    cgroup->Sample();
     pid_t r = waitpid(pid, &wstatus, WNOHANG);
     if (r == pid) break;
     if (r < 0 && errno != EINTR) throw std::runtime_error(std::string("waitpid: ") + strerror(errno));
@@ -433,6 +444,9 @@ SandboxResult RunSandboxed(const SandboxCommand& command, const SandboxLimits& l
   plan.cwd = command.working_dir.empty() ? nullptr : command.working_dir.c_str();
   plan.no_spawn = limits.no_spawn;
 
+  RunCgroup cgroup;  // outlives the run's processes: removed after the last has gone
+  if (cgroup.made()) plan.cgroup = &cgroup;
+  bool cgroup_join_failed = false;
   pid_t pid = fork();
   if (pid < 0) {
     const int err = errno;
@@ -445,7 +459,7 @@ SandboxResult RunSandboxed(const SandboxCommand& command, const SandboxLimits& l
   setpgid(pid, pid);  // also here: whichever runs first, the group exists before any kill
 
   // Statuses arrive before exec, so this returns as soon as the program starts.
-  const std::string notes = ReadStartStatuses(plan.status_pipe[0], command, plan, &result);
+  const std::string notes = ReadStartStatuses(plan.status_pipe[0], command, plan, &result, &cgroup_join_failed);
   close(plan.status_pipe[0]);
   if (full_jail && notes.empty()) result.network_isolated = true;
   // The command's network namespace, held open so that its counters can be read once the
@@ -454,7 +468,13 @@ SandboxResult RunSandboxed(const SandboxCommand& command, const SandboxLimits& l
   if (result.network_isolated) {
     netns_fd = open(("/proc/" + std::to_string(pid) + "/ns/net").c_str(), O_RDONLY | O_CLOEXEC);
   }
-  const int wstatus = WaitForCommand(pid, limits, start, &result);
+  const int wstatus = WaitForCommand(pid, limits, start, &cgroup, &result);
+  if (cgroup.made() && !cgroup_join_failed) {
+    result.run_memory_bytes = cgroup.memory_peak_bytes();
+    result.run_cpu_seconds = cgroup.CpuSeconds();
+  } else if (!cgroup.made()) {
+    result.accounting_note = cgroup.why_not();
+  }
   if (WIFSIGNALED(wstatus)) {
     result.signal = WTERMSIG(wstatus);
     result.exit_code = 128 + result.signal;

@@ -65,6 +65,13 @@ struct SandboxResult {
   // The most CPU time any one of its processes used (all its threads, user and system), sampled
   // the same way, in seconds; -1 when none was read.
   double peak_cpu_seconds = -1;
+  // The run as a whole, from its control group (grading/jail/run_cgroup.h: every process and
+  // thread it ever had): the most anonymous and shared memory in use at once, sampled, in bytes,
+  // and the CPU time of all of it, in seconds; -1 when the run had no group (accounting_note says
+  // why).
+  int64_t run_memory_bytes = -1;
+  double run_cpu_seconds = -1;
+  std::string accounting_note;
 };
 
 // Runs the command to its end or to the deadline. Throws std::runtime_error only when the

@@ -7,6 +7,7 @@
 #   test_delay.sh                       # RTT for D = 1, 20, 100 ms; 100 Mbit/s throughput at 20, 100 ms
 #   HOOK=egress test_delay.sh           # queue on the sender's OUTPUT instead of the receiver's PREROUTING
 #   DELAYS_MS="off 0 20" TPUT_DELAYS_MS="" RATE=1gbit RT=0 TPUT_S=10 BUFS=0 MAX_ADVANCE_US=0 test_delay.sh
+# (CC=reno|bbr sets the nodes' congestion control; a namespace may only pick the host's allowed ones)
 # (off: no holder, no rule: the baseline)
 # Needs root, iptables (apt-get install iptables) and ./delay_holder (./build.sh).
 set -euo pipefail
@@ -56,6 +57,7 @@ setup() {
     ip -n "${NS[r]}" addr add "${IP[r]}/24" dev distlm0
     ip -n "${NS[r]}" link set lo up
     ip -n "${NS[r]}" link set distlm0 up
+    if [[ -n ${CC:-} ]]; then ip netns exec "${NS[r]}" sysctl -qw net.ipv4.tcp_congestion_control="$CC"; fi
     if ((BUFS)); then
       # A 100 Mbit/s x 200 ms window is 2.5 MB; the default tcp_wmem max (4 MB) is too tight.
       ip netns exec "${NS[r]}" sysctl -qw net.ipv4.tcp_rmem="4096 131072 33554432" \
@@ -124,6 +126,7 @@ done
 for d in $TPUT_DELAYS_MS; do
   set_delay "$d"
   ip netns exec dqn0 nstat -n  # reset the counters' history
+  ip netns exec dqn1 nstat -n
   ticks0=$(cpu_ticks "$HOLDER_PID")
   out_file=$(mktemp)
   ip netns exec dqn1 $MEASURE tput-server 5301 "$SKIP_S" >"$out_file" &
@@ -136,7 +139,14 @@ for d in $TPUT_DELAYS_MS; do
   cpu=$(awk -v a="$ticks0" -v b="$ticks1" -v t0="$t0" -v t1="$t1" -v hz="$(getconf CLK_TCK)" \
     'BEGIN { printf "%.1f", (b - a) / hz / (t1 - t0) * 100 }')
   retrans=$(ip netns exec dqn0 nstat TcpRetransSegs | awk '/TcpRetransSegs/ { print $2 }')
-  echo "throughput D=${d}ms rate=$RATE: $(cat "$out_file") holder_cpu=${cpu}% retrans_segs=${retrans:-0}"
+  # Out-of-order segments the receiver saw (the holder must keep the order).
+  ofo=$(ip netns exec dqn1 nstat TcpExtTCPOFOQueue | awk '/TcpExtTCPOFOQueue/ { print $2 }')
+  # The holder lives in the host namespace (only its threads joined the nodes' ones), so tools
+  # that list or signal a namespace's processes (ip netns pids) do not see it.
+  in_pids=no
+  if [[ -n $HOLDER_PID ]] && ip netns pids dqn1 | grep -qx "$HOLDER_PID"; then in_pids=yes; fi
+  echo "throughput D=${d}ms rate=$RATE: $(cat "$out_file") holder_cpu=${cpu}% retrans_segs=${retrans:-0}" \
+    "receiver_ofo=${ofo:-0} holder_in_netns_pids=$in_pids"
   rm -f "$out_file"
   holder_stats
 done
