@@ -220,8 +220,9 @@ void Autograder::Impl::Judge(const stages::Row& st, const StageGrading& grading,
       return v.checked && !v.ok ? v.message : std::string();
     };
     if (!grading.ReferenceMutation().empty()) {
-      c.reference_peak_memory = [&](int n, const std::vector<std::string>& extra) {
-        return runs.ReferenceRun(st, grading, n, extra).peak_memory_bytes;
+      c.reference_figures = [&](int n, const std::vector<std::string>& extra) {
+        const GraderRuns::ReferenceFigures& f = runs.ReferenceRun(st, grading, n, extra);
+        return StageCheckContext::ReferenceFigures{f.peak_memory_bytes, f.share.run_cpu_seconds};
       };
       c.share = [&](int n, const std::vector<std::string>& extra, const StageRun* long_run) {
         return ShareCheck(st, grading, run, n, extra, long_run, traffic_of);

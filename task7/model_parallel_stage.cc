@@ -6,6 +6,7 @@
 #include "common/runtime/errors.h"
 #include "common/train/run_stage.h"
 #include "task7/pp_stage.h"
+#include "task7/schedule_probe.h"
 #include "task7/tp_stage.h"
 
 ABSL_FLAG(std::string, model_parallel, "tensor",
@@ -22,6 +23,7 @@ std::unique_ptr<train::Stage> MakeModelParallelStage(std::string name, train::Tr
 }
 
 int RunModelParallelMain(int argc, char** argv, const std::string& name, train::TrainStep step) {
+  if (int code = 0; RunScheduleProbeIfAsked(argc, argv, &code)) return code;
   return train::RunStageMain(argc, argv, name, [&] { return MakeModelParallelStage(name, step); });
 }
 

@@ -7,15 +7,24 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "common/stages/stages.h"
 #include "grading/stage_grading.h"
 #include "grading/trace.h"
+#include "task7/grading/schedule_check.h"
 
 namespace distlm::task7 {
 namespace {
+
+// How much more CPU time than the grader's own 1F1B of the layout a 1F1B run may use in all. Measured
+// here, 2 ranks at 512 tokens, four runs each interleaved: the reference 3.36-3.75 s (11.6 % from
+// the least to the most), the recompute forgery 4.21-4.53 s (12 % to 35 % over a reference run,
+// 21 % on average). So this bar is fair to an honest run and catches the forgery only some of the
+// time: the memory held (PipelineMemoryMatches) is what decides, this is a second witness.
+constexpr double kPipelineCpuAllowance = 0.2;
 
 using grading::Fmt;
 using grading::KnownMistake;
@@ -197,6 +206,22 @@ class Task7Grading : public grading::StageGrading {
              "backward at once: 1F1B holds at most P - s = 2 on stage 0, running a backward as soon as it holds "
              "that many, which is its whole advantage over all forward, all backward.";
     };
+    // The schedule itself, asked of StageSteps on layouts drawn for this grading.
+    const std::vector<ProbeLayout> layouts = DrawProbeLayouts(std::random_device{}());
+    const grading::StageRun probe = c.run(2, {"--schedule_probe=" + ProbeFlag(layouts)}, 60);
+    std::string text, why;
+    if (probe.exit_code != 0 || !probe.ReadOutput("schedule_probe.txt", 1 << 20, &text, &why)) {
+      t.output = "the grader's call of your StageSteps (--schedule_probe=" + ProbeFlag(layouts) + ") did not complete: " +
+                 (probe.exit_code != 0 ? c.run_failure(probe) : why) + "\n";
+      return;
+    }
+    if (const std::string problem = JudgeProbe(layouts, text); !problem.empty()) {
+      t.output = "the grader called your StageSteps on layouts of its own, drawn for this grading: " + problem + "\n";
+      return;
+    }
+    const std::string probed = "your StageSteps, called by the grader on " + ProbeFlag(layouts) +
+                               " (schedule:stages:micro-batches, drawn for this grading), keeps the contract on every "
+                               "stage\n";
     std::string passed;
     for (const std::string schedule : {"--pipeline_schedule=1f1b --micro_batches=4", "--pipeline_schedule=afab --micro_batches=2"}) {
       const std::string micro = schedule.substr(schedule.find(' ') + 1);
@@ -213,7 +238,35 @@ class Task7Grading : public grading::StageGrading {
     t.passed = true;
     t.score = t.max_score;
     t.output = "the " + std::to_string(grading::kSteps) + " losses and gradient norms match the single-node run with " +
-               passed + "\n" + memory;
+               passed + "\n" + probed + memory;
+  }
+
+  // What 1F1B computes, seen from outside the processes: the whole run's CPU time (its control
+  // group's count, grading/jail/run_cgroup.h) against the grader's own 1F1B of the same layout. A
+  // forward run again at backward time (recomputation, which holds less than 1F1B) costs a
+  // forward more for every micro-batch.
+  static bool PipelineCpuMatches(const grading::StageCheckContext& c, const grading::StageRun& r,
+                                 const std::vector<std::string>& flags, grading::TestResult& t, std::string* said) {
+    const double ref = c.reference_figures(2, flags).run_cpu_seconds;
+    if (ref <= 0) return true;  // not accounted on this machine: the memory alone judges
+    const auto sec = [](double s) { return Fmt("%.2f", s) + " s"; };
+    if (r.run_cpu_seconds < 0) {
+      t.output = "the grader could not account the CPU time of your 1F1B run as a whole (its control group), while it "
+                 "accounted its own (" + sec(ref) + "), so the run is not credited\n";
+      return false;
+    }
+    const double over = r.run_cpu_seconds / ref - 1;
+    const std::string figures = "your 1F1B run used " + sec(r.run_cpu_seconds) + " of CPU time in all (the kernel's "
+                                "account of the whole run), the grader's own 1F1B of this layout " + sec(ref);
+    if (over > kPipelineCpuAllowance) {
+      t.output = "at 512 tokens a sequence " + figures + ": " + Fmt("%.0f", 100 * over) + " % more, where the grader "
+                 "allows " + Fmt("%.0f", 100 * kPipelineCpuAllowance) + " %: the forwards and backwards are the given "
+                 "stage's, so a 1F1B that computes more ran some of them twice (a forward again at backward time is "
+                 "recomputation, not 1F1B), and it is not credited\n";
+      return false;
+    }
+    *said += "CPU time at 512 tokens a sequence: " + figures + "\n";
+    return true;
   }
 
   // What 1F1B holds, seen from outside the processes: the log's in-flight count is the
@@ -227,7 +280,7 @@ class Task7Grading : public grading::StageGrading {
   // Autograder::RunOptions fixes malloc's mmap threshold). At the parity runs' 64 tokens the two schedules' peaks differ by
   // 8 MiB of about 200: too close to tell from the rest.
   static bool PipelineMemoryMatches(const grading::StageCheckContext& c, grading::TestResult& t, std::string* said) {
-    if (!c.reference_peak_memory) return true;
+    if (!c.reference_figures) return true;
     if (c.model_type != "bert") {
       *said = "memory: judged with --model_type=bert only (its long sequences are what make a micro-batch's "
               "activations outweigh the rest)\n";
@@ -245,8 +298,8 @@ class Task7Grading : public grading::StageGrading {
                  "ranks (the grader's look at its memory) did not complete: " + c.run_failure(r);
       return false;
     }
-    const int64_t mine = r.peak_memory_bytes, ref = c.reference_peak_memory(2, one_f_one_b),
-                  ref_afab = c.reference_peak_memory(2, afab);
+    const int64_t mine = r.peak_memory_bytes, ref = c.reference_figures(2, one_f_one_b).peak_memory_bytes,
+                  ref_afab = c.reference_figures(2, afab).peak_memory_bytes;
     const auto mb = [](double bytes) { return Fmt("%.1f", bytes / 1e6) + " MB"; };
     if (ref >= 0 && mine < 0) {
       // The grader read its own ranks' memory but not these: nothing to credit on the log's word.
@@ -291,7 +344,7 @@ class Task7Grading : public grading::StageGrading {
     if (mine <= ref + 0.75 * micro_batch) {
       *said = "memory at 512 tokens a sequence (measured by the grader, outside your processes): your 1F1B's largest "
               "rank held " + mb(mine) + " at its peak; " + figures + "\n";
-      return share_ok();
+      return PipelineCpuMatches(c, r, one_f_one_b, t, said) && share_ok();
     }
     t.output = "at 512 tokens a sequence your 1F1B's largest rank held " + mb(mine) + " at its peak (the kernel's count, "
                "read by the grader outside your processes), " + Fmt("%.1f", (mine - ref) / micro_batch) +

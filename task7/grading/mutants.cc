@@ -89,20 +89,16 @@ void AverageOverDataGroup(const std::vector<torch::Tensor>& parameters, const di
 // pp_1f1b_warmup_too_long: 1F1B with P - s warm-up forwards instead of P - s - 1. It trains
 // correctly (the sends do not wait), but stage s holds one micro-batch more than 1F1B's P - s.
 //
-// pp_afab_logged_as_1f1b, a forgery rather than a mistake: asked for 1F1B it runs all forward
-// all backward (the same sums in the same order: the same numbers), and rank 0 rewrites its log's
-// in-flight count to 1F1B's 2 once training ended (ForgeInFlightPeak). Only the memory it held
-// gives it away.
+// pp_afab_logged_as_1f1b, a forgery rather than a mistake: its StageSteps is right (the grader
+// calls it directly), but asked for 1F1B its loop runs all forward all backward (the same sums in
+// the same order: the same numbers), and rank 0 rewrites its log's in-flight count to 1F1B's 2
+// once training ended (ForgeInFlightPeak). Only the memory it held gives it away.
 //
 // pp_recompute_logged_as_1f1b, the forgery that holds less than 1F1B: all forward all backward,
 // each forward run without autograd (only the micro-batch's input kept) and run again, with it,
 // at the micro-batch's backward (RunPipelineSteps). The same numbers; one micro-batch's
 // activations at a time; the log rewritten as pp_afab_logged_as_1f1b's.
 std::vector<PipelineStep> StageSteps(PipelineSchedule schedule, int stages, int stage, int micro_batches) {
-  if ((Is("pp_afab_logged_as_1f1b") || Is("pp_recompute_logged_as_1f1b")) &&
-      schedule == PipelineSchedule::kOneForwardOneBackward) {
-    return ReferenceStageSteps(PipelineSchedule::kAllForwardAllBackward, stages, stage, micro_batches);
-  }
   if (!Is("pp_1f1b_warmup_too_long") || schedule != PipelineSchedule::kOneForwardOneBackward) {
     return ReferenceStageSteps(schedule, stages, stage, micro_batches);
   }
@@ -143,7 +139,15 @@ double RunPipelineSteps(const PipelineStage& stage, const std::vector<PipelineSt
     inputs->erase(m);
     if (Is("pp_no_grad_back") && input.defined() && input.grad().defined()) input.grad().zero_();
   };
-  const double sum = ReferenceRunPipelineSteps(mutated, steps);
+  // The forgeries run all forward all backward whatever the steps they are handed.
+  std::vector<PipelineStep> run = steps;
+  if (Is("pp_afab_logged_as_1f1b") || Is("pp_recompute_logged_as_1f1b")) {
+    const int micro_batches = static_cast<int>(std::count_if(steps.begin(), steps.end(), [](const PipelineStep& s) {
+      return s.forward;
+    }));
+    run = ReferenceStageSteps(PipelineSchedule::kAllForwardAllBackward, stage.stages, stage.stage, micro_batches);
+  }
+  const double sum = ReferenceRunPipelineSteps(mutated, run);
   return Is("pp_loss_last_only") && stage.stage == stage.stages - 1 ? *last_loss : sum;
 }
 

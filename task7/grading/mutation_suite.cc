@@ -49,9 +49,9 @@ INSTANTIATE_TEST_SUITE_P(
                       OwnMutation{"pp_no_grad_back", 18,
                                   {{k7b, "the last stage's gradients are right, the earlier stages' are not"}}},
                       OwnMutation{"pp_input_without_grad", 18, {{k7b, "does not require its gradient"}}},
+                      // Caught by the grader's own call of StageSteps on layouts it drew.
                       OwnMutation{"pp_1f1b_warmup_too_long", 18,
-                                  {{k7b, "your 1F1B's stage 0 held 3 micro-batches between their forward and their "
-                                         "backward at once"}}},
+                                  {{k7b, "between their forward and backward; 1F1B's stage s holds at most min(P - s, M)"}}},
                       // A forgery: all forward all backward run as 1F1B, the log rewritten to say 2.
                       OwnMutation{"pp_afab_logged_as_1f1b", 18,
                                   {{k7b, "micro-batches' activations more than the grader's own 1F1B of the same "
