@@ -1,6 +1,7 @@
-// The autograder's real path, with no test seam: a fresh student kit of this checkout, the
-// submission copied in, `bazel build` in it (its own output base, the user's disk cache), the
-// runs, the results; student code jailed as on Gradescope where this runs as root. Minutes.
+// The autograder's real path, with no test seam: a fresh student kit of this checkout (or of a
+// copy of it elsewhere), the submission copied in, `bazel build` in it (its own output base, the
+// user's disk cache), the runs, the results; student code jailed as on Gradescope where this runs
+// as root. Minutes.
 #include <stdlib.h>
 
 #include <cstdio>
@@ -12,8 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/testing/subprocess.h"
-#include "grading/autograde_testing.h"
 #include "common/stages/stages.h"
+#include "grading/autograde_testing.h"
+#include "grading/jail/sandbox.h"
 
 namespace distlm::grading {
 namespace {
@@ -36,8 +38,33 @@ nlohmann::json Grade(const std::string& submission, std::string* output, const s
   return g.results;
 }
 
+// A copy of this checkout's files (not Bazel's links, not .git) in a fresh folder under `parent`.
+std::string CopyOfCheckoutUnder(const std::string& parent) {
+  const std::string copy = MakeTempDir("distlm_checkout", parent);
+  const fs::path from = testing::Checkout();
+  for (fs::recursive_directory_iterator it(from), end; it != end; ++it) {
+    const fs::path rel = it->path().lexically_relative(from);
+    const std::string top = rel.begin()->string();
+    if (top == ".git" || top.rfind("bazel-", 0) == 0) {
+      if (it->is_directory() && !it->is_symlink()) it.disable_recursion_pending();
+      continue;
+    }
+    if (it->is_symlink()) {
+      fs::copy_symlink(it->path(), copy / rel);
+    } else if (it->is_directory()) {
+      fs::create_directories(copy / rel);
+    } else {
+      fs::copy_file(it->path(), copy / rel);
+    }
+  }
+  return copy;
+}
+
+// Graded from a copy of the checkout under /tmp (the kit made from it, the submission built and
+// run in the jail): where the grader's sources lie changes nothing.
 TEST(AutogradeBuildTest, TheReferenceZipBuiltOnACleanKitScoresFullMarks) {
   ASSERT_FALSE(testing::Checkout().empty());
+  const std::string source = CopyOfCheckoutUnder("/tmp");
   const std::string dir = testing::MakeTempDir("refsub");
   for (const auto& st : stages::All()) {
     for (const auto& f : st.files) WriteFileMakingDirs(dir + "/tree/" + st.id + "/" + f, ReadFileOrEmpty(testing::Checkout() + "/" + st.id + "/reference/" + f));
@@ -46,7 +73,8 @@ TEST(AutogradeBuildTest, TheReferenceZipBuiltOnACleanKitScoresFullMarks) {
   zip.argv = {"/bin/sh", "-c", "cd '" + dir + "/tree' && /usr/bin/zip -qr ../submission.zip ."};
   ASSERT_EQ(testing::Run(zip, 60).exit_code, 0);
   std::string out;
-  nlohmann::json r = Grade(dir + "/submission.zip", &out);
+  nlohmann::json r = Grade(dir + "/submission.zip", &out, {"--source=" + source});
+  RemoveTree(source);
   // Every stage was submitted, optional ones included: full marks are every test's points.
   double full = 0;
   for (const auto& t : r["tests"]) full += t["max_score"].get<double>();

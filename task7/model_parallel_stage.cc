@@ -23,7 +23,7 @@ std::unique_ptr<train::Stage> MakeModelParallelStage(std::string name, train::Tr
 }
 
 int RunModelParallelMain(int argc, char** argv, const std::string& name, train::TrainStep step) {
-  if (int code = 0; RunScheduleProbeIfAsked(argc, argv, &code)) return code;
+  if (int code = 0; RunScheduleProbeIfAsked(argc, argv, &StageSteps, &code)) return code;
   return train::RunStageMain(argc, argv, name, [&] { return MakeModelParallelStage(name, step); });
 }
 

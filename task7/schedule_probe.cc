@@ -25,7 +25,7 @@ std::string ArgValue(int argc, char** argv, const std::string& name) {
 
 }  // namespace
 
-bool RunScheduleProbeIfAsked(int argc, char** argv, int* exit_code) {
+bool RunScheduleProbeIfAsked(int argc, char** argv, StageStepsFunction steps, int* exit_code) {
   const std::string probe = ArgValue(argc, argv, "--schedule_probe");
   if (probe.empty()) return false;
   *exit_code = 2;
@@ -58,7 +58,7 @@ bool RunScheduleProbeIfAsked(int argc, char** argv, int* exit_code) {
     for (int s = 0; s < stages; ++s) {
       out << name << " " << stages << " " << micro_batches << " " << s << ": ";
       try {
-        out << StepsToString(StageSteps(schedule, stages, s, micro_batches)) << "\n";
+        out << StepsToString(steps(schedule, stages, s, micro_batches)) << "\n";
       } catch (const std::exception& e) {
         std::string what = e.what();
         for (char& ch : what) ch = ch == '\n' ? ' ' : ch;

@@ -8,10 +8,17 @@
 // stage's main runs it before anything else.
 #pragma once
 
+#include <vector>
+
+#include "task7/pipeline_schedule.h"
+
 namespace distlm::task7 {
 
-// When argv holds --schedule_probe: runs it and returns true with the process's exit code in
-// *exit_code (2, with one line on stderr, for a probe or folder it cannot use).
-bool RunScheduleProbeIfAsked(int argc, char** argv, int* exit_code);
+using StageStepsFunction = std::vector<PipelineStep> (*)(PipelineSchedule, int, int, int);
+
+// When argv holds --schedule_probe: answers it with `steps` (the binary's StageSteps) and returns
+// true with the process's exit code in *exit_code (2, with one line on stderr, for a probe or
+// folder it cannot use).
+bool RunScheduleProbeIfAsked(int argc, char** argv, StageStepsFunction steps, int* exit_code);
 
 }  // namespace distlm::task7

@@ -300,6 +300,13 @@ def distlm_system_libraries():
         headers = ["utf8proc.h"],
         targets = {"utf8proc": ["-lutf8proc"]},
     )
+    # The emulated cluster's delay where the kernel has no netem (task4_bench/cluster/
+    # delay_holder.cc). Linked dynamically: Debian ships no static libnfnetlink.
+    system_library(
+        name = "libnetfilter_queue",
+        headers = ["libnetfilter_queue", "libnfnetlink"],
+        targets = {"netfilter_queue": ["-lnetfilter_queue", "-lnfnetlink"]},
+    )
     # The grader's no-spawn filter (tools/no_spawn.cc). Linked statically: the launcher that
     # installs it runs in the grader's jail and in bare Debian roots without libseccomp-dev.
     system_library(

@@ -58,6 +58,9 @@ PACKAGES=(
   clang-14 libclang-rt-14-dev
   # emulated cluster (network namespaces, tc), plots
   iproute2 gnuplot-nox python3
+  # the emulated cluster's delay where the kernel has no netem (task4_bench/cluster/delay_holder:
+  # packets held in user space through an iptables NFQUEUE rule)
+  libnetfilter-queue-dev iptables
   # LibTorch 2.x from PyPI's torch wheel (tools/torch_wheel.sh) and the transformers peers
   # (tools/peers/setup.sh: a virtual environment)
   python3-pip python3-venv

@@ -8,7 +8,8 @@
 #   emulated_cluster up N [--rate=1gbit] [--delay=0.1ms]
 #   emulated_cluster run N [--rate=..] [--delay=..] [--master_port=29500] -- CMD [ARGS...]
 #   emulated_cluster run N [--rate=..] [--delay=..] --launcher=mpirun -- CMD [ARGS...]
-#   emulated_cluster measure [--seconds=1]     # achieved vs configured rate, node 0 -> node 1
+#   emulated_cluster measure [--seconds=1] [--warmup_s=0]  # achieved vs configured rate, node 0 -> 1
+#   emulated_cluster measure --rtt             # round trip node 0 -> 1 -> 0 vs 2 x the delay
 #   emulated_cluster status
 #   emulated_cluster down
 #
@@ -16,8 +17,14 @@
 #   distlm0 (what the node sends) and on distlm-h<r> (what it receives), as a full-duplex NIC
 #   of that speed. --delay adds that much latency (tc netem) to every packet a node sends, so
 #   one way between two nodes takes --delay and a round trip 2 x --delay. Kernels without
-#   netem (this course's VM has tbf and htb but no netem) get the rates only, and the tool
-#   says so: "this kernel has no netem: delay is not emulated; rates are".
+#   netem (this course's VM has tbf and htb but no netem) get the delay from delay_holder
+#   instead, and the tool says so ("delay is emulated by holding each packet in user space"):
+#   an iptables rule in each node sends every packet the node receives to an NFQUEUE, and one
+#   holder process in the host namespace lets each in --delay after it arrived. Held on the
+#   receiver, not the sender, so that a held packet no longer counts against the sending
+#   socket. Without iptables or the holder the links get the rates only, and the tool says
+#   "this kernel has no netem: delay is not emulated; rates are". Each node's TCP buffers may
+#   grow to 32 MB, so that one stream fills a long link (100 Mbit/s x 200 ms is 2.5 MB).
 # Ranks. `run` brings the cluster up, starts rank r in namespace r with torchrun's variables
 #   (RANK=r, WORLD_SIZE=N, MASTER_ADDR=10.213.0.1, MASTER_PORT; LOCAL_RANK=r and
 #   LOCAL_WORLD_SIZE=N because the namespaces do share this machine's cores, which the runtime
@@ -32,8 +39,8 @@
 #   signal is first forwarded to every process in the namespaces, SIGTERM follows after
 #   DISTLM_CLUSTER_GRACE_S seconds (default 3), then SIGKILL). A failed `up` tears down what it
 #   made. Everything is named distlm-*, so `down`, `up` and `run` also remove what a killed
-#   (SIGKILL) run left behind, processes in the namespaces included. One cluster per machine:
-#   `up` and `run` replace any existing one.
+#   (SIGKILL) run left behind, processes in the namespaces and the delay holder included. One
+#   cluster per machine: `up` and `run` replace any existing one.
 # Needs root (ip netns, ip link, tc); without it the tool says so and exits 2.
 set -euo pipefail
 
@@ -44,6 +51,7 @@ readonly SUBNET=10.213.0
 readonly STATE_DIR=/run/distlm-cluster
 readonly MAX_NODES=64
 readonly PROBE_PORT=5201
+readonly HOLDER_QUEUE=0
 GRACE_S=${DISTLM_CLUSTER_GRACE_S:-3}
 
 # Messages go to fd 3, a copy of stderr, so that the watch over the ranks can silence bash's
@@ -61,7 +69,8 @@ usage() {
   cat >&2 <<'EOF'
 usage: emulated_cluster up N [--rate=RATE] [--delay=DELAY]
        emulated_cluster run N [--rate=RATE] [--delay=DELAY] [--master_port=P] [--launcher=env|mpirun] -- CMD [ARGS...]
-       emulated_cluster measure [--seconds=S]
+       emulated_cluster measure [--seconds=S] [--warmup_s=S]
+       emulated_cluster measure --rtt
        emulated_cluster status
        emulated_cluster down
 RATE as tc writes it: 100mbit, 1gbit, 10gbit, 2.5gbit. DELAY: 100us, 0.1ms, 5ms.
@@ -129,12 +138,33 @@ signal_namespaces() {
   while [[ -n $(namespace_pids) ]] && (($(date +%s%N) < deadline)); do sleep 0.05; done
 }
 
+# The delay holder of $STATE_DIR/delay_holder.pid, if that process is still one (a program
+# named delay_holder: a pid can be reused): SIGTERM (it lets every held packet in and exits), SIGKILL if it takes over 2 s. It
+# lives in the host namespace, so signal_namespaces does not reach it; and it goes before the
+# namespaces, since its threads keep them alive.
+stop_holder() {
+  local pid_file=$STATE_DIR/delay_holder.pid pid comm tries
+  [[ -r $pid_file ]] || return 0
+  read -r pid <"$pid_file" || true
+  rm -f "$pid_file"
+  [[ $pid =~ ^[0-9]+$ ]] || return 0
+  comm=$(cat "/proc/$pid/comm" 2>/dev/null) || return 0
+  [[ $comm == delay_holder ]] || return 0
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for ((tries = 0; tries < 40; tries++)); do
+    is_running "$pid" || return 0
+    sleep 0.05
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+}
+
 # Stops every process in the namespaces (SIGTERM, then SIGKILL after the grace) and deletes
 # every distlm-* namespace and link. Prints what it could not remove and returns 1 then.
 teardown() {
   trap '' INT TERM HUP  # a second Ctrl-C must not leave half a cluster behind
   signal_namespaces TERM "$GRACE_S"
   signal_namespaces KILL 2
+  stop_holder
   local link ns
   # Deleting a host-side veth deletes its peer inside the namespace at once; deleting a
   # namespace alone frees its devices asynchronously, so the links go first.
@@ -205,28 +235,87 @@ cluster_up() {
     must ip -n "$ns" addr add "$(ip_of "$r")/24" dev "$NODE_IFACE"
     must ip -n "$ns" link set lo up
     must ip -n "$ns" link set "$NODE_IFACE" up
+    # The window is about half the receive buffer, and the sender keeps what is unacknowledged:
+    # Linux's default maxima (6 MB, 4 MB) cap one stream below 100 Mbit/s at a 200 ms round trip.
+    ip netns exec "$ns" sysctl -qw net.ipv4.tcp_rmem="4096 131072 33554432" \
+      net.ipv4.tcp_wmem="4096 16384 33554432" 2>/dev/null || true
     sysctl -qw "net.ipv6.conf.$(host_veth_of "$r").disable_ipv6=1" 2>/dev/null || true
     must ip link set "$(host_veth_of "$r")" master "$BRIDGE"
     must ip link set "$(host_veth_of "$r")" up
     shape "$ns" "$NODE_IFACE" 1
     shape "" "$(host_veth_of "$r")" 0
   done
-  local delay_state="none"
+  local delay_state="none" delay_us=0
   if [[ -n $DELAY ]]; then
-    if ((NETEM_MISSING)); then
+    if ((NETEM_MISSING == 0)); then
+      delay_state="$DELAY one way"
+      delay_us=$DELAY_US
+    elif start_holder "$n"; then
+      delay_state="$DELAY one way (nfqueue)"
+      delay_us=$DELAY_US
+      say "this kernel has no netem: delay is emulated by holding each packet in user space (NFQUEUE)"
+    else
       delay_state="not emulated (no netem)"
       if [[ -n $RATE ]]; then
         say "this kernel has no netem: delay is not emulated; rates are"
       else
         say "this kernel has no netem: delay is not emulated (and without --rate the links are unshaped)"
       fi
-    else
-      delay_state="$DELAY one way"
     fi
   fi
-  printf 'nodes=%s\nrate=%s\nrate_bits_per_s=%s\ndelay=%s\n' "$n" "${RATE:-unshaped}" "${RATE_BPS:-0}" \
-    "$delay_state" >"$STATE_DIR/config"
+  printf 'nodes=%s\nrate=%s\nrate_bits_per_s=%s\ndelay=%s\ndelay_us=%s\n' "$n" "${RATE:-unshaped}" \
+    "${RATE_BPS:-0}" "$delay_state" "$delay_us" >"$STATE_DIR/config"
   say "up: $n nodes $(ip_of 0)..$(ip_of $((n - 1))) on $BRIDGE; rate ${RATE:-unshaped}; delay $delay_state"
+}
+
+# Emulates DELAY without netem on the $1 nodes: starts delay_holder, waits for its "ready", then
+# sends every packet each node receives to it. The holder ignores SIGHUP and SIGINT, so that a
+# closed terminal after `up`, or a Ctrl-C meant for `run` (which tears down), leaves it be.
+# Returns 1, having said why and undone its part, when iptables, the holder or the kernel's
+# NFQUEUE are missing.
+start_holder() {
+  local n=$1 holder r k namespaces="" log=$STATE_DIR/delay_holder.log tries pid err
+  if ! command -v iptables >/dev/null; then
+    say "no iptables, so no NFQUEUE delay either (Debian: apt-get install iptables)"
+    return 1
+  fi
+  if ! holder=$(find_binary delay_holder DISTLM_DELAY_HOLDER); then
+    say "no delay_holder, so no NFQUEUE delay either (bazel build //task4_bench/cluster:delay_holder)"
+    return 1
+  fi
+  for ((r = 0; r < n; r++)); do namespaces+="${namespaces:+,}$(ns_of "$r")"; done
+  : >"$log"
+  (
+    trap '' HUP INT
+    exec "$holder" --delay_us="$DELAY_US" --netns="$namespaces" --queue="$HOLDER_QUEUE" --rt \
+      </dev/null >/dev/null 2>"$log" 3>&-
+  ) &
+  pid=$!
+  echo "$pid" >"$STATE_DIR/delay_holder.pid"  # for teardown, even if we are killed right now
+  for ((tries = 0; tries < 200; tries++)); do
+    grep -q "^delay_holder: ready: " "$log" && break
+    is_running "$pid" || break
+    sleep 0.05
+  done
+  if ! grep -q "^delay_holder: ready: " "$log"; then
+    say "the delay holder did not start, so no NFQUEUE delay either: $(tail -n 1 "$log" | grep . || echo "not ready in 10 s")"
+    {
+      kill -KILL "$pid"
+      wait "$pid"
+    } 2>/dev/null  # bash's "Killed" report of the job
+    rm -f "$STATE_DIR/delay_holder.pid"
+    return 1
+  fi
+  # Only now: a queue that no program has bound drops every packet sent to it.
+  for ((r = 0; r < n; r++)); do
+    if ! err=$(ip netns exec "$(ns_of "$r")" iptables -w -t raw -A PREROUTING -i "$NODE_IFACE" \
+      -j NFQUEUE --queue-num "$HOLDER_QUEUE" 2>&1); then
+      say "iptables cannot send packets to an NFQUEUE here, so no NFQUEUE delay either: $(tail -n 1 <<<"$err")"
+      for ((k = 0; k < n; k++)); do ip netns exec "$(ns_of "$k")" iptables -w -t raw -F PREROUTING 2>/dev/null || true; done
+      stop_holder
+      return 1
+    fi
+  done
 }
 
 parse_nodes() {
@@ -417,28 +506,39 @@ start_mpirun() {
     --mca oob_tcp_if_include "$NODE_IFACE" "$@" 3>&- &
 }
 
-# The probe binary: $DISTLM_TCP_PROBE, else beside this script (bazel-bin or runfiles), else
-# the checkout's bazel-bin.
-find_probe() {
-  local here candidates c
+# Prints the path of our binary $1 (tcp_probe, delay_holder): the environment variable named
+# $2 if set, else beside this script (bazel-bin or runfiles), else the checkout's bazel-bin.
+# Returns 1 when there is none.
+find_binary() {
+  local name=$1 here candidates c
   here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-  candidates=("${DISTLM_TCP_PROBE:-}" "$here/tcp_probe" "${BASH_SOURCE[0]}.runfiles/distlm/task4_bench/cluster/tcp_probe"
-    "${RUNFILES_DIR:-/nonexistent}/distlm/task4_bench/cluster/tcp_probe"
-    "$here/../../bazel-bin/task4_bench/cluster/tcp_probe")  # the source script in a checkout
+  candidates=("${!2:-}" "$here/$name" "${BASH_SOURCE[0]}.runfiles/distlm/task4_bench/cluster/$name"
+    "${RUNFILES_DIR:-/nonexistent}/distlm/task4_bench/cluster/$name"
+    "$here/../../bazel-bin/task4_bench/cluster/$name")  # the source script in a checkout
   for c in "${candidates[@]}"; do
     [[ -n $c && -x $c ]] && { echo "$c"; return 0; }
   done
-  die "measure needs tcp_probe: bazel build //task4_bench/cluster:tcp_probe and run bazel-bin/task4_bench/cluster/emulated_cluster, or set DISTLM_TCP_PROBE"
+  return 1
+}
+
+find_probe() {
+  find_binary tcp_probe DISTLM_TCP_PROBE ||
+    die "measure needs tcp_probe: bazel build //task4_bench/cluster:tcp_probe and run bazel-bin/task4_bench/cluster/emulated_cluster, or set DISTLM_TCP_PROBE"
 }
 
 cmd_measure() {
-  local arg
+  local arg rtt=0 warmup_s=0
   for arg in "$@"; do
     case $arg in
       --seconds=*)
         SECONDS_TO_MEASURE=${arg#--seconds=}
         [[ $SECONDS_TO_MEASURE =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "--seconds must be a number, got '$SECONDS_TO_MEASURE'"
         ;;
+      --warmup_s=*)
+        warmup_s=${arg#--warmup_s=}
+        [[ $warmup_s =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "--warmup_s must be a number, got '$warmup_s'"
+        ;;
+      --rtt) rtt=1 ;;
       *) die "unknown option '$arg' for measure" ;;
     esac
   done
@@ -449,27 +549,59 @@ cmd_measure() {
   rate=$(sed -n 's/^rate=//p' "$STATE_DIR/config")
   bps=$(sed -n 's/^rate_bits_per_s=//p' "$STATE_DIR/config")
   ((nodes >= 2)) || die "measure needs at least 2 nodes, the cluster has $nodes"
-  local probe bytes out
+  local probe bytes="" out
   probe=$(find_probe)
-  # About --seconds at the configured rate (unshaped: 1 GB), at least 1 MB.
-  bytes=$(awk -v r="$bps" -v s="$SECONDS_TO_MEASURE" 'BEGIN { b = (r > 0 ? r / 8 * s : 1e9); if (b < 1e6) b = 1e6; printf "%.0f\n", b }')
+  local -a listen_opts=(--listen="$PROBE_PORT") send_opts=(--connect="$(ip_of 1):$PROBE_PORT")
+  if ((rtt)); then
+    listen_opts+=(--rtt)
+    send_opts+=(--rtt)
+  elif awk -v w="$warmup_s" 'BEGIN { exit !(w > 0) }'; then
+    # Sent for a time, not a size: how much a long link carries in its warm-up is not known.
+    listen_opts+=(--skip_s="$warmup_s")
+    send_opts+=(--seconds="$(awk -v w="$warmup_s" -v s="$SECONDS_TO_MEASURE" 'BEGIN { print w + s }')")
+  else
+    # About --seconds at the configured rate (unshaped: 1 GB), at least 1 MB.
+    bytes=$(awk -v r="$bps" -v s="$SECONDS_TO_MEASURE" 'BEGIN { b = (r > 0 ? r / 8 * s : 1e9); if (b < 1e6) b = 1e6; printf "%.0f\n", b }')
+    send_opts+=(--bytes="$bytes")
+  fi
   out=$(mktemp)
-  ip netns exec "$(ns_of 1)" "$probe" --listen="$PROBE_PORT" >"$out" &
+  ip netns exec "$(ns_of 1)" "$probe" "${listen_opts[@]}" >"$out" &
   local listener=$!
-  if ! ip netns exec "$(ns_of 0)" "$probe" --connect="$(ip_of 1):$PROBE_PORT" --bytes="$bytes"; then
+  if ! ip netns exec "$(ns_of 0)" "$probe" "${send_opts[@]}" >>"$out"; then
     kill "$listener" 2>/dev/null || true
     rm -f "$out"
     die "the probe from $(ip_of 0) to $(ip_of 1) failed (see above)"
   fi
   wait "$listener" || die "the receiving probe in $(ns_of 1) failed (see above)"
-  local mbit
-  mbit=$(sed -n 's/.*"mbit_per_s": \([0-9.]*\).*/\1/p' "$out")
+  local result
+  result=$(cat "$out")
   rm -f "$out"
+  local from to
+  from=$(ip_of 0)
+  to=$(ip_of 1)
+  if ((rtt)); then
+    local delay delay_us
+    delay=$(sed -n 's/^delay=//p' "$STATE_DIR/config")
+    delay_us=$(sed -n 's/^delay_us=//p' "$STATE_DIR/config")
+    awk -v j="$result" -v d="$delay" -v us="${delay_us:-0}" -v from="$from" -v to="$to" 'BEGIN {
+      split("median_ms min_ms max_ms samples", keys, " ")
+      for (i = 1; i <= 4; i++) { v[keys[i]] = j; sub(".*\"" keys[i] "\": ", "", v[keys[i]]); sub("[,}].*", "", v[keys[i]]) }
+      printf "measured round trip %s -> %s -> %s: median %.3f ms of %d (min %.3f, max %.3f); configured delay %s = %.3f ms round trip\n",
+        from, to, from, v["median_ms"], v["samples"], v["min_ms"], v["max_ms"], d, 2 * us / 1e3 }'
+    return 0
+  fi
+  local mbit what
+  mbit=$(sed -n 's/.*"mbit_per_s": \([0-9.]*\).*/\1/p' <<<"$result")
+  what="for $bytes bytes"
+  if [[ -z $bytes ]]; then
+    what="after a ${warmup_s} s warm-up ($mbit Mbit/s over the whole stream)"
+    mbit=$(sed -n 's/.*"steady_mbit_per_s": \([0-9.]*\).*/\1/p' <<<"$result")
+  fi
   if ((bps > 0)); then
-    awk -v m="$mbit" -v r="$bps" -v rate="$rate" -v b="$bytes" -v from="$(ip_of 0)" -v to="$(ip_of 1)" \
-      'BEGIN { printf "measured %s -> %s: %.1f Mbit/s for %d bytes; configured %s = %.1f Mbit/s; achieved/configured = %.3f\n", from, to, m, b, rate, r / 1e6, m / (r / 1e6) }'
+    awk -v m="$mbit" -v r="$bps" -v rate="$rate" -v what="$what" -v from="$from" -v to="$to" \
+      'BEGIN { printf "measured %s -> %s: %.1f Mbit/s %s; configured %s = %.1f Mbit/s; achieved/configured = %.3f\n", from, to, m, what, rate, r / 1e6, m / (r / 1e6) }'
   else
-    echo "measured $(ip_of 0) -> $(ip_of 1): $mbit Mbit/s for $bytes bytes; configured unshaped"
+    echo "measured $from -> $to: $mbit Mbit/s $what; configured unshaped"
   fi
 }
 

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # shellcheck disable=SC2016  # the ranks' commands expand $RANK & co. themselves
 # Tests of emulated_cluster.sh with real namespaces, veths, a bridge and tc: bring-up, the rate
-# a shaped link delivers, netem detection, the ranks' environment, and above all teardown:
-# after a normal end, a failing rank, SIGTERM, SIGINT, ranks that ignore both, and a SIGKILLed
-# tool (whose leftovers `down` must remove), no distlm-* namespace, link or process remains.
+# a shaped link delivers, the delay (netem, or NFQUEUE and delay_holder without it: round trips
+# and a long link's rate), the ranks' environment, and above all teardown: after a normal end,
+# a failing rank, SIGTERM, SIGINT, ranks that ignore both, and a SIGKILLed tool (whose
+# leftovers `down` must remove), no distlm-* namespace, link or process, and no delay holder,
+# remains.
 #
-# Needs root; without it every case is SKIPPED (loudly) and the test passes. It replaces any
-# emulated cluster that is up on this machine (there is one per machine).
+# Needs root; without it every case is SKIPPED (loudly) and the test passes. So are the delay
+# cases where the kernel has neither netem nor NFQUEUE (or iptables is missing). It replaces
+# any emulated cluster that is up on this machine (there is one per machine).
 set -uo pipefail
 
 if [[ -n ${TEST_SRCDIR:-} ]]; then
@@ -27,11 +30,20 @@ start() {
   echo "=== $1"
 }
 
+# Running delay holders (an exited one may stay a zombie until init reaps it).
+holder_pids() {
+  local p state
+  for p in $(pgrep -x delay_holder); do
+    state=$(awk '{ print $3 }' "/proc/$p/stat" 2>/dev/null) || continue
+    [[ $state == Z ]] || echo "$p"
+  done
+}
 # Our things that exist right now (empty = nothing).
 leftovers() {
-  local what
+  local what p
   what="$(ip netns list 2>/dev/null | awk '{print $1}' | grep '^distlm-') $(ip -o link show | awk -F': ' '{print $2}' | grep '^distlm-')"
   [[ -e /run/distlm-cluster ]] && what+=" /run/distlm-cluster"
+  for p in $(holder_pids); do what+=" delay_holder:$p"; done
   # shellcheck disable=SC2086  # one line, single spaces
   echo $what
 }
@@ -152,18 +164,82 @@ awk -v b="$best" 'BEGIN { exit !(b >= 0.85) }' || fail "the best achieved/config
 "$TOOL" down >/dev/null 2>&1
 expect_clean "measure"
 
-start "delay: netem is used where the kernel has it, and its absence is said"
+start "delay: netem is used where the kernel has it, else NFQUEUE, and what is used is said"
+# DELAY: netem, nfqueue, or "" (neither: the delay checks below are skipped).
+DELAY=""
 "$TOOL" up 2 --rate=100mbit --delay=2ms >"$OUT/delay.txt" 2>&1 || fail "up with --delay failed: $(cat "$OUT/delay.txt")"
 if tc -n distlm-ns0 qdisc show dev distlm0 | grep -q netem; then
+  DELAY=netem
   tc -n distlm-ns0 qdisc show dev distlm0 | grep -q "delay 2ms" || fail "netem without the 2ms delay"
   tc -n distlm-ns0 qdisc show dev distlm0 | grep -q "rate 100Mbit" || fail "netem without the rate"
   grep -q "no netem" "$OUT/delay.txt" && fail "netem is there but the tool says it is not"
+elif grep -qF "delay is emulated by holding each packet in user space (NFQUEUE)" "$OUT/delay.txt"; then
+  DELAY=nfqueue
+  expect_contains "$OUT/delay.txt" "this kernel has no netem: delay is emulated by holding each packet in user space (NFQUEUE)"
+  expect_contains "$OUT/delay.txt" "delay 2ms one way (nfqueue)"
+  grep -qx "delay=2ms one way (nfqueue)" /run/distlm-cluster/config ||
+    fail "the config does not say how the delay is made: $(cat /run/distlm-cluster/config)"
+  for r in 0 1; do
+    ip netns exec "distlm-ns$r" iptables -t raw -S PREROUTING | grep -q -- "-i distlm0 -j NFQUEUE --queue-num 0" ||
+      fail "node $r sends no packet to the queue: $(ip netns exec "distlm-ns$r" iptables -t raw -S PREROUTING)"
+  done
+  [[ -n $(holder_pids) ]] || fail "the tool says NFQUEUE, but no delay_holder runs"
+  tc -n distlm-ns0 qdisc show dev distlm0 | grep -q "rate 100Mbit" || fail "the NFQUEUE delay lost the rate"
 else
   expect_contains "$OUT/delay.txt" "this kernel has no netem: delay is not emulated; rates are"
   tc -n distlm-ns0 qdisc show dev distlm0 | grep -q "rate 100Mbit" || fail "no netem, and the rate is lost too"
+  echo "SKIPPED: this machine has neither netem nor a working NFQUEUE (iptables, nfnetlink_queue, delay_holder):" \
+    "the delay's round trips and rate were not checked. The tool said:"
+  cat "$OUT/delay.txt"
 fi
 "$TOOL" down >/dev/null 2>&1
 expect_clean "the delay case"
+
+# Prints the median round trip (ms) of `measure --rtt` on the cluster that is up.
+median_rtt() {
+  "$TOOL" measure --rtt >"$OUT/rtt.txt" 2>&1 || fail "measure --rtt failed: $(cat "$OUT/rtt.txt")"
+  cat "$OUT/rtt.txt" >&2
+  sed -n 's/.*: median \([0-9.]*\) ms of .*/\1/p' "$OUT/rtt.txt"
+}
+
+if [[ -n $DELAY ]]; then
+  start "round trips between two nodes take 2 x --delay ($DELAY)"
+  # The rule: what the delay adds to a round trip is within 10 % of 2 x D. What it adds is the
+  # median TCP request/response time (64 bytes each way, 20 of them) at --delay=D minus the
+  # same median on the same link without --delay (here 0.02-0.15 ms): netem, too, adds its
+  # delay to the link's own round trip, and at D = 1 ms that round trip alone would spend up to
+  # three quarters of the 0.2 ms tolerance.
+  "$TOOL" up 2 --rate=100mbit >/dev/null 2>&1 || fail "up failed"
+  base=$(median_rtt)
+  for d in 1 20 100; do
+    "$TOOL" up 2 --rate=100mbit --delay="${d}ms" >/dev/null 2>&1 || fail "up with --delay=${d}ms failed"
+    rtt=$(median_rtt)
+    awk -v m="${rtt:-0}" -v b="${base:-0}" -v d="$d" 'BEGIN { added = m - b; exit !(added >= 1.8 * d && added <= 2.2 * d) }' ||
+      fail "--delay=${d}ms: the median round trip is '${rtt}' ms, the undelayed link's '${base}' ms: the delay adds not 2 x ${d} ms +-10 %"
+  done
+
+  start "a 100 Mbit/s link with --delay=100ms still gives its rate ($DELAY)"
+  # The cluster of --delay=100ms above. One stream needs a 2.5 MB window for 100 Mbit/s over a
+  # 200 ms round trip; it gets there within about 1.5 s (slow start, then the congestion
+  # controller's probing), so the rate counts from 2 s on, for 2 s. The rule: within 10 % of
+  # the configured rate (TCP's payload is about 0.956 of tbf's frames, so about 0.956 is
+  # expected), and at most 1.02 (above, the shaping leaks). Best of two, as a busy machine can
+  # starve one stream of CPU.
+  best=0
+  for try in 1 2; do
+    "$TOOL" measure --warmup_s=2 --seconds=2 >"$OUT/measure_delay.txt" 2>&1 ||
+      fail "measure failed: $(cat "$OUT/measure_delay.txt")"
+    cat "$OUT/measure_delay.txt"
+    ratio=$(sed -n 's/.*achieved\/configured = \([0-9.]*\).*/\1/p' "$OUT/measure_delay.txt")
+    awk -v r="${ratio:-0}" 'BEGIN { exit !(r <= 1.02) }' || fail "try $try: achieved/configured rate is '${ratio}' > 1.02"
+    best=$(awk -v r="${ratio:-0}" -v b="$best" 'BEGIN { print (r > b ? r : b) }')
+    awk -v b="$best" 'BEGIN { exit !(b >= 0.9) }' && break
+  done
+  awk -v b="$best" 'BEGIN { exit !(b >= 0.9) }' ||
+    fail "the best steady achieved/configured rate of 2 over a 100 ms delay is '$best' < 0.9"
+  "$TOOL" down >/dev/null 2>&1
+  expect_clean "the delay's round trips and rate"
+fi
 
 start "run gives each rank its variables and prefixed output, then tears down"
 "$TOOL" run 2 -- sh -c 'echo "rank=$RANK world=$WORLD_SIZE master=$MASTER_ADDR:$MASTER_PORT"; ip -4 -o addr show dev distlm0' \
@@ -243,7 +319,10 @@ expect_clean "SIGTERM with stubborn ranks"
 expect_no_marker 3180 "SIGTERM with stubborn ranks"
 
 start "a SIGKILLed tool leaves leftovers that down removes"
-"$TOOL" run 2 -- sleep 3181 >"$OUT/killed.txt" 2>&1 &
+# With the NFQUEUE delay, the holder (in the host namespace) is among them.
+delay_opt=()
+[[ $DELAY == nfqueue ]] && delay_opt=(--delay=5ms)
+"$TOOL" run 2 "${delay_opt[@]}" -- sleep 3181 >"$OUT/killed.txt" 2>&1 &
 tool=$!
 wait_for_ranks 2
 {
@@ -251,6 +330,9 @@ wait_for_ranks 2
   wait "$tool"
 } 2>/dev/null  # bash's "Killed" report of the job
 [[ -n $(leftovers) ]] || fail "a SIGKILLed tool cleaned up: the test cannot see down at work"
+if [[ $DELAY == nfqueue && -z $(holder_pids) ]]; then
+  fail "the delay holder of a SIGKILLed tool is gone: the test cannot see down stop it"
+fi
 [[ -n $(marker_processes 3181) ]] || fail "the ranks of a SIGKILLed tool are gone: the test cannot see down stop them"
 "$TOOL" down >"$OUT/down_after_kill.txt" 2>&1 || fail "down failed: $(cat "$OUT/down_after_kill.txt")"
 expect_clean "down after a SIGKILL"
