@@ -160,9 +160,9 @@ bool CanEmulateLinks(std::string* why) {
   }
   *why =
       "Emulated links: `task4_bench/cluster/emulated_cluster run N --rate=R`: one network namespace per rank on a "
-      "bridge, each node's link shaped with tc tbf to R in both directions. No delay is added (the cluster tool's "
-      "--delay needs netem, which this course's VM kernel lacks), so the links have a rate but loopback-like "
-      "latency.";
+      "bridge, each node's link shaped with tc tbf to R in both directions. No delay is added (--delay adds it: "
+      "netem, or on kernels without netem each packet held in user space), so the links have a rate but "
+      "loopback-like latency.";
   return true;
 }
 
