@@ -42,6 +42,8 @@
 #   (SIGKILL) run left behind, processes in the namespaces and the delay holder included. One
 #   cluster per machine: `up` and `run` replace any existing one.
 # Needs root (ip netns, ip link, tc); without it the tool says so and exits 2.
+# Parts: nfqueue_delay.sh (the delay without netem) and link_measure.sh (`measure`), sourced from
+#   beside this script or its runfiles.
 set -euo pipefail
 
 readonly PREFIX=distlm
@@ -50,8 +52,6 @@ readonly NODE_IFACE=distlm0
 readonly SUBNET=10.213.0
 readonly STATE_DIR=/run/distlm-cluster
 readonly MAX_NODES=64
-readonly PROBE_PORT=5201
-readonly HOLDER_QUEUE=0
 GRACE_S=${DISTLM_CLUSTER_GRACE_S:-3}
 
 # Messages go to fd 3, a copy of stderr, so that the watch over the ranks can silence bash's
@@ -136,26 +136,6 @@ signal_namespaces() {
   kill -s "$sig" $pids 2>/dev/null || true
   deadline=$(($(date +%s%N) + ${wait_s%.*} * 1000000000))
   while [[ -n $(namespace_pids) ]] && (($(date +%s%N) < deadline)); do sleep 0.05; done
-}
-
-# The delay holder of $STATE_DIR/delay_holder.pid, if that process is still one (a program
-# named delay_holder: a pid can be reused): SIGTERM (it lets every held packet in and exits), SIGKILL if it takes over 2 s. It
-# lives in the host namespace, so signal_namespaces does not reach it; and it goes before the
-# namespaces, since its threads keep them alive.
-stop_holder() {
-  local pid_file=$STATE_DIR/delay_holder.pid pid comm tries
-  [[ -r $pid_file ]] || return 0
-  read -r pid <"$pid_file" || true
-  rm -f "$pid_file"
-  [[ $pid =~ ^[0-9]+$ ]] || return 0
-  comm=$(cat "/proc/$pid/comm" 2>/dev/null) || return 0
-  [[ $comm == delay_holder ]] || return 0
-  kill -TERM "$pid" 2>/dev/null || return 0
-  for ((tries = 0; tries < 40; tries++)); do
-    is_running "$pid" || return 0
-    sleep 0.05
-  done
-  kill -KILL "$pid" 2>/dev/null || true
 }
 
 # Stops every process in the namespaces (SIGTERM, then SIGKILL after the grace) and deletes
@@ -268,63 +248,13 @@ cluster_up() {
   say "up: $n nodes $(ip_of 0)..$(ip_of $((n - 1))) on $BRIDGE; rate ${RATE:-unshaped}; delay $delay_state"
 }
 
-# Emulates DELAY without netem on the $1 nodes: starts delay_holder, waits for its "ready", then
-# sends every packet each node receives to it. The holder ignores SIGHUP and SIGINT, so that a
-# closed terminal after `up`, or a Ctrl-C meant for `run` (which tears down), leaves it be.
-# Returns 1, having said why and undone its part, when iptables, the holder or the kernel's
-# NFQUEUE are missing.
-start_holder() {
-  local n=$1 holder r k namespaces="" log=$STATE_DIR/delay_holder.log tries pid err
-  if ! command -v iptables >/dev/null; then
-    say "no iptables, so no NFQUEUE delay either (Debian: apt-get install iptables)"
-    return 1
-  fi
-  if ! holder=$(find_binary delay_holder DISTLM_DELAY_HOLDER); then
-    say "no delay_holder, so no NFQUEUE delay either (bazel build //task4_bench/cluster:delay_holder)"
-    return 1
-  fi
-  for ((r = 0; r < n; r++)); do namespaces+="${namespaces:+,}$(ns_of "$r")"; done
-  : >"$log"
-  (
-    trap '' HUP INT
-    exec "$holder" --delay_us="$DELAY_US" --netns="$namespaces" --queue="$HOLDER_QUEUE" --rt \
-      </dev/null >/dev/null 2>"$log" 3>&-
-  ) &
-  pid=$!
-  echo "$pid" >"$STATE_DIR/delay_holder.pid"  # for teardown, even if we are killed right now
-  for ((tries = 0; tries < 200; tries++)); do
-    grep -q "^delay_holder: ready: " "$log" && break
-    is_running "$pid" || break
-    sleep 0.05
-  done
-  if ! grep -q "^delay_holder: ready: " "$log"; then
-    say "the delay holder did not start, so no NFQUEUE delay either: $(tail -n 1 "$log" | grep . || echo "not ready in 10 s")"
-    {
-      kill -KILL "$pid"
-      wait "$pid"
-    } 2>/dev/null  # bash's "Killed" report of the job
-    rm -f "$STATE_DIR/delay_holder.pid"
-    return 1
-  fi
-  # Only now: a queue that no program has bound drops every packet sent to it.
-  for ((r = 0; r < n; r++)); do
-    if ! err=$(ip netns exec "$(ns_of "$r")" iptables -w -t raw -A PREROUTING -i "$NODE_IFACE" \
-      -j NFQUEUE --queue-num "$HOLDER_QUEUE" 2>&1); then
-      say "iptables cannot send packets to an NFQUEUE here, so no NFQUEUE delay either: $(tail -n 1 <<<"$err")"
-      for ((k = 0; k < n; k++)); do ip netns exec "$(ns_of "$k")" iptables -w -t raw -F PREROUTING 2>/dev/null || true; done
-      stop_holder
-      return 1
-    fi
-  done
-}
-
 parse_nodes() {
   if ! [[ ${1:-} =~ ^[0-9]+$ ]] || (($1 < 1 || $1 > MAX_NODES)); then
     die "N must be a number of nodes in 1..$MAX_NODES, got '${1:-}'"
   fi
 }
 
-RATE="" RATE_BPS="" DELAY="" DELAY_US=0 MASTER_PORT=29500 SECONDS_TO_MEASURE=1 LAUNCHER=env
+RATE="" RATE_BPS="" DELAY="" DELAY_US=0 MASTER_PORT=29500 LAUNCHER=env
 parse_link_option() {
   case $1 in
     --rate=*)
@@ -521,90 +451,6 @@ find_binary() {
   return 1
 }
 
-find_probe() {
-  find_binary tcp_probe DISTLM_TCP_PROBE ||
-    die "measure needs tcp_probe: bazel build //task4_bench/cluster:tcp_probe and run bazel-bin/task4_bench/cluster/emulated_cluster, or set DISTLM_TCP_PROBE"
-}
-
-cmd_measure() {
-  local arg rtt=0 warmup_s=0
-  for arg in "$@"; do
-    case $arg in
-      --seconds=*)
-        SECONDS_TO_MEASURE=${arg#--seconds=}
-        [[ $SECONDS_TO_MEASURE =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "--seconds must be a number, got '$SECONDS_TO_MEASURE'"
-        ;;
-      --warmup_s=*)
-        warmup_s=${arg#--warmup_s=}
-        [[ $warmup_s =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "--warmup_s must be a number, got '$warmup_s'"
-        ;;
-      --rtt) rtt=1 ;;
-      *) die "unknown option '$arg' for measure" ;;
-    esac
-  done
-  require_root
-  [[ -r $STATE_DIR/config ]] || die "no cluster is up (emulated_cluster up N --rate=...)"
-  local nodes rate bps
-  nodes=$(sed -n 's/^nodes=//p' "$STATE_DIR/config")
-  rate=$(sed -n 's/^rate=//p' "$STATE_DIR/config")
-  bps=$(sed -n 's/^rate_bits_per_s=//p' "$STATE_DIR/config")
-  ((nodes >= 2)) || die "measure needs at least 2 nodes, the cluster has $nodes"
-  local probe bytes="" out
-  probe=$(find_probe)
-  local -a listen_opts=(--listen="$PROBE_PORT") send_opts=(--connect="$(ip_of 1):$PROBE_PORT")
-  if ((rtt)); then
-    listen_opts+=(--rtt)
-    send_opts+=(--rtt)
-  elif awk -v w="$warmup_s" 'BEGIN { exit !(w > 0) }'; then
-    # Sent for a time, not a size: how much a long link carries in its warm-up is not known.
-    listen_opts+=(--skip_s="$warmup_s")
-    send_opts+=(--seconds="$(awk -v w="$warmup_s" -v s="$SECONDS_TO_MEASURE" 'BEGIN { print w + s }')")
-  else
-    # About --seconds at the configured rate (unshaped: 1 GB), at least 1 MB.
-    bytes=$(awk -v r="$bps" -v s="$SECONDS_TO_MEASURE" 'BEGIN { b = (r > 0 ? r / 8 * s : 1e9); if (b < 1e6) b = 1e6; printf "%.0f\n", b }')
-    send_opts+=(--bytes="$bytes")
-  fi
-  out=$(mktemp)
-  ip netns exec "$(ns_of 1)" "$probe" "${listen_opts[@]}" >"$out" &
-  local listener=$!
-  if ! ip netns exec "$(ns_of 0)" "$probe" "${send_opts[@]}" >>"$out"; then
-    kill "$listener" 2>/dev/null || true
-    rm -f "$out"
-    die "the probe from $(ip_of 0) to $(ip_of 1) failed (see above)"
-  fi
-  wait "$listener" || die "the receiving probe in $(ns_of 1) failed (see above)"
-  local result
-  result=$(cat "$out")
-  rm -f "$out"
-  local from to
-  from=$(ip_of 0)
-  to=$(ip_of 1)
-  if ((rtt)); then
-    local delay delay_us
-    delay=$(sed -n 's/^delay=//p' "$STATE_DIR/config")
-    delay_us=$(sed -n 's/^delay_us=//p' "$STATE_DIR/config")
-    awk -v j="$result" -v d="$delay" -v us="${delay_us:-0}" -v from="$from" -v to="$to" 'BEGIN {
-      split("median_ms min_ms max_ms samples", keys, " ")
-      for (i = 1; i <= 4; i++) { v[keys[i]] = j; sub(".*\"" keys[i] "\": ", "", v[keys[i]]); sub("[,}].*", "", v[keys[i]]) }
-      printf "measured round trip %s -> %s -> %s: median %.3f ms of %d (min %.3f, max %.3f); configured delay %s = %.3f ms round trip\n",
-        from, to, from, v["median_ms"], v["samples"], v["min_ms"], v["max_ms"], d, 2 * us / 1e3 }'
-    return 0
-  fi
-  local mbit what
-  mbit=$(sed -n 's/.*"mbit_per_s": \([0-9.]*\).*/\1/p' <<<"$result")
-  what="for $bytes bytes"
-  if [[ -z $bytes ]]; then
-    what="after a ${warmup_s} s warm-up ($mbit Mbit/s over the whole stream)"
-    mbit=$(sed -n 's/.*"steady_mbit_per_s": \([0-9.]*\).*/\1/p' <<<"$result")
-  fi
-  if ((bps > 0)); then
-    awk -v m="$mbit" -v r="$bps" -v rate="$rate" -v what="$what" -v from="$from" -v to="$to" \
-      'BEGIN { printf "measured %s -> %s: %.1f Mbit/s %s; configured %s = %.1f Mbit/s; achieved/configured = %.3f\n", from, to, m, what, rate, r / 1e6, m / (r / 1e6) }'
-  else
-    echo "measured $from -> $to: $mbit Mbit/s $what; configured unshaped"
-  fi
-}
-
 cmd_status() {
   if [[ -r $STATE_DIR/config ]]; then
     tr '\n' ' ' <"$STATE_DIR/config"
@@ -636,6 +482,20 @@ cmd_down() {
   teardown || exit 1
   say "down"
 }
+
+# The tool's other parts, beside this script (a checkout) or in its runfiles (bazel-bin).
+source_part() {
+  local here f
+  here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+  for f in "$here/$1" "${BASH_SOURCE[0]}.runfiles/distlm/task4_bench/cluster/$1" \
+    "${RUNFILES_DIR:-/nonexistent}/distlm/task4_bench/cluster/$1"; do
+    # shellcheck source=/dev/null
+    [[ -r $f ]] && { source "$f"; return 0; }
+  done
+  die "its part $1 is missing beside it or in its runfiles (bazel build //task4_bench/cluster:emulated_cluster)"
+}
+source_part nfqueue_delay.sh
+source_part link_measure.sh
 
 main() {
   (($# >= 1)) || usage
