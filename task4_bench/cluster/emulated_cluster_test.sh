@@ -122,7 +122,7 @@ trap 'echo "interrupted"; exit 143' TERM INT HUP
 
 start "non-root users are refused"
 if command -v setpriv >/dev/null; then
-  # A copy, with its parts, that nobody can run from the runfiles (they live under root's home).
+  # A copy, with its parts, that the user nobody can reach (the runfiles live under root's home).
   copy=$(mktemp -d /tmp/distlm_cluster_nonroot.XXXXXX)
   cp "$TOOL" "$copy/emulated_cluster"
   cp "$(dirname "$TOOL")/nfqueue_delay.sh" "$(dirname "$TOOL")/link_measure.sh" "$copy/"
