@@ -221,8 +221,7 @@ void Autograder::Impl::Judge(const stages::Row& st, const StageGrading& grading,
     };
     if (!grading.ReferenceMutation().empty()) {
       c.reference_figures = [&](int n, const std::vector<std::string>& extra) {
-        const GraderRuns::ReferenceFigures& f = runs.ReferenceRun(st, grading, n, extra);
-        return StageCheckContext::ReferenceFigures{f.peak_memory_bytes, f.share.run_cpu_seconds};
+        return runs.ReferenceRun(st, grading, n, extra).share;
       };
       c.share = [&](int n, const std::vector<std::string>& extra, const StageRun* long_run) {
         return ShareCheck(st, grading, run, n, extra, long_run, traffic_of);

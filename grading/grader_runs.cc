@@ -253,8 +253,6 @@ const GraderRuns::ReferenceFigures& GraderRuns::ReferenceRun(const stages::Row& 
     return figures;
   }
   if (r.network_bytes > 0) figures.bytes = static_cast<double>(r.network_bytes);
-  figures.peak_memory_bytes = r.peak_memory_bytes;
-  figures.peak_cpu_seconds = r.peak_cpu_seconds;
   figures.share = FiguresOf(r);
   return figures;
 }

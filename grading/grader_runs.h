@@ -68,9 +68,7 @@ class GraderRuns {
   // graded run's is (-1 each where it could not be run or counted).
   struct ReferenceFigures {
     double bytes = -1;
-    int64_t peak_memory_bytes = -1;
-    double peak_cpu_seconds = -1;  // its busiest process's
-    ShareFigures share;            // the share check's figures of the same run
+    ShareFigures share;  // its busiest process's memory and CPU time, and the whole run's
   };
   const ReferenceFigures& ReferenceRun(const stages::Row& st, const StageGrading& grading, int ranks,
                                        const std::vector<std::string>& extra);

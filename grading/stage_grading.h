@@ -14,6 +14,7 @@
 
 #include "common/stages/stages.h"
 #include "grading/overlap_check.h"
+#include "grading/share_check.h"
 #include "grading/stage_runner.h"
 #include "grading/test_result.h"
 #include "grading/trace.h"
@@ -66,14 +67,10 @@ struct StageCheckContext {
   // not. Null: not checked.
   std::function<std::string(const StageRun& run, int ranks)> final_weights;
   // The grader's own reference run (StageGrading::ReferenceMutation) on `ranks` ranks with the
-  // stage's flags and `extra`, counted as a graded run's is: the most memory one process held
-  // (StageRun::peak_memory_bytes) and the whole run's CPU time (StageRun::run_cpu_seconds); -1
-  // each: not measured. Null: the stage has no reference run.
-  struct ReferenceFigures {
-    int64_t peak_memory_bytes = -1;
-    double run_cpu_seconds = -1;
-  };
-  std::function<ReferenceFigures(int ranks, const std::vector<std::string>& extra)> reference_figures;
+  // stage's flags and `extra`, counted as a graded run's is (share_check.h's figures: its busiest
+  // process's, and the whole run's from its control group); -1 each: not measured. Null: the
+  // stage has no reference run.
+  std::function<ShareFigures(int ranks, const std::vector<std::string>& extra)> reference_figures;
   // The share check of the layout `extra` on `ranks` ranks: the submission's run of it with
   // ShareRunFlags() (`long_run`, already made with extra + those flags, or null: made here)
   // against the grader's own run of the layout and the whole batch on one process, at 512 tokens.
