@@ -220,8 +220,8 @@ void Autograder::Impl::Judge(const stages::Row& st, const StageGrading& grading,
       return v.checked && !v.ok ? v.message : std::string();
     };
     if (!grading.ReferenceMutation().empty()) {
-      c.reference_figures = [&](int n, const std::vector<std::string>& extra) {
-        return runs.ReferenceRun(st, grading, n, extra).share;
+      c.reference_figures = [&](int n, const std::vector<std::string>& extra, bool again) {
+        return runs.ReferenceRun(st, grading, n, extra, again).share;
       };
       c.share = [&](int n, const std::vector<std::string>& extra, const StageRun* long_run) {
         return ShareCheck(st, grading, run, n, extra, long_run, traffic_of);

@@ -228,12 +228,14 @@ const std::vector<KnownMistake>& GraderRuns::RunMistakes(const std::vector<std::
 
 const GraderRuns::ReferenceFigures& GraderRuns::ReferenceRun(const stages::Row& st,
                                                                          const StageGrading& grading, int ranks,
-                                                                         const std::vector<std::string>& extra) {
+                                                                         const std::vector<std::string>& extra,
+                                                                         bool again) {
   std::vector<std::string> flags = StageFlags(st, grading, ranks, {}, extra);
   flags.push_back("--mutation=" + grading.ReferenceMutation());
   const std::string key = RunKey(st, ranks, flags);
-  if (auto it = reference_runs_.find(key); it != reference_runs_.end()) return it->second;
+  if (auto it = reference_runs_.find(key); it != reference_runs_.end() && !again) return it->second;
   ReferenceFigures& figures = reference_runs_[key];
+  figures = ReferenceFigures();
   std::string binary;
   try {
     binary = GraderBinary("", grading.MutantBinary());
@@ -246,7 +248,7 @@ const GraderRuns::ReferenceFigures& GraderRuns::ReferenceRun(const stages::Row& 
   Progress("running the grader's own " + st.id + " on " + std::to_string(ranks) + " ranks" +
            (said.empty() ? "" : " with" + said) + ", to count what it sends and holds");
   const StageRun r = RunStage(binary, ranks, Launcher::kLaunch, flags,
-                              RunOptions("reference_" + st.id + "_" + std::to_string(reference_runs_.size()), nullptr));
+                              RunOptions("reference_" + st.id + "_" + std::to_string(reference_run_count_++), nullptr));
   if (r.exit_code != 0 || r.log.size() < kSteps) {
     Note("the grader's own run of " + st.id + " on " + std::to_string(ranks) + " ranks" + (said.empty() ? "" : " with" + said) +
          " failed; its traffic and memory are not checked");

@@ -65,13 +65,14 @@ class GraderRuns {
 
   // For a stage whose traffic has no closed form (StageGrading::ReferenceMutation): what the
   // grader's own reference did on `ranks` ranks with the stage's flags and `extra`, counted as a
-  // graded run's is (-1 each where it could not be run or counted).
+  // graded run's is (-1 each where it could not be run or counted). `again`: run it anew rather
+  // than answer the figures of an earlier run of the same layout.
   struct ReferenceFigures {
     double bytes = -1;
     ShareFigures share;  // its busiest process's memory and CPU time, and the whole run's
   };
   const ReferenceFigures& ReferenceRun(const stages::Row& st, const StageGrading& grading, int ranks,
-                                       const std::vector<std::string>& extra);
+                                       const std::vector<std::string>& extra, bool again = false);
 
   // The share check's runs at 512 tokens a sequence (share_check.h): the whole batch on one
   // process (its trace, which a student's run at that length must match), and task 2b's
@@ -147,6 +148,7 @@ class GraderRuns {
   std::map<std::string, bool> own_mistakes_tried_;  // by stage id
   std::map<std::string, std::vector<KnownMistake>> own_mistakes_;
   std::map<std::string, ReferenceFigures> reference_runs_;  // by stage, ranks and flags
+  int reference_run_count_ = 0;                              // each run's folder a name of its own
   std::map<std::string, OverlapRuns> overlap_runs_;         // the same
   LongSingle long_single_;
   std::map<int, ShareFigures> long_data_parallel_;

@@ -68,9 +68,9 @@ struct StageCheckContext {
   std::function<std::string(const StageRun& run, int ranks)> final_weights;
   // The grader's own reference run (StageGrading::ReferenceMutation) on `ranks` ranks with the
   // stage's flags and `extra`, counted as a graded run's is (share_check.h's figures: its busiest
-  // process's, and the whole run's from its control group); -1 each: not measured. Null: the
-  // stage has no reference run.
-  std::function<ShareFigures(int ranks, const std::vector<std::string>& extra)> reference_figures;
+  // process's, and the whole run's from its control group); -1 each: not measured. `again`: run
+  // anew, not the figures of an earlier run of the layout. Null: the stage has no reference run.
+  std::function<ShareFigures(int ranks, const std::vector<std::string>& extra, bool again)> reference_figures;
   // The share check of the layout `extra` on `ranks` ranks: the submission's run of it with
   // ShareRunFlags() (`long_run`, already made with extra + those flags, or null: made here)
   // against the grader's own run of the layout and the whole batch on one process, at 512 tokens.

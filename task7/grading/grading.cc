@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -14,17 +15,11 @@
 #include "common/stages/stages.h"
 #include "grading/stage_grading.h"
 #include "grading/trace.h"
+#include "task7/grading/cpu_check.h"
 #include "task7/grading/schedule_check.h"
 
 namespace distlm::task7 {
 namespace {
-
-// How much more CPU time than the grader's own 1F1B of the layout a 1F1B run may use in all.
-// docs/results.md ("Task 7b's CPU time") measures the reference's runs against one another and
-// the recompute forgery's against them: the bar sits above the first spread and inside the
-// second, so it is fair to an honest run and catches the forgery only some of the time. The
-// memory held (PipelineMemoryMatches) is what decides; this is a second witness.
-constexpr double kPipelineCpuAllowance = 0.2;
 
 using grading::Fmt;
 using grading::KnownMistake;
@@ -241,31 +236,21 @@ class Task7Grading : public grading::StageGrading {
                passed + "\n" + probed + memory;
   }
 
-  // What 1F1B computes, seen from outside the processes: the whole run's CPU time (its control
-  // group's count, grading/jail/run_cgroup.h) against the grader's own 1F1B of the same layout. A
-  // forward run again at backward time (recomputation, which holds less than 1F1B) costs a
-  // forward more for every micro-batch.
-  static bool PipelineCpuMatches(const grading::StageCheckContext& c, const grading::StageRun& r,
+  // What 1F1B computes (cpu_check.h): the pair already measured, then as many more as it takes,
+  // the student's run and the grader's one after the other.
+  static bool PipelineCpuMatches(const grading::StageCheckContext& c, const grading::StageRun& first,
                                  const std::vector<std::string>& flags, grading::TestResult& t, std::string* said) {
-    const double ref = c.reference_figures(2, flags).run_cpu_seconds;
-    if (ref <= 0) return true;  // not accounted on this machine: the memory alone judges
-    const auto sec = [](double s) { return Fmt("%.2f", s) + " s"; };
-    if (r.run_cpu_seconds < 0) {
-      t.output = "the grader could not account the CPU time of your 1F1B run as a whole (its control group), while it "
-                 "accounted its own (" + sec(ref) + "), so the run is not credited\n";
+    const auto again = [&]() -> std::optional<CpuPair> {
+      const grading::StageRun r = c.run(2, flags, 0);
+      if (r.exit_code != 0 || r.timed_out || r.log.size() < grading::kSteps) return std::nullopt;
+      return CpuPair{r.run_cpu_seconds, c.reference_figures(2, flags, true).run_cpu_seconds};
+    };
+    const CpuVerdict v = JudgePipelineCpu({first.run_cpu_seconds, c.reference_figures(2, flags, false).run_cpu_seconds}, again);
+    if (!v.ok) {
+      t.output = v.message + "\n";
       return false;
     }
-    const double over = r.run_cpu_seconds / ref - 1;
-    const std::string figures = "your 1F1B run used " + sec(r.run_cpu_seconds) + " of CPU time in all (the kernel's "
-                                "account of the whole run), the grader's own 1F1B of this layout " + sec(ref);
-    if (over > kPipelineCpuAllowance) {
-      t.output = "at 512 tokens a sequence " + figures + ": " + Fmt("%.0f", 100 * over) + " % more, where the grader "
-                 "allows " + Fmt("%.0f", 100 * kPipelineCpuAllowance) + " %: the forwards and backwards are the given "
-                 "stage's, so a 1F1B that computes more ran some of them twice (a forward again at backward time is "
-                 "recomputation, not 1F1B), and it is not credited\n";
-      return false;
-    }
-    *said += "CPU time at 512 tokens a sequence: " + figures + "\n";
+    if (v.judged) *said += v.message + "\n";
     return true;
   }
 
@@ -298,8 +283,8 @@ class Task7Grading : public grading::StageGrading {
                  "ranks (the grader's look at its memory) did not complete: " + c.run_failure(r);
       return false;
     }
-    const int64_t mine = r.peak_memory_bytes, ref = c.reference_figures(2, one_f_one_b).peak_memory_bytes,
-                  ref_afab = c.reference_figures(2, afab).peak_memory_bytes;
+    const int64_t mine = r.peak_memory_bytes, ref = c.reference_figures(2, one_f_one_b, false).peak_memory_bytes,
+                  ref_afab = c.reference_figures(2, afab, false).peak_memory_bytes;
     const auto mb = [](double bytes) { return Fmt("%.1f", bytes / 1e6) + " MB"; };
     if (ref >= 0 && mine < 0) {
       // The grader read its own ranks' memory but not these: nothing to credit on the log's word.
