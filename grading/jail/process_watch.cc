@@ -44,15 +44,18 @@ FileId ExeOf(const std::string& proc_dir) {
   return {};
 }
 
-// VmHWM from a status file, in bytes, or -1.
-int64_t HighWaterMarkIn(const std::string& status_file) {
+// VmHWM less RssFile from a status file, in bytes, or -1 (see OwnMemoryPeakOf).
+int64_t OwnPeakIn(const std::string& status_file) {
   std::ifstream in(status_file);
   std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) != 0) continue;
-    return std::strtoll(line.c_str() + 6, nullptr, 10) * 1024;  // "VmHWM:\t  123456 kB"
+  int64_t hwm_kb = -1, file_kb = -1;
+  while (std::getline(in, line) && (hwm_kb < 0 || file_kb < 0)) {
+    // "VmHWM:\t  123456 kB"
+    if (line.rfind("VmHWM:", 0) == 0) hwm_kb = std::strtoll(line.c_str() + 6, nullptr, 10);
+    if (line.rfind("RssFile:", 0) == 0) file_kb = std::strtoll(line.c_str() + 8, nullptr, 10);
   }
-  return -1;
+  if (hwm_kb < 0) return -1;
+  return (hwm_kb - std::max<int64_t>(file_kb, 0)) * 1024;
 }
 
 // Every process of the machine: pid -> parent pid, read from /proc/PID/stat (its fourth field,
@@ -84,12 +87,12 @@ std::map<pid_t, pid_t> ParentsOfAll(std::map<pid_t, uid_t>* owners) {
 
 }  // namespace
 
-int64_t HighWaterMarkOf(pid_t pid) {
+int64_t OwnMemoryPeakOf(pid_t pid) {
   const std::string dir = "/proc/" + std::to_string(pid);
-  int64_t most = HighWaterMarkIn(dir + "/status");
+  int64_t most = OwnPeakIn(dir + "/status");
   if (most >= 0) return most;
   // The threads share one memory: any live one has its mark.
-  for (const std::string& task : TaskDirs(dir)) most = std::max(most, HighWaterMarkIn(task + "/status"));
+  for (const std::string& task : TaskDirs(dir)) most = std::max(most, OwnPeakIn(task + "/status"));
   return most;
 }
 
@@ -144,7 +147,7 @@ void ProcessWatch::Sample() {
   if (calls_++ % 5 == 0) Rescan();
   std::vector<pid_t> gone;
   for (pid_t pid : watched_) {
-    const int64_t now = HighWaterMarkOf(pid);
+    const int64_t now = OwnMemoryPeakOf(pid);
     if (now < 0) {
       gone.push_back(pid);
       continue;

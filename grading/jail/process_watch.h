@@ -1,9 +1,16 @@
 // Evidence from outside the student's processes, as the byte count on the network is: the most
-// memory any one process of a command held, and the most CPU time any one of them used, read by
-// the grader from the kernel while the command runs. Each process's VmHWM (/proc/PID/status) is
-// the high-water mark of its resident set since its last exec, and its utime + stime
-// (/proc/PID/stat) the CPU time of all its threads; the kernel keeps both, and a process can
-// raise them, never lower them. The watch follows the command's process tree and, for a jailed
+// memory of its own any one process of a command held, and the most CPU time any one of them
+// used, read by the grader from the kernel while the command runs. Each process's VmHWM
+// (/proc/PID/status) is the high-water mark of its resident set since its last exec, and its
+// utime + stime (/proc/PID/stat) the CPU time of all its threads; the kernel keeps both, and a
+// process can raise them, never lower them.
+//
+// Its own memory is the mark less the mapped files it has resident (RssFile): LibTorch's
+// libraries are hundreds of MB of the mark (the CUDA wheel's most of it), and how many of their
+// pages a process has mapped depends on what the page cache already held, not on what it
+// computed: two runs of the same 1F1B came out 40 MB apart with them in. The files mapped grow
+// as code is first run and then stay, while a rank's peak comes back every update, so the mark
+// less the latest count is the peak of the rest, to within what it mapped after that peak. The watch follows the command's process tree and, for a jailed
 // command, every process of the student's user (one that left the tree, through a double fork or
 // setsid, is still counted).
 //
@@ -35,7 +42,7 @@ class ProcessWatch {
   // process list is read again for new ones. Cheap enough to call every 20 ms.
   void Sample();
 
-  // The largest high-water mark seen, in bytes; -1 before any process was read.
+  // The largest high-water mark seen, less mapped files, in bytes; -1 before any process was read.
   int64_t peak_bytes() const { return peak_bytes_; }
   // The most CPU time (user and system, all threads) any one process had used when last read, in
   // seconds; -1 before any process was read.
@@ -52,10 +59,10 @@ class ProcessWatch {
   double peak_cpu_seconds_ = -1;
 };
 
-// The high-water mark of `pid`'s resident set in bytes (VmHWM; a live thread's, where its first
-// thread has ended), or -1 when it cannot be read (the process ended, or has no memory of its
-// own: a kernel thread, a zombie).
-int64_t HighWaterMarkOf(pid_t pid);
+// The high-water mark of `pid`'s resident set less the files it has mapped, in bytes (VmHWM -
+// RssFile; a live thread's, where its first thread has ended), or -1 when it cannot be read (the
+// process ended, or has no memory of its own: a kernel thread, a zombie).
+int64_t OwnMemoryPeakOf(pid_t pid);
 // The CPU time `pid` has used, user and system, all its threads, in seconds (utime + stime of
 // /proc/PID/stat), or -1 when it cannot be read.
 double CpuSecondsOf(pid_t pid);

@@ -3,13 +3,15 @@
 // command, its child, or (jailed) a process that left the command's tree; the grader's own forks,
 // which share its pages until they execute something, are not counted; the CPU time of the
 // busiest of three children is its own, not the others' nor their sum; a process whose first
-// thread ended is counted through the others. The run's control group (run_cgroup.h) counts the
-// run as a whole: every process it ever had, however short its life, and whatever its threads did.
+// thread ended is counted through the others; files it maps are not its memory. The run's
+// control group (run_cgroup.h) counts the run as a whole: every process it ever had, however
+// short its life, and whatever its threads did.
 #include "grading/jail/process_watch.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -88,13 +90,31 @@ TEST(ProcessWatchTest, AProcessWhoseFirstThreadEndedIsStillCounted) {
   EXPECT_LT(r.peak_cpu_seconds, 1.3);
 }
 
+// Mapped files (a program's libraries) are not its own memory: a hog that reads 64 MiB of a
+// mapped file holds its 16 MiB.
+TEST(ProcessWatchTest, MappedFilesAreNotCounted) {
+  const std::string file = ::testing::TempDir() + "mapped_64mib";
+  {
+    std::FILE* f = std::fopen(file.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    const std::vector<char> mib(kMiB, 'x');
+    for (int i = 0; i < 64; ++i) ASSERT_EQ(std::fwrite(mib.data(), 1, mib.size(), f), mib.size());
+    std::fclose(f);
+  }
+  const SandboxResult r = RunCommand({Hog(), "16", "300", "0", "maps=" + file});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_GE(r.peak_memory_bytes, 16 * kMiB);
+  EXPECT_LT(r.peak_memory_bytes, 16 * kMiB + 24 * kMiB) << "the 64 MiB file it mapped and read counted";
+  std::remove(file.c_str());
+}
+
 // A command that ended at once reads as not measured, never as a made-up number.
 TEST(ProcessWatchTest, NothingMeasuredIsMinusOneOrTheProgramsOwn) {
   const SandboxResult r = RunCommand({"/bin/true"});
   ASSERT_EQ(r.exit_code, 0);
   EXPECT_TRUE(r.peak_memory_bytes == -1 || r.peak_memory_bytes < 16 * kMiB) << r.peak_memory_bytes;
-  EXPECT_EQ(HighWaterMarkOf(999999999), -1);
-  EXPECT_GT(HighWaterMarkOf(getpid()), 0);
+  EXPECT_EQ(OwnMemoryPeakOf(999999999), -1);
+  EXPECT_GT(OwnMemoryPeakOf(getpid()), 0);
 }
 
 void NeedControlGroups() {

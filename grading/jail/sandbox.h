@@ -59,8 +59,9 @@ struct SandboxResult {
   // was made, before the command started; 0 when it was not (not asked, or it failed: see
   // isolation_note).
   uint64_t loopback_rate = 0;
-  // The largest resident set any one of its processes reached (their kernel high-water marks,
-  // sampled by the grader while it ran: grading/jail/process_watch.h), in bytes; -1 when none was read.
+  // The most memory of its own any one of its processes held (their kernel high-water marks less
+  // the files they mapped, sampled by the grader while it ran: grading/jail/process_watch.h), in
+  // bytes; -1 when none was read.
   int64_t peak_memory_bytes = -1;
   // The most CPU time any one of its processes used (all its threads, user and system), sampled
   // the same way, in seconds; -1 when none was read.

@@ -262,8 +262,9 @@ class Task7Grading : public grading::StageGrading {
   // M - P = 2 micro-batches of stage 0's, and the student's 1F1B may hold at most 3/4 of one more
   // than the grader's, or 3/4 of one less: a stage holding one micro-batch at a time ran without
   // pipelining, or recomputed its forwards (run to run the peak moves by under 0.5 MB:
-  // Autograder::RunOptions fixes malloc's mmap threshold). At the parity runs' 64 tokens the two schedules' peaks differ by
-  // 8 MiB of about 200: too close to tell from the rest.
+  // Autograder::RunOptions fixes malloc's mmap threshold, and the mark leaves out mapped files,
+  // grading/jail/process_watch.h). At the parity runs' 64 tokens the two schedules' peaks differ
+  // by 8 MiB of about 200: too close to tell from the rest.
   static bool PipelineMemoryMatches(const grading::StageCheckContext& c, grading::TestResult& t, std::string* said) {
     if (!c.reference_figures) return true;
     if (c.model_type != "bert") {
