@@ -11,8 +11,9 @@
 # The settings (rate per node, one-way delay): lan 1 Gbit/s and 0.1 ms, continent 100 Mbit/s and
 # 20 ms, world 50 Mbit/s and 100 ms. Each run gets --max_steps (--steps), --output_dir and
 # --overwrite_output_dir after the program's own flags. Time per update is the median of rank
-# 0's step_time_ms over every update but the first (which also connects and warms up); bytes per
-# update its comm_bytes. Prints a Markdown table, also written to OUT/table.md.
+# 0's step_time_ms over every update but the first (which also connects and warms up); the bytes
+# its comm_bytes (what it handed the collectives in an update). Prints a Markdown table, also
+# written to OUT/table.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -61,10 +62,10 @@ figures() {
   local n
   n=$(echo "$times" | grep -c . || true)
   [ "$n" -gt 0 ] || { echo "- ${bytes:--}"; return; }
-  echo "$(echo "$times" | awk -v n="$n" 'NR == int((n + 1) / 2) {print $1}') ${bytes:--}"
+  echo "$(echo "$times" | awk -v n="$n" 'NR == int((n + 1) / 2) {printf "%.1f", $1}') ${bytes:--}"
 }
 
-table="| setting | rate | one-way delay | time per update | bytes per update | x LAN |
+table="| setting | rate | one-way delay | time per update | bytes to the collectives | x LAN |
 | --- | --- | --- | ---: | ---: | ---: |"
 lan_ms=""
 for s in "${wanted[@]}"; do
