@@ -1,0 +1,148 @@
+// Task 8a's outer loop on 2 and 4 real ranks (Gloo over 127.0.0.1): each worker's "inner
+// training" is a move of the parameters that every rank can compute for every other (a function
+// of the rank and the round), so each rank knows what the mean, the pseudo-gradient and the outer
+// optimizer's step must be, in double precision, and checks its parameters against them after
+// every round, naming the usual mistakes when its parameters match one.
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "common/testing/rank_test.h"
+#include "task8/outer_loop.h"
+
+namespace distlm::task8 {
+namespace {
+
+using testing::Fail;
+using testing::RankEnv;
+
+constexpr int kRounds = 3;
+const std::vector<std::vector<int64_t>> kShapes = {{3, 4}, {4}, {2, 2, 2}};
+
+int64_t Numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::vector<torch::Tensor> Initial() {
+  std::vector<torch::Tensor> out;
+  for (size_t i = 0; i < kShapes.size(); ++i) {
+    const double top = 1.0 + static_cast<double>(i);
+    out.push_back(torch::linspace(-1.0, top, Numel(kShapes[i]), torch::kDouble).reshape(kShapes[i]));
+  }
+  return out;
+}
+
+// How far worker `rank` moves tensor `i` in round `round` (its H inner updates, stood in for).
+torch::Tensor Move(int rank, int round, size_t i) {
+  const double phase = round * 0.7 + static_cast<double>(i);
+  return (torch::sin(torch::arange(Numel(kShapes[i]), torch::kDouble) * (rank + 1.0) + phase) * (0.1 * (rank + 1)))
+      .reshape(kShapes[i]);
+}
+
+std::vector<torch::Tensor> Floats(const std::vector<torch::Tensor>& ts) {
+  std::vector<torch::Tensor> out;
+  for (const auto& t : ts) out.push_back(t.to(torch::kFloat));
+  return out;
+}
+
+// What the parameters must be after each round (double), and what the usual mistakes leave.
+struct Expected {
+  std::vector<torch::Tensor> want, wrong_sign, summed_not_divided, from_own_parameters;
+};
+
+// The outer step from `start` with the mean pseudo-gradient `g` and the momentum buffers `buf`
+// (updated; empty: the first round), as torch.optim.SGD takes it.
+std::vector<torch::Tensor> OuterStep(const std::vector<torch::Tensor>& from, const std::vector<torch::Tensor>& g,
+                                     std::vector<torch::Tensor>& buf, const OuterOptimizerOptions& o, double sign) {
+  std::vector<torch::Tensor> out;
+  const bool first = buf.empty();
+  for (size_t i = 0; i < g.size(); ++i) {
+    torch::Tensor d = g[i];
+    if (o.momentum != 0) {
+      if (first) buf.push_back(g[i].clone());
+      else buf[i] = buf[i] * o.momentum + g[i];
+      d = o.nesterov ? g[i] + o.momentum * buf[i] : buf[i];
+    }
+    out.push_back(from[i] - sign * o.lr * d);
+  }
+  return out;
+}
+
+void CheckRounds(RankEnv& env, const OuterOptimizerOptions& options) {
+  std::vector<torch::Tensor> start = Initial();  // double: the truth
+  std::vector<torch::Tensor> params = Floats(start);
+  std::vector<torch::Tensor> buf, buf_sign, buf_sum, buf_own;
+  std::unique_ptr<OuterLoop> loop = MakeOuterLoop(options);
+  loop->Begin(params);
+  for (int round = 0; round < kRounds; ++round) {
+    std::vector<torch::Tensor> g, g_sum, mine_at_end;
+    for (size_t i = 0; i < start.size(); ++i) {
+      torch::Tensor mean = torch::zeros_like(start[i]);
+      for (int r = 0; r < env.world; ++r) mean += start[i] + Move(r, round, i);
+      mine_at_end.push_back(start[i] + Move(env.rank, round, i));
+      mean /= env.world;
+      g.push_back(start[i] - mean);
+      g_sum.push_back((start[i] - mean) * env.world);
+      params[i].copy_(mine_at_end.back());
+    }
+    loop->End(*env.pg, params);
+    Expected e;
+    e.want = OuterStep(start, g, buf, options, 1);
+    e.wrong_sign = OuterStep(start, g, buf_sign, options, -1);
+    e.summed_not_divided = OuterStep(start, g_sum, buf_sum, options, 1);
+    e.from_own_parameters = OuterStep(mine_at_end, g, buf_own, options, 1);
+    const auto close = [](const std::vector<torch::Tensor>& got, const std::vector<torch::Tensor>& want) {
+      for (size_t i = 0; i < got.size(); ++i) {
+        if (!torch::allclose(got[i].to(torch::kDouble), want[i], 1e-5, 1e-5)) return false;
+      }
+      return true;
+    };
+    if (!close(params, e.want)) {
+      char said[160];
+      std::snprintf(said, sizeof said, "after round %d on %d workers (outer lr %g, momentum %g%s): ", round + 1,
+                    env.world, options.lr, options.momentum, options.nesterov ? ", Nesterov" : "");
+      const std::string where = said;
+      if (close(params, e.wrong_sign)) Fail(where + "the step went the wrong way: the pseudo-gradient is start - mean, and the optimizer subtracts it");
+      if (close(params, e.summed_not_divided)) Fail(where + "the pseudo-gradients were summed over the workers, not averaged");
+      if (close(params, e.from_own_parameters)) Fail(where + "the outer step was taken from this worker's own parameters, not from the round's start");
+      // The element furthest from its due value, to show what the numbers look like.
+      size_t worst_t = 0;
+      int64_t worst_k = 0;
+      double worst = -1;
+      for (size_t i = 0; i < params.size(); ++i) {
+        const torch::Tensor diff = (params[i].to(torch::kDouble) - e.want[i]).abs().flatten();
+        const int64_t k = diff.argmax().item<int64_t>();
+        if (diff[k].item<double>() > worst) worst = diff[k].item<double>(), worst_t = i, worst_k = k;
+      }
+      char numbers[160];
+      std::snprintf(numbers, sizeof numbers, "tensor %zu, element %lld, holds %.6g where %.6g was due", worst_t,
+                    static_cast<long long>(worst_k), params[worst_t].flatten()[worst_k].item<double>(),
+                    e.want[worst_t].flatten()[worst_k].item<double>());
+      Fail(where + "the parameters are not the outer optimizer's step from the round's start (" + numbers + ")");
+    }
+    start = e.want;
+  }
+}
+
+RANK_CASE(local_sgd) { CheckRounds(env, {1.0, 0.0, false}); }
+RANK_CASE(momentum) { CheckRounds(env, {0.5, 0.9, false}); }
+RANK_CASE(diloco) { CheckRounds(env, {0.7, 0.9, true}); }
+
+// With outer SGD at lr 1 and no momentum a round ends on the workers' average.
+TEST(Task8OuterLoop, LocalSgdEndsEachRoundOnTheWorkersAverage) {
+  EXPECT_RANKS_PASS("local_sgd", 2);
+  EXPECT_RANKS_PASS("local_sgd", 4);
+}
+TEST(Task8OuterLoop, MomentumCarriesFromRoundToRound) { EXPECT_RANKS_PASS("momentum", 2); }
+TEST(Task8OuterLoop, DiLoCosNesterovStep) {
+  EXPECT_RANKS_PASS("diloco", 2);
+  EXPECT_RANKS_PASS("diloco", 4);
+}
+
+}  // namespace
+}  // namespace distlm::task8
