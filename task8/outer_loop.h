@@ -2,7 +2,7 @@
 // with its own AdamW, on its own shard of the data), then meet once: the round's
 // pseudo-gradient, how far the workers moved on average, goes through an outer optimizer applied
 // to where the round started, and every worker starts the next round from the result. Across a
-// slow link that is one exchange every H updates instead of one every update (handout part 8).
+// slow link that is one exchange every H updates instead of one every update.
 #pragma once
 
 #include <memory>
