@@ -1,21 +1,12 @@
 #include "task7/grading/cpu_check.h"
 
-#include <cstdio>
+#include "grading/trace.h"
 
 namespace distlm::task7 {
 namespace {
 
-std::string Seconds(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f s", s);
-  return buf;
-}
-
-std::string Percent(double fraction) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.0f %%", 100 * fraction);
-  return buf;
-}
+std::string Seconds(double s) { return grading::Fmt("%.2f", s) + " s"; }
+std::string Percent(double fraction) { return grading::Fmt("%.0f", 100 * fraction) + " %"; }
 
 }  // namespace
 

@@ -242,7 +242,7 @@ class Task7Grading : public grading::StageGrading {
                                  const std::vector<std::string>& flags, grading::TestResult& t, std::string* said) {
     const auto again = [&]() -> std::optional<CpuPair> {
       const grading::StageRun r = c.run(2, flags, 0);
-      if (r.exit_code != 0 || r.timed_out || r.log.size() < grading::kSteps) return std::nullopt;
+      if (!r.Completed(grading::kSteps)) return std::nullopt;
       return CpuPair{r.run_cpu_seconds, c.reference_figures(2, flags, true).run_cpu_seconds};
     };
     const CpuVerdict v = JudgePipelineCpu({first.run_cpu_seconds, c.reference_figures(2, flags, false).run_cpu_seconds}, again);
