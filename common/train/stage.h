@@ -101,6 +101,8 @@ struct UpdateContext {
   LinearSchedule& schedule;
   const std::vector<torch::Tensor>& parameters;
   double max_grad_norm;
+  // This update is its epoch's last (or the run's): the Trainer evaluates and snapshots next.
+  bool ends_epoch = false;
 };
 
 // Part 1's pieces (part1/train_step.h).
@@ -173,6 +175,11 @@ class Stage {
     int replica = 0;
   };
   virtual DataShare data_share(const DistInfo& dist) const { return {dist.world_size, dist.rank}; }
+
+  // Whether each update's logged loss is the mean over ranks (one small all-reduce per update)
+  // or this rank's own. A stage whose ranks meet only every few updates (task 8) logs its own:
+  // across a slow link even that small all-reduce costs a round trip per update.
+  virtual bool averages_loss_over_ranks() const { return true; }
 
  protected:
   const TrainStep& step() const { return step_; }

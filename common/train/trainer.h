@@ -6,9 +6,11 @@
 //
 // One step, as data: this rank's example indices -> the task's forward (model_task.h) -> loss -> stage.Backward ->
 // stage.SyncGradients (tasks 2a/2b/3) -> stage.OptimizerStep (clip, the stage's optimizer, schedule) ->
-// stage.TakeFigures -> one JSON line in train_log.jsonl (rank 0; loss averaged over ranks).
+// stage.TakeFigures -> one JSON line in train_log.jsonl (rank 0; the loss averaged over ranks, or rank 0's own where the
+// stage says so).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -55,7 +57,8 @@ class Trainer {
   const std::vector<EvalResult>& eval_results() const { return eval_results_; }
   bool is_main_rank() const { return dist_.rank == 0; }
   // Ranks that read different examples: the world, or 1 where every rank reads every batch.
-  int DataReplicas() const { return stage_.data_share(dist_).replicas; }
+  // The replicas this run trains (part 1 on one shard of several trains one).
+  int DataReplicas() const { return std::min(stage_.data_share(dist_).replicas, dist_.world_size); }
   // Where model, batches and optimizer state live (--device; set by Setup).
   const torch::Device& device() const { return device_; }
 

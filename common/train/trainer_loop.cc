@@ -85,7 +85,8 @@ Trainer::Stepped Trainer::FinishUpdate(UpdateContext& u, int64_t update, int64_t
       memory_["mem_peak_blocks"] = blocks;
     }
   }
-  s.loss_mean = AverageOverRanks(loss_sum / static_cast<double>(accum));
+  const double own_loss = loss_sum / static_cast<double>(accum);
+  s.loss_mean = stage_.averages_loss_over_ranks() ? AverageOverRanks(own_loss) : own_loss;
   losses_.push_back(s.loss_mean);
   MaybeInjectFault(update);
   LogUpdate(update, epoch + 1, s.loss_mean, s.lr, s.grad_norm, s.step_ms, global_samples,
@@ -228,6 +229,8 @@ void Trainer::TrainEpoch(int64_t epoch, const std::vector<std::vector<int64_t>>&
     micro = 0;
 
     const int64_t global_samples = samples * DataReplicas();
+    // Batches left in this epoch that cannot make another update are dropped (below).
+    u.ends_epoch = at->update + 1 == total || static_cast<int64_t>(batches.size()) - batch_index < accum;
     const Stepped stepped = FinishUpdate(u, ++at->update, epoch, loss_sum, global_samples, update_start);
     if (print_loss) print();
     epoch_samples += global_samples;

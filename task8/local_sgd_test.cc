@@ -1,0 +1,147 @@
+// Task 8a's stage on real workers (the reference outer loop):
+//   - local SGD's exactness: one round at outer lr 1 without momentum leaves every worker with
+//     the mean of what two independent part 1 runs on the workers' shards end with;
+//   - the rounds: where they end (every --inner_steps updates and at the run's last update),
+//     nothing sent between them, the bytes of each, and every worker with the same bits after;
+//   - bad flags: one line naming the flag, exit 2.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "common/safetensors/safetensors.h"
+#include "common/testing/subprocess.h"
+#include "common/testing/training_runs.h"
+
+namespace {
+
+using distlm::testing::Command;
+
+using distlm::testing::Runfile;
+
+std::vector<std::string> Common(const std::string& out, int steps) {
+  return {"--max_steps=" + std::to_string(steps),
+          "--num_threads=1",
+          "--max_seq_length=32",
+          "--per_gpu_train_batch_size=2",
+          "--do_eval=false",
+          "--plots=false",
+          "--output_dir=" + out};
+}
+
+std::vector<std::string> Workers(int n, const std::string& out, int steps, const std::vector<std::string>& flags) {
+  std::vector<std::string> argv = {Runfile("tools/launch"), "--nproc_per_node=" + std::to_string(n), "--",
+                                   Runfile("task8/reference")};
+  for (const auto& f : Common(out, steps)) argv.push_back(f);
+  for (const auto& f : flags) argv.push_back(f);
+  return argv;
+}
+
+std::vector<nlohmann::json> LogLines(const std::string& out) {
+  std::vector<nlohmann::json> lines;
+  std::ifstream in(out + "/train_log.jsonl");
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+using Tensors = std::vector<std::pair<std::string, torch::Tensor>>;
+
+Tensors Model(const std::string& dir) { return distlm::safetensors::LoadFile(dir + "/model.safetensors"); }
+
+int64_t Numel(const Tensors& model) {
+  int64_t n = 0;
+  for (const auto& [name, t] : model) n += t.numel();
+  return n;
+}
+
+TEST(LocalSgdTest, OneRoundAtOuterLrOneIsTheMeanOfTheWorkersPart1Runs) {
+  const int steps = 4;
+  const std::string diloco = distlm::testing::MakeTempDir("local_sgd");
+  auto r = distlm::testing::Run(Command{Workers(2, diloco, steps,
+                               {"--inner_steps=4", "--outer_lr=1", "--outer_momentum=0", "--outer_nesterov=false"}),
+                       {}},
+               240);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<std::string> alone;
+  for (int w = 0; w < 2; ++w) {
+    alone.push_back(distlm::testing::MakeTempDir("part1_shard"));
+    std::vector<std::string> argv = {Runfile("part1/reference")};
+    for (const auto& f : Common(alone[w], steps)) argv.push_back(f);
+    argv.push_back("--data_shard=" + std::to_string(w) + "/2");
+    auto p = distlm::testing::Run(Command{argv, {}}, 240);
+    ASSERT_EQ(p.exit_code, 0) << p.output;
+  }
+  // Rank 0 trained alone on its shard until the round's end: its losses are part 1's on that
+  // shard, bit for bit (the same data, dropout draws and AdamW).
+  EXPECT_EQ(distlm::testing::LoggedLosses(diloco), distlm::testing::LoggedLosses(alone[0]))
+      << "rank 0's losses are not part 1's on --data_shard=0/2";
+  const Tensors got = Model(diloco), a = Model(alone[0]), b = Model(alone[1]);
+  ASSERT_EQ(got.size(), a.size());
+  ASSERT_EQ(got.size(), b.size());
+  double worst = 0, moved = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].first, a[i].first);
+    const torch::Tensor mean = (a[i].second.to(torch::kDouble) + b[i].second.to(torch::kDouble)) / 2;
+    worst = std::max(worst, (got[i].second.to(torch::kDouble) - mean).abs().max().item<double>());
+    moved = std::max(moved, (a[i].second - b[i].second).abs().max().item<double>());
+  }
+  EXPECT_LE(worst, 1e-6) << "the round's result is not the mean of the workers' parameters";
+  EXPECT_GT(moved, 1e-4) << "the shards did not differ: the test would not see a wrong mean";
+}
+
+TEST(LocalSgdTest, RoundsEndEveryHUpdatesAndAtTheLastAndSendNothingBetween) {
+  const std::string out = distlm::testing::MakeTempDir("diloco");
+  auto r = distlm::testing::Run(Command{Workers(2, out, 5, {"--inner_steps=2", "--save_every_rank"}), {}}, 240);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto lines = LogLines(out);
+  ASSERT_EQ(lines.size(), 5u) << r.output;
+  const int64_t params = Numel(Model(out));
+  const std::map<int, std::pair<int, int>> rounds = {{2, {1, 2}}, {4, {2, 2}}, {5, {3, 1}}};
+  for (const auto& line : lines) {
+    const int step = line.at("step").get<int>();
+    SCOPED_TRACE("update " + std::to_string(step));
+    auto it = rounds.find(step);
+    if (it == rounds.end()) {
+      EXPECT_FALSE(line.contains("round"));
+      EXPECT_EQ(line.at("comm_bytes").get<int64_t>(), 0) << "something was sent between rounds";
+      continue;
+    }
+    EXPECT_EQ(line.at("round").get<int>(), it->second.first);
+    EXPECT_EQ(line.at("round_updates").get<int>(), it->second.second);
+    // One float32 per parameter: the pseudo-gradient's mean.
+    EXPECT_EQ(line.at("comm_bytes").get<int64_t>(), 4 * params);
+  }
+  const Tensors rank0 = Model(out), rank1 = Model(out + "/rank_1");
+  ASSERT_EQ(rank0.size(), rank1.size());
+  for (size_t i = 0; i < rank0.size(); ++i) {
+    EXPECT_TRUE(torch::equal(rank0[i].second, rank1[i].second)) << rank0[i].first << " differs between the workers";
+  }
+}
+
+struct BadFlag {
+  std::vector<std::string> argv;
+  std::string says;
+};
+
+TEST(LocalSgdTest, BadFlagsAreOneLineNamingTheFlag) {
+  const std::string out = distlm::testing::MakeTempDir("bad");
+  std::vector<BadFlag> cases = {
+      {Workers(2, out, 2, {"--inner_steps=0"}), "--inner_steps=0: a round needs at least one update"},
+      {Workers(2, out, 2, {"--outer_momentum=1"}), "--outer_momentum=1: must be in [0, 1)"},
+      {Workers(2, out, 2, {"--outer_momentum=0"}), "--outer_nesterov needs --outer_momentum > 0"},
+      {Workers(2, out, 2, {"--outer_lr=-0.5"}), "--outer_lr=-0.5: must be > 0"},
+      {Workers(2, out, 2, {"--save_steps=1"}), "--save_steps=1: task8 snapshots only at epoch ends"},
+      {{Runfile("task8/reference"), "--output_dir=" + out}, "task8 trains 2 or more workers"},
+      {{Runfile("part1/reference"), "--output_dir=" + out, "--data_shard=2/2"}, "--data_shard=2/2: expected R/N"},
+  };
+  for (const auto& c : cases) {
+    auto r = distlm::testing::Run(Command{c.argv, {}}, 120);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find(c.says), std::string::npos) << r.output;
+  }
+}
+
+}  // namespace
