@@ -15,6 +15,7 @@ ABSL_FLAG(int64_t, inner_steps, 10, "task8: the updates each worker takes alone 
 ABSL_FLAG(double, outer_lr, 0.7, "task8: the outer optimizer's learning rate (1 with no momentum: local SGD)");
 ABSL_FLAG(double, outer_momentum, 0.9, "task8: the outer optimizer's momentum (0: plain SGD)");
 ABSL_FLAG(bool, outer_nesterov, true, "task8: Nesterov momentum for the outer optimizer (DiLoCo's)");
+ABSL_FLAG(std::string, compression, "none", "task8: how the pseudo-gradient travels: none (float32) or int8 (8b)");
 
 namespace distlm::task8 {
 
@@ -45,6 +46,14 @@ int64_t InnerStepsFromFlags() {
   return h;
 }
 
+Compression CompressionFromFlags() {
+  const std::string c = absl::GetFlag(FLAGS_compression);
+  for (Compression known : {Compression::kNone, Compression::kInt8}) {
+    if (c == CompressionName(known)) return known;
+  }
+  throw UserError("--compression=" + c + ": not one of none, int8");
+}
+
 namespace {
 
 // BertAdamW, each worker its own. Snapshots are written as every stage's (at an epoch's end the
@@ -67,6 +76,7 @@ class LocalSgdStage : public train::Stage {
   train::DistInfo Connect() override {
     inner_steps_ = InnerStepsFromFlags();
     outer_options_ = OuterOptionsFromFlags();
+    compression_ = CompressionFromFlags();
     train::DistInfo dist = train::InitDistributedFloat32Only(name(), "the pseudo-gradient");
     if (dist.world_size < 2 || !dist.pg) {
       throw UserError("task8 trains 2 or more workers (--world_size, or tools/launch --nproc_per_node); "
@@ -84,14 +94,15 @@ class LocalSgdStage : public train::Stage {
   }
 
   void BeforeTraining(const train::StageContext& ctx) override {
-    outer_ = make_(outer_options_);
+    outer_ = make_(outer_options_, compression_);
     if (!outer_) throw std::logic_error("task8: MakeOuterLoop returned nothing");
     outer_->Begin(ctx.parameters());
     train::CountingGroup(ctx.dist()).TakeStats();  // the set-up's
     if (ctx.is_main_rank()) {
-      std::printf("task8: %d worker(s), rounds of %lld update(s); outer SGD lr %g, momentum %g%s\n",
+      std::printf("task8: %d worker(s), rounds of %lld update(s); outer SGD lr %g, momentum %g%s; exchange: %s\n",
                   ctx.dist().world_size, static_cast<long long>(inner_steps_), outer_options_.lr,
-                  outer_options_.momentum, outer_options_.nesterov ? ", Nesterov" : "");
+                  outer_options_.momentum, outer_options_.nesterov ? ", Nesterov" : "",
+                  compression_ == Compression::kInt8 ? "int8 with error feedback" : "float32");
     }
   }
 
@@ -105,6 +116,7 @@ class LocalSgdStage : public train::Stage {
       figures_.comm_time_ms = MsSince(start);
       figures_.fields["round"] = ++rounds_;
       figures_.fields["round_updates"] = round_updates_;
+      figures_.fields["compression"] = CompressionName(compression_);
       round_updates_ = 0;
     }
     // Between rounds this is what went through the group since the last update: nothing, when
@@ -120,6 +132,7 @@ class LocalSgdStage : public train::Stage {
   OuterLoopFactory make_;
   int64_t inner_steps_ = 1;
   OuterOptimizerOptions outer_options_;
+  Compression compression_ = Compression::kNone;
   std::unique_ptr<OuterLoop> outer_;
   int64_t round_updates_ = 0, rounds_ = 0;
   train::UpdateFigures figures_;

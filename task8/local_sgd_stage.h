@@ -9,7 +9,7 @@
 // not end a round.
 //
 // The update that ends a round logs "round" (1-based), "round_updates" (the inner updates it
-// took) and the round's communication: comm_bytes and friends, counted by the process group,
+// took), "compression" (--compression: none, or int8 for 8b) and the round's communication: comm_bytes and friends, counted by the process group,
 // and comm_time_ms, the time the outer step took.
 #pragma once
 
@@ -26,8 +26,10 @@ namespace distlm::task8 {
 OuterOptimizerOptions OuterOptionsFromFlags();
 // --inner_steps: H >= 1, or a UserError naming the flag.
 int64_t InnerStepsFromFlags();
+// --compression: none or int8, or a UserError naming the flag.
+Compression CompressionFromFlags();
 
-using OuterLoopFactory = std::function<std::unique_ptr<OuterLoop>(const OuterOptimizerOptions&)>;
+using OuterLoopFactory = std::function<std::unique_ptr<OuterLoop>(const OuterOptimizerOptions&, Compression)>;
 
 std::unique_ptr<train::Stage> MakeLocalSgdStage(train::TrainStep step, OuterLoopFactory make_outer_loop);
 

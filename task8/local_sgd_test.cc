@@ -121,6 +121,21 @@ TEST(LocalSgdTest, RoundsEndEveryHUpdatesAndAtTheLastAndSendNothingBetween) {
   }
 }
 
+TEST(LocalSgdTest, Int8RoundsSendAQuarterOfFloat32AndABitMore) {
+  const std::string out = distlm::testing::MakeTempDir("int8");
+  auto r = distlm::testing::Run(Command{Workers(2, out, 4, {"--inner_steps=2", "--compression=int8"}), {}}, 240);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto lines = LogLines(out);
+  ASSERT_EQ(lines.size(), 4u) << r.output;
+  const int64_t params = Numel(Model(out)), chunks = (params + 255) / 256;
+  for (int step : {2, 4}) {
+    const auto& line = lines[step - 1];
+    EXPECT_EQ(line.at("compression").get<std::string>(), "int8");
+    // An int8 per value and a float32 scale per chunk of 256.
+    EXPECT_EQ(line.at("comm_bytes").get<int64_t>(), params + 4 * chunks) << "update " << step;
+  }
+}
+
 struct BadFlag {
   std::vector<std::string> argv;
   std::string says;
@@ -133,6 +148,7 @@ TEST(LocalSgdTest, BadFlagsAreOneLineNamingTheFlag) {
       {Workers(2, out, 2, {"--outer_momentum=1"}), "--outer_momentum=1: must be in [0, 1)"},
       {Workers(2, out, 2, {"--outer_momentum=0"}), "--outer_nesterov needs --outer_momentum > 0"},
       {Workers(2, out, 2, {"--outer_lr=-0.5"}), "--outer_lr=-0.5: must be > 0"},
+      {Workers(2, out, 2, {"--compression=fp8"}), "--compression=fp8: not one of none, int8"},
       {Workers(2, out, 2, {"--save_steps=1"}), "--save_steps=1: task8 snapshots only at epoch ends"},
       {{Runfile("task8/reference"), "--output_dir=" + out}, "task8 trains 2 or more workers"},
       {{Runfile("part1/reference"), "--output_dir=" + out, "--data_shard=2/2"}, "--data_shard=2/2: expected R/N"},

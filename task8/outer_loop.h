@@ -11,6 +11,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/types.h>
 
+#include "task8/int8_exchange.h"
+
 namespace distlm::task8 {
 
 // The outer optimizer: torch.optim.SGD's update on the round's pseudo-gradient, with its
@@ -32,6 +34,11 @@ struct OuterOptimizerOptions {
 //   - the next round starts from them.
 // The outer optimizer's state carries from round to round, as torch.optim.SGD's does from step
 // to step. What a worker keeps, what it sends and when, is yours.
+//
+// With Compression::kInt8 (8b) each worker sends its pseudo-gradient as an Int8Message
+// (int8_exchange.h), and the mean is the mean of what the workers sent, dequantized. What a
+// worker's message missed of what it meant to send is added to what it sends next round. Every
+// worker still ends each round with the same bits.
 class OuterLoop {
  public:
   virtual ~OuterLoop() = default;
@@ -39,6 +46,7 @@ class OuterLoop {
   virtual void End(c10d::ProcessGroup& pg, const std::vector<torch::Tensor>& parameters) = 0;
 };
 
-std::unique_ptr<OuterLoop> MakeOuterLoop(const OuterOptimizerOptions& options);
+std::unique_ptr<OuterLoop> MakeOuterLoop(const OuterOptimizerOptions& options,
+                                         Compression compression = Compression::kNone);
 
 }  // namespace distlm::task8

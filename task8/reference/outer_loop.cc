@@ -7,7 +7,8 @@ namespace {
 
 class Rounds : public OuterLoop {
  public:
-  explicit Rounds(const OuterOptimizerOptions& options) : options_(options) {}
+  Rounds(const OuterOptimizerOptions& options, Compression compression)
+      : options_(options), compression_(compression) {}
 
   void Begin(const std::vector<torch::Tensor>& parameters) override {
     torch::NoGradGuard no_grad;
@@ -17,13 +18,17 @@ class Rounds : public OuterLoop {
 
   void End(c10d::ProcessGroup& pg, const std::vector<torch::Tensor>& parameters) override {
     torch::NoGradGuard no_grad;
-    // Each worker's own pseudo-gradient, start - mine; their mean is start - mean(mine). One
-    // flat all-reduce: one message per round, whatever the number of tensors.
+    // Each worker's own pseudo-gradient, start - mine; their mean is start - mean(mine).
     std::vector<torch::Tensor> mine;
     for (size_t i = 0; i < parameters.size(); ++i) mine.push_back((start_[i] - parameters[i]).reshape({-1}));
     std::vector<torch::Tensor> flat = {torch::cat(mine)};
-    pg.allreduce(flat)->wait();
-    flat[0].div_(pg.getSize());
+    if (compression_ == Compression::kInt8) {
+      flat[0] = MeanOfInt8(pg, flat[0]);
+    } else {
+      // One flat all-reduce: one message per round, whatever the number of tensors.
+      pg.allreduce(flat)->wait();
+      flat[0].div_(pg.getSize());
+    }
     int64_t at = 0;
     const bool first = momentum_.empty();
     for (size_t i = 0; i < parameters.size(); ++i) {
@@ -45,15 +50,39 @@ class Rounds : public OuterLoop {
   }
 
  private:
+  // The mean over workers of what each sent in int8: its pseudo-gradient plus what its earlier
+  // messages missed. Every worker dequantizes every message and adds them in rank order, so
+  // all end with the same bits. An all-gather: int8 does not add up without overflowing.
+  torch::Tensor MeanOfInt8(c10d::ProcessGroup& pg, const torch::Tensor& pseudo_gradient) {
+    if (!error_.defined()) error_ = torch::zeros_like(pseudo_gradient);
+    const torch::Tensor meant = pseudo_gradient + error_;
+    const Int8Message sent = QuantizeInt8(meant);
+    error_ = meant - DequantizeInt8(sent);
+    const int n = pg.getSize();
+    std::vector<std::vector<torch::Tensor>> values(1), scales(1);
+    for (int r = 0; r < n; ++r) {
+      values[0].push_back(torch::empty_like(sent.values));
+      scales[0].push_back(torch::empty_like(sent.scales));
+    }
+    std::vector<torch::Tensor> v = {sent.values}, s = {sent.scales};
+    pg.allgather(values, v)->wait();
+    pg.allgather(scales, s)->wait();
+    torch::Tensor sum = torch::zeros_like(pseudo_gradient);
+    for (int r = 0; r < n; ++r) sum.add_(DequantizeInt8({values[0][r], scales[0][r]}));
+    return sum.div_(n);
+  }
+
   OuterOptimizerOptions options_;
+  Compression compression_;
+  torch::Tensor error_;                  // what this worker's messages have missed so far (8b)
   std::vector<torch::Tensor> start_;     // where the round started: the same on every worker
   std::vector<torch::Tensor> momentum_;  // the outer optimizer's buffers, from the first round on
 };
 
 }  // namespace
 
-std::unique_ptr<OuterLoop> MakeOuterLoop(const OuterOptimizerOptions& options) {
-  return std::make_unique<Rounds>(options);
+std::unique_ptr<OuterLoop> MakeOuterLoop(const OuterOptimizerOptions& options, Compression compression) {
+  return std::make_unique<Rounds>(options, compression);
 }
 
 }  // namespace distlm::task8
