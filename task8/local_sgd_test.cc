@@ -121,6 +121,32 @@ TEST(LocalSgdTest, RoundsEndEveryHUpdatesAndAtTheLastAndSendNothingBetween) {
   }
 }
 
+// The built-in 48 pairs: 24 a worker, 12 updates of 2 an epoch. Rounds of 5 end at 5 and 10,
+// and at 12 with the epoch, before its evaluation; the count starts again in the next epoch.
+TEST(LocalSgdTest, ARoundEndsWithEachEpochBeforeItsEvaluation) {
+  const std::string out = distlm::testing::MakeTempDir("epochs");
+  std::vector<std::string> argv = {Runfile("tools/launch"), "--nproc_per_node=2", "--", Runfile("task8/reference"),
+                                   "--num_train_epochs=2", "--inner_steps=5", "--num_threads=1",
+                                   "--max_seq_length=32", "--per_gpu_train_batch_size=2", "--do_eval=true",
+                                   "--plots=false", "--output_dir=" + out};
+  auto r = distlm::testing::Run(Command{argv, {}}, 240);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto lines = LogLines(out);
+  ASSERT_EQ(lines.size(), 24u) << r.output;
+  const std::map<int, int> ends = {{5, 5}, {10, 5}, {12, 2}, {17, 5}, {22, 5}, {24, 2}};
+  for (const auto& line : lines) {
+    const int step = line.at("step").get<int>();
+    auto it = ends.find(step);
+    if (it == ends.end()) {
+      EXPECT_FALSE(line.contains("round")) << "update " << step;
+    } else {
+      EXPECT_EQ(line.value("round_updates", 0), it->second) << "update " << step;
+    }
+  }
+  std::ifstream evals(out + "/eval_results.json");
+  EXPECT_EQ(nlohmann::json::parse(evals).size(), 2u) << "one evaluation per epoch";
+}
+
 TEST(LocalSgdTest, Int8RoundsSendAQuarterOfFloat32AndABitMore) {
   const std::string out = distlm::testing::MakeTempDir("int8");
   auto r = distlm::testing::Run(Command{Workers(2, out, 4, {"--inner_steps=2", "--compression=int8"}), {}}, 240);

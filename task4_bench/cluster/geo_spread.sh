@@ -10,10 +10,11 @@
 #
 # The settings (rate per node, one-way delay): lan 1 Gbit/s and 0.1 ms, continent 100 Mbit/s and
 # 20 ms, world 50 Mbit/s and 100 ms. Each run gets --max_steps (--steps), --output_dir and
-# --overwrite_output_dir after the program's own flags. Time per update is the median of rank
-# 0's step_time_ms over every update but the first (which also connects and warms up); the bytes
-# its comm_bytes (what it handed the collectives in an update). Prints a Markdown table, also
-# written to OUT/table.md.
+# --overwrite_output_dir after the program's own flags. Over every update of rank 0's log but the
+# first (which also connects and warms up): the median and the mean of its step_time_ms, and the
+# mean of its comm_bytes (what it handed the collectives). The mean is the one that counts where
+# updates differ: task 8's rounds send every H updates, and its median is an update that sends
+# nothing. Prints a Markdown table, also written to OUT/table.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -52,21 +53,24 @@ cluster=bazel-bin/task4_bench/cluster/emulated_cluster
 out=${out:-$(mktemp -d /tmp/distlm_geo_spread.XXXXXX)}
 mkdir -p "$out"
 
-# The median of rank 0's step_time_ms after the first update, and its last comm_bytes.
+# Rank 0's step_time_ms after the first update: median and mean; its comm_bytes there: mean.
 figures() {
   local log=$1/train_log.jsonl
-  [ -s "$log" ] || { echo "- -"; return; }
-  local times bytes
-  times=$(grep -o '"step_time_ms":[0-9.eE+-]*' "$log" | tail -n +2 | cut -d: -f2 | sort -g)
-  bytes=$(grep -o '"comm_bytes":[0-9.eE+-]*' "$log" | tail -1 | cut -d: -f2)
-  local n
-  n=$(echo "$times" | grep -c . || true)
-  [ "$n" -gt 0 ] || { echo "- ${bytes:--}"; return; }
-  echo "$(echo "$times" | awk -v n="$n" 'NR == int((n + 1) / 2) {printf "%.1f", $1}') ${bytes:--}"
+  [ -s "$log" ] || { echo "- - -"; return; }
+  tail -n +2 "$log" | awk '
+    { t = ""; b = 0
+      if (match($0, /"step_time_ms":[0-9.eE+-]+/)) t = substr($0, RSTART + 15, RLENGTH - 15)
+      if (match($0, /"comm_bytes":[0-9.eE+-]+/)) b = substr($0, RSTART + 13, RLENGTH - 13)
+      if (t != "") { n++; times[n] = t + 0; sum += t; bytes += b } }
+    END {
+      if (n == 0) { print "- - -"; exit }
+      # A small sort: a few hundred updates at most.
+      for (i = 2; i <= n; i++) { v = times[i]; for (j = i - 1; j >= 1 && times[j] > v; j--) times[j + 1] = times[j]; times[j + 1] = v }
+      printf "%.1f %.1f %.0f\n", times[int((n + 1) / 2)], sum / n, bytes / n }'
 }
 
-table="| setting | rate | one-way delay | time per update | bytes to the collectives | x LAN |
-| --- | --- | --- | ---: | ---: | ---: |"
+table="| setting | rate | one-way delay | time per update, median | mean | bytes per update, mean | x LAN (means) |
+| --- | --- | --- | ---: | ---: | ---: | ---: |"
 lan_ms=""
 for s in "${wanted[@]}"; do
   read -r rate delay <<<"$(link_of "$s")"
@@ -78,11 +82,11 @@ for s in "${wanted[@]}"; do
     tail -5 "$out/$s.log" >&2
     exit 1
   fi
-  read -r ms bytes <<<"$(figures "$run_dir")"
+  read -r median ms bytes <<<"$(figures "$run_dir")"
   [ "$s" = lan ] && lan_ms=$ms
   ratio=-
   [ -n "$lan_ms" ] && [ "$ms" != - ] && ratio=$(awk -v a="$ms" -v b="$lan_ms" 'BEGIN {printf "%.1f", a / b}')
-  human=$(awk -v b="$bytes" 'BEGIN {if (b == "-") print "-"; else printf "%.1f MB", b / 1e6}')
-  table+=$'\n'"| $s | $rate | $delay | $ms ms | $human | $ratio |"
+  human=$(awk -v b="$bytes" 'BEGIN {if (b == "-") print "-"; else if (b >= 1e6) printf "%.2f MB", b / 1e6; else printf "%.1f kB", b / 1e3}')
+  table+=$'\n'"| $s | $rate | $delay | $median ms | $ms ms | $human | $ratio |"
 done
 echo "$table" | tee "$out/table.md"

@@ -58,17 +58,19 @@ class Rounds : public OuterLoop {
     const torch::Tensor meant = pseudo_gradient + error_;
     const Int8Message sent = QuantizeInt8(meant);
     error_ = meant - DequantizeInt8(sent);
+    // One all-gather of the scales' bytes then the values: across the world each collective
+    // costs round trips, whatever its size. (Scales first: a float view needs an aligned start.)
+    const int64_t scale_bytes = sent.scales.numel() * 4;
+    std::vector<torch::Tensor> message = {torch::cat({sent.scales.view(torch::kChar), sent.values})};
     const int n = pg.getSize();
-    std::vector<std::vector<torch::Tensor>> values(1), scales(1);
-    for (int r = 0; r < n; ++r) {
-      values[0].push_back(torch::empty_like(sent.values));
-      scales[0].push_back(torch::empty_like(sent.scales));
-    }
-    std::vector<torch::Tensor> v = {sent.values}, s = {sent.scales};
-    pg.allgather(values, v)->wait();
-    pg.allgather(scales, s)->wait();
+    std::vector<std::vector<torch::Tensor>> all(1);
+    for (int r = 0; r < n; ++r) all[0].push_back(torch::empty_like(message[0]));
+    pg.allgather(all, message)->wait();
     torch::Tensor sum = torch::zeros_like(pseudo_gradient);
-    for (int r = 0; r < n; ++r) sum.add_(DequantizeInt8({values[0][r], scales[0][r]}));
+    for (int r = 0; r < n; ++r) {
+      const torch::Tensor& m = all[0][r];
+      sum.add_(DequantizeInt8({m.narrow(0, scale_bytes, m.numel() - scale_bytes), m.narrow(0, 0, scale_bytes).view(torch::kFloat)}));
+    }
     return sum.div_(n);
   }
 
