@@ -18,7 +18,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 struct Update {
-  double step = 0, loss = NAN, lr = NAN, samples_per_s = NAN, step_time_ms = NAN;
+  double step = 0, epoch = NAN, loss = NAN, lr = NAN, samples_per_s = NAN, step_time_ms = NAN;
 };
 
 double Num(const json& j, const char* key) {
@@ -36,6 +36,7 @@ std::vector<Update> ReadLog(const std::string& run_dir) {
     if (!j.is_object()) continue;
     Update u;
     u.step = Num(j, "step");
+    u.epoch = Num(j, "epoch");
     u.loss = Num(j, "loss");
     u.lr = Num(j, "lr");
     u.samples_per_s = Num(j, "samples_per_s");
@@ -52,7 +53,8 @@ std::string Header(const std::string& png, const std::string& title, const std::
   s << "set terminal pngcairo size " << kPlotWidth << "," << kPlotHeight << " font ',10'\n"
     << "set output " << GnuplotQuoted(png) << "\n"
     << "set title " << GnuplotQuoted(title) << "\nset xlabel " << GnuplotQuoted(xlabel) << "\nset ylabel " << GnuplotQuoted(ylabel)
-    << "\nset grid\nset key top right\n";
+    << "\nset grid\nset key top right\n"
+    << "set termoption noenhanced\n";  // run names keep their underscores
   return s.str();
 }
 
@@ -144,6 +146,40 @@ std::vector<std::string> WriteRunPlots(const std::string& run_dir, std::string* 
   return why->empty() ? Existing(files) : std::vector<std::string>{};
 }
 
+// The runs' dev accuracy against the training time spent to reach it: for each evaluated epoch,
+// the sum of the step_time_ms of its updates and the earlier ones (evaluation itself excluded).
+// Writes OUT/runI.acc.dat for each run with evaluations; the gnuplot lines that draw
+// OUT/accuracy_by_time.png from them, or "" when no run was evaluated.
+std::string AccuracyByTime(const std::vector<std::string>& run_dirs, const std::string& out_dir) {
+  std::ostringstream plot;
+  for (size_t i = 0; i < run_dirs.size(); ++i) {
+    std::ifstream in(run_dirs[i] + "/eval_results.json");
+    const json evals = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!evals.is_array() || evals.empty()) continue;
+    const std::vector<Update> log = ReadLog(run_dirs[i]);
+    std::ostringstream d;
+    d << "# training_s accuracy epoch\n";
+    for (const auto& e : evals) {
+      const double epoch = Num(e, "epoch"), accuracy = Num(e, "accuracy");
+      if (!std::isfinite(epoch) || !std::isfinite(accuracy)) continue;
+      double ms = 0;
+      for (const auto& u : log) {
+        if (u.epoch <= epoch && std::isfinite(u.step_time_ms)) ms += u.step_time_ms;
+      }
+      d << ms / 1000 << " " << accuracy << " " << epoch << "\n";
+    }
+    const std::string dat = out_dir + "/run" + std::to_string(i) + ".acc.dat";
+    WriteFileAtomically(dat, d.str());
+    std::string name = fs::path(run_dirs[i]).lexically_normal().filename().string();
+    plot << (plot.tellp() > 0 ? ", " : "") << GnuplotQuoted(dat) << " using 1:2 with linespoints linewidth 2 pointtype 7 title "
+         << GnuplotQuoted(name);
+  }
+  if (plot.tellp() == 0) return "";
+  return Header(out_dir + "/accuracy_by_time.png", "dev accuracy against training time", "training time (s, log scale)",
+                "dev accuracy") +
+         "set key below horizontal\nset logscale x\nset yrange [0:1]\nplot " + plot.str() + "\n";
+}
+
 std::vector<std::string> WriteComparisonPlots(const std::vector<std::string>& run_dirs, const std::string& out_dir) {
   if (run_dirs.empty()) throw UserError("no run folders to plot");
   fs::create_directories(out_dir);
@@ -176,14 +212,15 @@ std::vector<std::string> WriteComparisonPlots(const std::vector<std::string>& ru
     iter << '"' << label << "\" " << (n > 0 ? sum / n : (log.empty() ? NAN : log[0].step_time_ms)) << "\n";
   }
   loss << "\n";
+  const std::string by_time = AccuracyByTime(run_dirs, out_dir);
   WriteFileAtomically(out_dir + "/iteration_time.dat", iter.str());
   bars << Header(out_dir + "/iteration_time.png", "mean iteration time (iterations 2..40)", "run", "ms")
        << "set style fill solid 0.6\nset boxwidth 0.6\nset yrange [0:*]\nunset key\n"
        << "plot " << GnuplotQuoted(out_dir + "/iteration_time.dat") << " using 0:2:xtic(1) with boxes\n";
-  WriteFileAtomically(out_dir + "/compare.gp", loss.str() + bars.str());
+  WriteFileAtomically(out_dir + "/compare.gp", loss.str() + bars.str() + by_time);
   const std::string failed = RunGnuplot(out_dir + "/compare.gp", out_dir + "/gnuplot.log");
   if (!failed.empty()) throw UserError(failed);
-  return Existing({out_dir + "/loss.png", out_dir + "/iteration_time.png"});
+  return Existing({out_dir + "/loss.png", out_dir + "/iteration_time.png", out_dir + "/accuracy_by_time.png"});
 }
 
 }  // namespace distlm::train

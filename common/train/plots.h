@@ -7,8 +7,10 @@
 //   RUN_DIR/plots/throughput.png     samples/s per update
 //   RUN_DIR/plots/eval.png           accuracy, F1 and loss per evaluated epoch (when there are any)
 //
-// and, for several runs (//tools:plot), OUT/loss.png (the runs' losses overlaid) and
-// OUT/iteration_time.png (each run's mean iteration time over iterations 2..40, as bars).
+// and, for several runs (//tools:plot), OUT/loss.png (the runs' losses overlaid),
+// OUT/iteration_time.png (each run's mean iteration time over iterations 2..40, as bars) and,
+// where runs were evaluated, OUT/accuracy_by_time.png (dev accuracy against the training time
+// spent to reach it: the sum of step_time_ms up to the evaluated epoch's end).
 #pragma once
 
 #include <string>
