@@ -186,4 +186,17 @@ TEST(LocalSgdTest, BadFlagsAreOneLineNamingTheFlag) {
   }
 }
 
+// A snapshot holds rank 0's AdamW moments and no outer state: a second run in the same folder
+// is refused rather than resumed into another run, and what the first wrote stays.
+TEST(LocalSgdTest, ASnapshotIsNotResumedIntoAnotherRun) {
+  const std::string out = distlm::testing::MakeTempDir("resume");
+  auto first = distlm::testing::Run(Command{Workers(2, out, 2, {}), {}}, 240);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const std::string log = distlm::testing::ReadFileOrEmpty(out + "/train_log.jsonl");
+  auto again = distlm::testing::Run(Command{Workers(2, out, 2, {}), {}}, 240);
+  EXPECT_EQ(again.exit_code, 2) << again.output;
+  EXPECT_NE(again.output.find("task8 does not resume from a snapshot"), std::string::npos) << again.output;
+  EXPECT_EQ(distlm::testing::ReadFileOrEmpty(out + "/train_log.jsonl"), log);
+}
+
 }  // namespace
