@@ -36,13 +36,6 @@ std::vector<std::string> Argv(int ranks, const std::string& out, const std::stri
           "--output_dir=" + out};
 }
 
-std::vector<nlohmann::json> LogLines(const std::string& out) {
-  std::vector<nlohmann::json> lines;
-  std::ifstream in(out + "/train_log.jsonl");
-  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
-  return lines;
-}
-
 struct Pair {
   std::string dense, rows;
 };
@@ -63,7 +56,7 @@ void ExpectBytesOfTheRowsOnly(const Pair& p) {
   std::ifstream cfg(p.rows + "/config.json");
   const nlohmann::json config = nlohmann::json::parse(cfg);
   const int64_t vocab = config.at("vocab_size"), hidden = config.at("hidden_size");
-  const auto dense = LogLines(p.dense), rows = LogLines(p.rows);
+  const auto dense = distlm::testing::LogLines(p.dense), rows = distlm::testing::LogLines(p.rows);
   ASSERT_EQ(dense.size(), 6u);
   ASSERT_EQ(rows.size(), 6u);
   for (size_t u = 0; u < rows.size(); ++u) {

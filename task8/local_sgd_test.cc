@@ -15,6 +15,7 @@
 #include "common/safetensors/safetensors.h"
 #include "common/testing/subprocess.h"
 #include "common/testing/training_runs.h"
+#include "task8/int8_exchange.h"
 
 namespace {
 
@@ -38,13 +39,6 @@ std::vector<std::string> Workers(int n, const std::string& out, int steps, const
   for (const auto& f : Common(out, steps)) argv.push_back(f);
   for (const auto& f : flags) argv.push_back(f);
   return argv;
-}
-
-std::vector<nlohmann::json> LogLines(const std::string& out) {
-  std::vector<nlohmann::json> lines;
-  std::ifstream in(out + "/train_log.jsonl");
-  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
-  return lines;
 }
 
 using Tensors = std::vector<std::pair<std::string, torch::Tensor>>;
@@ -96,7 +90,7 @@ TEST(LocalSgdTest, RoundsEndEveryHUpdatesAndAtTheLastAndSendNothingBetween) {
   const std::string out = distlm::testing::MakeTempDir("diloco");
   auto r = distlm::testing::Run(Command{Workers(2, out, 5, {"--inner_steps=2", "--save_every_rank"}), {}}, 240);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto lines = LogLines(out);
+  const auto lines = distlm::testing::LogLines(out);
   ASSERT_EQ(lines.size(), 5u) << r.output;
   const int64_t params = Numel(Model(out));
   const std::map<int, std::pair<int, int>> rounds = {{2, {1, 2}}, {4, {2, 2}}, {5, {3, 1}}};
@@ -131,7 +125,7 @@ TEST(LocalSgdTest, ARoundEndsWithEachEpochBeforeItsEvaluation) {
                                    "--plots=false", "--output_dir=" + out};
   auto r = distlm::testing::Run(Command{argv, {}}, 240);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto lines = LogLines(out);
+  const auto lines = distlm::testing::LogLines(out);
   ASSERT_EQ(lines.size(), 24u) << r.output;
   const std::map<int, int> ends = {{5, 5}, {10, 5}, {12, 2}, {17, 5}, {22, 5}, {24, 2}};
   for (const auto& line : lines) {
@@ -151,13 +145,13 @@ TEST(LocalSgdTest, Int8RoundsSendAQuarterOfFloat32AndABitMore) {
   const std::string out = distlm::testing::MakeTempDir("int8");
   auto r = distlm::testing::Run(Command{Workers(2, out, 4, {"--inner_steps=2", "--compression=int8"}), {}}, 240);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto lines = LogLines(out);
+  const auto lines = distlm::testing::LogLines(out);
   ASSERT_EQ(lines.size(), 4u) << r.output;
-  const int64_t params = Numel(Model(out)), chunks = (params + 255) / 256;
+  const int64_t params = Numel(Model(out)), chunks = (params + distlm::task8::kInt8Chunk - 1) / distlm::task8::kInt8Chunk;
   for (int step : {2, 4}) {
     const auto& line = lines[step - 1];
     EXPECT_EQ(line.at("compression").get<std::string>(), "int8");
-    // An int8 per value and a float32 scale per chunk of 256.
+    // An int8 per value and a float32 scale per chunk.
     EXPECT_EQ(line.at("comm_bytes").get<int64_t>(), params + 4 * chunks) << "update " << step;
   }
 }

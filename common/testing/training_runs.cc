@@ -6,10 +6,16 @@
 
 namespace distlm::testing {
 
+std::vector<nlohmann::json> LogLines(const std::string& output_dir) {
+  std::vector<nlohmann::json> lines;
+  std::ifstream in(output_dir + "/train_log.jsonl");
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
 std::vector<double> LoggedLosses(const std::string& output_dir) {
   std::vector<double> out;
-  std::ifstream in(output_dir + "/train_log.jsonl");
-  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line)["loss"].get<double>());
+  for (const auto& line : LogLines(output_dir)) out.push_back(line.at("loss").get<double>());
   return out;
 }
 

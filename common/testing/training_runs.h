@@ -5,9 +5,14 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "common/testing/subprocess.h"
 
 namespace distlm::testing {
+
+// Every line of <output_dir>/train_log.jsonl, parsed, in order.
+std::vector<nlohmann::json> LogLines(const std::string& output_dir);
 
 // The "loss" of every line of <output_dir>/train_log.jsonl, in order.
 std::vector<double> LoggedLosses(const std::string& output_dir);
