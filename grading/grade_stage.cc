@@ -334,9 +334,10 @@ ShareOutcome Autograder::Impl::ShareCheck(
 OverlapVerdict Autograder::Impl::OverlapCheck(const stages::Row& st, const StageGrading& grading,
                                               const SubmissionRun& run, int ranks,
                                               const std::vector<std::string>& extra, const std::string& what) {
-  const GraderRuns::OverlapRuns& yard = runs.OverlapYardsticks(st, grading, ranks, extra);
+  GraderRuns::OverlapRuns& yard = runs.OverlapYardsticks(st, grading, ranks, extra);
   OverlapTimes times = yard.times;
-  if (times.overlapped_s <= 0) return JudgeOverlap(times, what);  // says it was not judged
+  // Yardsticks that cannot judge (missing, too short, too close) need no run of the submission.
+  if (OverlapVerdict unjudged = JudgeOverlap(times, what); !unjudged.judged) return unjudged;
   std::vector<std::string> flags = extra;
   for (const std::string& f : OverlapRunFlags(config.model_type)) flags.push_back(f);
   std::string said;
@@ -367,20 +368,28 @@ OverlapVerdict Autograder::Impl::OverlapCheck(const stages::Row& st, const Stage
     }
     return r.seconds;
   };
-  OverlapVerdict stop;
-  times.submission_s = timed(&stop);
-  if (times.submission_s < 0) return stop;
-  OverlapVerdict v = JudgeOverlap(times, what);
-  if (v.judged && !v.ok) {
-    // A busy host slows a run, never speeds one up: the faster of two runs is still the
-    // submission's own time.
-    const double again = timed(&stop);
-    if (again < 0) return stop;
-    times.submission_s = std::min(times.submission_s, again);
-    v = JudgeOverlap(times, what);
-    v.message = "(the faster of two runs) " + v.message;
-  }
-  return v;
+  // Each round: the submission's run and the grader's two, one after the other (the first round's
+  // grader runs are the yardsticks where they were timed just now).
+  const uint64_t rate = times.rate_bytes_per_s;
+  const TimeOverlapRound round = [&](OverlapTimes& t, OverlapVerdict& stop) {
+    t.submission_s = timed(&stop);
+    if (t.submission_s < 0) return false;
+    GraderRuns::OverlapRuns grader;
+    if (yard.times_fresh) {
+      yard.times_fresh = false;
+      grader = yard;
+    } else if (!runs.TimeOverlapPair(st, grading, ranks, extra, rate, &grader, "overlap is not judged by time")) {
+      OverlapTimes failed;
+      failed.rate_bytes_per_s = rate;
+      stop = JudgeOverlap(failed, what);  // says it was not judged
+      return false;
+    }
+    t.overlapped_s = grader.times.overlapped_s;
+    t.serial_s = grader.times.serial_s;
+    t.rate_bytes_per_s = rate;
+    return true;
+  };
+  return JudgeOverlapRounds(round, what);
 }
 
 }  // namespace distlm::grading

@@ -259,50 +259,14 @@ const GraderRuns::ReferenceFigures& GraderRuns::ReferenceRun(const stages::Row& 
   return figures;
 }
 
-const GraderRuns::OverlapRuns& GraderRuns::OverlapYardsticks(const stages::Row& st, const StageGrading& grading,
-                                                             int ranks, const std::vector<std::string>& extra) {
+GraderRuns::OverlapRuns& GraderRuns::OverlapYardsticks(const stages::Row& st, const StageGrading& grading,
+                                                       int ranks, const std::vector<std::string>& extra) {
   std::vector<std::string> flags = StageFlags(st, grading, ranks, {}, extra);
   for (const std::string& f : OverlapRunFlags(config_.model_type)) flags.push_back(f);
   const std::string key = RunKey(st, ranks, flags);
   if (auto it = overlap_runs_.find(key); it != overlap_runs_.end()) return it->second;
   OverlapRuns& out = overlap_runs_[key];
-  std::string binary;
-  try {
-    binary = GraderBinary("", grading.MutantBinary());
-  } catch (const std::exception& e) {
-    Note(st.id + "'s overlap not judged by time: " + e.what());
-    return out;
-  }
-  // Both runs at `rate`; false (and a note) where either failed or had no limited link.
-  auto time_both = [&](uint64_t rate, OverlapRuns* pair, const std::string& if_failed) {
-    pair->times.rate_bytes_per_s = rate;
-    for (const bool overlapped : {true, false}) {
-      std::vector<std::string> run_flags = flags;
-      for (const std::string& f : grading.OverlapMutantFlags(overlapped)) run_flags.push_back(f);
-      const std::string kind = overlapped ? "overlapped" : "serial";
-      Progress("running the grader's own " + st.id + " on " + std::to_string(ranks) + " ranks on a " + LinkWords(rate) +
-               " link (" + kind + "), to time overlap");
-      StageRunOptions o =
-          RunOptions("overlap_" + st.id + "_" + kind + "_" + std::to_string(overlap_runs_.size()) + "_" +
-                         std::to_string(rate),
-                     nullptr);
-      o.limits.loopback_rate_bytes_per_s = rate;
-      const StageRun r = RunStage(binary, ranks, Launcher::kLaunch, run_flags, o);
-      if (!r.Completed(kOverlapSteps) || r.loopback_rate != rate) {
-        Note("the grader's own " + kind + " run of " + st.id + " on a limited link " +
-             (r.Completed(kOverlapSteps) ? "had no limited link (" + r.isolation_note + ")" : "failed") +
-             "; " + if_failed);
-        return false;
-      }
-      (overlapped ? pair->times.overlapped_s : pair->times.serial_s) = r.seconds;
-      if (overlapped) {
-        pair->trace = TraceOf(r);
-        pair->bytes = static_cast<double>(r.network_bytes);
-      }
-    }
-    return true;
-  };
-  if (!time_both(kOverlapLinkBytesPerS, &out, "overlap is not judged by time")) {
+  if (!TimeOverlapPair(st, grading, ranks, extra, kOverlapLinkBytesPerS, &out, "overlap is not judged by time")) {
     out = {};
     return out;
   }
@@ -310,9 +274,50 @@ const GraderRuns::OverlapRuns& GraderRuns::OverlapYardsticks(const stages::Row& 
   // wider of the two pairs' gaps is kept.
   if (const uint64_t next = NextOverlapRate(out.times, out.bytes); next != 0) {
     OverlapRuns again;
-    if (time_both(next, &again, "the first rate's runs are kept") && GapShare(again.times) > GapShare(out.times)) out = again;
+    if (TimeOverlapPair(st, grading, ranks, extra, next, &again, "the first rate's runs are kept") &&
+        GapShare(again.times) > GapShare(out.times)) {
+      out = again;
+    }
   }
+  out.times_fresh = true;
   return out;
+}
+
+bool GraderRuns::TimeOverlapPair(const stages::Row& st, const StageGrading& grading, int ranks,
+                                 const std::vector<std::string>& extra, uint64_t rate, OverlapRuns* pair,
+                                 const std::string& if_failed) {
+  std::vector<std::string> flags = StageFlags(st, grading, ranks, {}, extra);
+  for (const std::string& f : OverlapRunFlags(config_.model_type)) flags.push_back(f);
+  std::string binary;
+  try {
+    binary = GraderBinary("", grading.MutantBinary());
+  } catch (const std::exception& e) {
+    Note(st.id + "'s overlap not judged by time: " + e.what());
+    return false;
+  }
+  pair->times.rate_bytes_per_s = rate;
+  for (const bool overlapped : {true, false}) {
+    std::vector<std::string> run_flags = flags;
+    for (const std::string& f : grading.OverlapMutantFlags(overlapped)) run_flags.push_back(f);
+    const std::string kind = overlapped ? "overlapped" : "serial";
+    Progress("running the grader's own " + st.id + " on " + std::to_string(ranks) + " ranks on a " + LinkWords(rate) +
+             " link (" + kind + "), to time overlap");
+    StageRunOptions o = RunOptions(
+        "overlap_" + st.id + "_" + kind + "_" + std::to_string(overlap_run_count_++) + "_" + std::to_string(rate), nullptr);
+    o.limits.loopback_rate_bytes_per_s = rate;
+    const StageRun r = RunStage(binary, ranks, Launcher::kLaunch, run_flags, o);
+    if (!r.Completed(kOverlapSteps) || r.loopback_rate != rate) {
+      Note("the grader's own " + kind + " run of " + st.id + " on a limited link " +
+           (r.Completed(kOverlapSteps) ? "had no limited link (" + r.isolation_note + ")" : "failed") + "; " + if_failed);
+      return false;
+    }
+    (overlapped ? pair->times.overlapped_s : pair->times.serial_s) = r.seconds;
+    if (overlapped) {
+      pair->trace = TraceOf(r);
+      pair->bytes = static_cast<double>(r.network_bytes);
+    }
+  }
+  return true;
 }
 
 const GraderRuns::LongSingle& GraderRuns::LongSingleRun() {

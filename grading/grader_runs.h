@@ -94,9 +94,18 @@ class GraderRuns {
     OverlapTimes times;  // submission_s unset
     Trace trace;
     double bytes = -1;
+    // Whether `times` still wait to serve as the grader's runs of a first round, the one
+    // timed right after them (overlap_check.h: TimeOverlapRound): once, as later checks of the
+    // same layout come minutes later.
+    bool times_fresh = false;
   };
-  const OverlapRuns& OverlapYardsticks(const stages::Row& st, const StageGrading& grading, int ranks,
+  OverlapRuns& OverlapYardsticks(const stages::Row& st, const StageGrading& grading, int ranks,
                                        const std::vector<std::string>& extra);
+  // One pair of those runs, timed now on the link of `rate` (bytes a second), into `pair`; false
+  // (and a note ending in `if_failed`) where either failed or had no limited link.
+  bool TimeOverlapPair(const stages::Row& st, const StageGrading& grading, int ranks,
+                       const std::vector<std::string>& extra, uint64_t rate, OverlapRuns* pair,
+                       const std::string& if_failed);
 
   // The flags of a run that trains `replicas` model replicas (each reads 8 / replicas examples).
   std::vector<std::string> Flags(int replicas) const;
@@ -150,6 +159,7 @@ class GraderRuns {
   std::map<std::string, ReferenceFigures> reference_runs_;  // by stage, ranks and flags
   int reference_run_count_ = 0;                              // each run's folder a name of its own
   std::map<std::string, OverlapRuns> overlap_runs_;         // the same
+  int overlap_run_count_ = 0;                                // each run's folder a name of its own
   LongSingle long_single_;
   std::map<int, ShareFigures> long_data_parallel_;
   std::vector<std::string> notes_;

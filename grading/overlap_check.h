@@ -5,15 +5,21 @@
 // process can make itself slower, never faster, and its bytes on the wire are counted by the
 // kernel, so neither a forged log nor early junk on the wire shortens the run.
 //
-// Three runs of the same layout, flags and link in one grading: the submission's, the grader's
-// own with its communication overlapped, and the grader's own with it after the computation
-// (StageGrading::OverlapMutantFlags). The whole run's wall time is compared: start-up is the
-// same given code in all three, and the flags make the updates outweigh it. Credit when the
-// submission's time is at least as close to the overlapped run's as to the other's.
+// Three kinds of run of the same layout, flags and link in one grading: the submission's, the
+// grader's own with its communication overlapped, and the grader's own with it after the
+// computation (StageGrading::OverlapMutantFlags). The whole run's wall time is compared: start-up
+// is the same given code in all three, and the flags make the updates outweigh it. Credit when
+// the submission's time is at least as close to the overlapped run's as to the other's.
+//
+// A busy host slows a run and never speeds one up, and a load that comes and goes slows one run
+// and not the next. So the three are timed in rounds, one run of each kind after the other, and
+// the fastest run of each kind is judged: a load then weighs on all three kinds alike, and each
+// kind's fastest run nears its time on an idle host.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -38,6 +44,10 @@ std::vector<std::string> OverlapRunFlags(const std::string& model_type);
 // the reference's own run lands from -0.33 to 0.36 of the way from the overlapped run to the
 // serial one (credited up to 0.5), idle or beside two CPU-bound processes, on gaps of 17 to 29 %.
 inline constexpr double kMinOverlapGapShare = 0.12;
+// A grader's overlapped run shorter than this is not judged by: start-up, which the student's run
+// pays in the jail and the grader's own does not, then weighs as much as the gap (the tiny ViT's
+// 20 updates take about 3 s, and the reference's own DDP came out as slow as the serial run).
+inline constexpr double kMinOverlapRunS = 8.0;
 // Under this share the grader sets the link's rate again (NextOverlapRate): a wider gap leaves
 // more room between an honest run's noise and the midpoint.
 inline constexpr double kWantedOverlapGapShare = 0.2;
@@ -73,5 +83,18 @@ struct OverlapVerdict {
 
 // `what`: the communication judged, in words ("its bucket all-reduces").
 OverlapVerdict JudgeOverlap(const OverlapTimes& t, const std::string& what);
+
+// Rounds timed at most. The first round's verdict stands where it credits the submission; one
+// not credited is timed once more, so that one unlucky stretch of load does not cost an honest
+// student the points, and judged on each kind's fastest run of the two rounds.
+inline constexpr int kOverlapMaxRounds = 2;
+
+// Times one round (the submission's run, then the grader's overlapped and serial runs, on the
+// link of `rate_bytes_per_s`) into `round`; false where the check ends with `stop` instead (the
+// submission's run failed, or the grader's did and overlap is not judged).
+using TimeOverlapRound = std::function<bool(OverlapTimes& round, OverlapVerdict& stop)>;
+
+// The verdict on the fastest run of each kind over the rounds timed (up to kOverlapMaxRounds).
+OverlapVerdict JudgeOverlapRounds(const TimeOverlapRound& time_round, const std::string& what);
 
 }  // namespace distlm::grading

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <vector>
 
 namespace distlm::grading {
 namespace {
@@ -50,6 +51,13 @@ TEST(OverlapCheckTest, YardsticksTooCloseOrMissingAreNotJudged) {
   const OverlapVerdict missing = Judge(20.0, -1, 15.0);
   EXPECT_FALSE(missing.judged);
   EXPECT_TRUE(missing.ok);
+}
+
+TEST(OverlapCheckTest, RunsTooShortToOutweighStartUpAreNotJudged) {
+  const OverlapVerdict v = Judge(3.9, 3.0, 3.9);
+  EXPECT_FALSE(v.judged);
+  EXPECT_TRUE(v.ok);
+  EXPECT_NE(v.message.find("too short (under 8 s)"), std::string::npos) << v.message;
 }
 
 TEST(OverlapCheckTest, TheVerdictNamesTheLinkItsRunsHad) {
@@ -99,6 +107,80 @@ TEST(OverlapCheckTest, TheRateMovesAtMostEightTimesAndNeedsBothRuns) {
   EXPECT_EQ(NextOverlapRate(noisy, 20 * 45e6), kOverlapLinkBytesPerS * 8);
   EXPECT_EQ(NextOverlapRate({-1, -1, 19.5, kOverlapLinkBytesPerS}, 20 * 45e6), 0u);
   EXPECT_EQ(NextOverlapRate({-1, 20.0, 21.0, kOverlapLinkBytesPerS}, -1), 0u);
+}
+
+// Rounds of three runs, replayed from a list: each the submission's, the grader's overlapped and
+// its serial run, as a busy host leaves them.
+struct Replay {
+  std::vector<OverlapTimes> rounds;
+  size_t taken = 0;
+  TimeOverlapRound Timer() {
+    return [this](OverlapTimes& t, OverlapVerdict&) {
+      t = rounds.at(taken++);
+      return true;
+    };
+  }
+};
+
+TEST(OverlapRoundsTest, ACreditedFirstRoundStands) {
+  Replay honest{{{12.4, 12.0, 15.0}}};
+  const OverlapVerdict v = JudgeOverlapRounds(honest.Timer(), "its bucket all-reduces");
+  EXPECT_TRUE(v.ok) << v.message;
+  EXPECT_EQ(honest.taken, 1u);
+  EXPECT_EQ(v.message.find("fastest"), std::string::npos) << v.message;
+}
+
+TEST(OverlapRoundsTest, ALoadOnOneRoundIsJudgedByEachKindsFastestRun) {
+  // An honest student's first run slowed by a neighbour, the grader's runs of that round not:
+  // one round alone would refuse it (13.9 past the midpoint 13.5).
+  Replay honest{{{13.9, 12.0, 15.0}, {12.3, 12.4, 15.6}}};
+  const OverlapVerdict v = JudgeOverlapRounds(honest.Timer(), "its bucket all-reduces");
+  EXPECT_TRUE(v.judged);
+  EXPECT_TRUE(v.ok) << v.message;
+  EXPECT_EQ(honest.taken, 2u);
+  EXPECT_NE(v.message.find("the fastest of 2 runs of each kind"), std::string::npos) << v.message;
+  EXPECT_NE(v.message.find("your run took 12.3 s"), std::string::npos) << v.message;
+}
+
+TEST(OverlapRoundsTest, ASerialRunIsNotCreditedByTheSecondRound) {
+  // A serial submission, its first round refused; the second round's overlapped run slowed
+  // (16.0): alone, that round would credit it (15.1 under the midpoint 15.5).
+  Replay serial{{{15.0, 12.0, 15.2}, {15.1, 16.0, 15.0}}};
+  const OverlapVerdict v = JudgeOverlapRounds(serial.Timer(), "its bucket all-reduces");
+  EXPECT_TRUE(v.judged);
+  EXPECT_FALSE(v.ok) << v.message;
+  EXPECT_EQ(serial.taken, 2u);
+  EXPECT_NE(v.message.find("the fastest of 2 runs of each kind"), std::string::npos) << v.message;
+  EXPECT_NE(v.message.find("nearer the second (over 13.5 s)"), std::string::npos) << v.message;
+}
+
+TEST(OverlapRoundsTest, YardsticksANoisyRoundSetApartAreNotJudgedOnTheirFastest) {
+  // Runs the link does not separate: the first round's yardsticks came out apart by chance; the
+  // second's fastest runs show they are not.
+  Replay short_runs{{{15.0, 12.4, 15.4}, {12.5, 12.5, 12.6}}};
+  const OverlapVerdict v = JudgeOverlapRounds(short_runs.Timer(), "its bucket all-reduces");
+  EXPECT_FALSE(v.judged) << v.message;
+  EXPECT_TRUE(v.ok);
+  EXPECT_NE(v.message.find("too close to tell apart"), std::string::npos) << v.message;
+}
+
+TEST(OverlapRoundsTest, AFailedRunEndsTheCheckWithItsVerdict) {
+  int taken = 0;
+  const OverlapVerdict v = JudgeOverlapRounds(
+      [&](OverlapTimes& t, OverlapVerdict& stop) {
+        if (++taken == 2) {
+          stop.judged = true;
+          stop.ok = false;
+          stop.message = "your run did not complete";
+          return false;
+        }
+        t = {14.0, 12.0, 15.0};  // refused: a second round
+        return true;
+      },
+      "its bucket all-reduces");
+  EXPECT_EQ(taken, 2);
+  EXPECT_FALSE(v.ok);
+  EXPECT_EQ(v.message, "your run did not complete");
 }
 
 }  // namespace

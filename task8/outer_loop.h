@@ -39,11 +39,22 @@ struct OuterOptimizerOptions {
 // (int8_exchange.h), and the mean is the mean of what the workers sent, dequantized. What a
 // worker's message missed of what it meant to send is added to what it sends next round. Every
 // worker still ends each round with the same bits.
+//
+// 8c: workers leave and join between rounds (membership.h).
+//   - An End whose collective throws (a worker was lost) must leave this worker as it found it:
+//     the stage calls End again, with the survivors' group, and the round's mean is then theirs.
+//   - SharedState() is what every worker holds alike between rounds besides the parameters, in
+//     tensors. On a worker that joins, Begin(the others' parameters) and then
+//     LoadSharedState(what a trained worker's SharedState() returned) make its next End the
+//     same as theirs would have been had it trained from the start. What is a worker's own (8b's
+//     error) is not shared: a joiner has sent nothing yet.
 class OuterLoop {
  public:
   virtual ~OuterLoop() = default;
   virtual void Begin(const std::vector<torch::Tensor>& parameters) = 0;
   virtual void End(c10d::ProcessGroup& pg, const std::vector<torch::Tensor>& parameters) = 0;
+  virtual std::vector<torch::Tensor> SharedState() const = 0;
+  virtual void LoadSharedState(const std::vector<torch::Tensor>& state) = 0;
 };
 
 std::unique_ptr<OuterLoop> MakeOuterLoop(const OuterOptimizerOptions& options,

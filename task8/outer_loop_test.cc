@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include "common/testing/rank_test.h"
+#include "task8/membership.h"
 #include "task8/outer_loop.h"
 
 namespace distlm::task8 {
@@ -73,7 +74,10 @@ std::vector<torch::Tensor> OuterStep(const std::vector<torch::Tensor>& from, con
   return out;
 }
 
-void CheckRounds(RankEnv& env, const OuterOptimizerOptions& options) {
+// `join_after` >= 0: after that round (0-based) the last rank starts a new OuterLoop, as a worker
+// that joins does (membership.h): Begin with the parameters every worker holds, then
+// LoadSharedState with what rank 0's SharedState() gave. Its rounds must go on as before.
+void CheckRounds(RankEnv& env, const OuterOptimizerOptions& options, int join_after = -1) {
   std::vector<torch::Tensor> start = Initial();  // double: the truth
   std::vector<torch::Tensor> params = Floats(start);
   std::vector<torch::Tensor> buf, buf_sign, buf_sum, buf_own;
@@ -92,6 +96,8 @@ void CheckRounds(RankEnv& env, const OuterOptimizerOptions& options) {
     }
     loop->End(*env.pg, params);
     Expected e;
+    std::vector<torch::Tensor> no_state;
+    const std::vector<torch::Tensor> joiner_afresh = OuterStep(start, g, no_state, options, 1);
     e.want = OuterStep(start, g, buf, options, 1);
     e.wrong_sign = OuterStep(start, g, buf_sign, options, -1);
     e.summed_not_divided = OuterStep(start, g_sum, buf_sum, options, 1);
@@ -107,6 +113,10 @@ void CheckRounds(RankEnv& env, const OuterOptimizerOptions& options) {
       std::snprintf(said, sizeof said, "after round %d on %d workers (outer lr %g, momentum %g%s): ", round + 1,
                     env.world, options.lr, options.momentum, options.nesterov ? ", Nesterov" : "");
       const std::string where = said;
+      if (join_after >= 0 && round == join_after + 1 && env.rank == env.world - 1 && close(params, joiner_afresh)) {
+        Fail(where + "on the worker that joined after round " + std::to_string(join_after + 1) +
+             ", the outer step started afresh: what LoadSharedState received did not carry the outer optimizer's state");
+      }
       if (close(params, e.wrong_sign)) Fail(where + "the step went the wrong way: the pseudo-gradient is start - mean, and the optimizer subtracts it");
       if (close(params, e.summed_not_divided)) Fail(where + "the pseudo-gradients were summed over the workers, not averaged");
       if (close(params, e.from_own_parameters)) Fail(where + "the outer step was taken from this worker's own parameters, not from the round's start");
@@ -126,12 +136,23 @@ void CheckRounds(RankEnv& env, const OuterOptimizerOptions& options) {
       Fail(where + "the parameters are not the outer optimizer's step from the round's start (" + numbers + ")");
     }
     start = e.want;
+    if (round == join_after) {
+      std::vector<torch::Tensor> state;
+      if (env.rank == 0) state = loop->SharedState();
+      ShareTensors(*env.pg, state);
+      if (env.rank == env.world - 1) {
+        loop = MakeOuterLoop(options);
+        loop->Begin(params);
+        loop->LoadSharedState(state);
+      }
+    }
   }
 }
 
 RANK_CASE(local_sgd) { CheckRounds(env, {1.0, 0.0, false}); }
 RANK_CASE(momentum) { CheckRounds(env, {0.5, 0.9, false}); }
 RANK_CASE(diloco) { CheckRounds(env, {0.7, 0.9, true}); }
+RANK_CASE(diloco_joiner) { CheckRounds(env, {0.7, 0.9, true}, 0); }
 
 // With outer SGD at lr 1 and no momentum a round ends on the workers' average.
 TEST(Task8OuterLoop, LocalSgdEndsEachRoundOnTheWorkersAverage) {
@@ -143,6 +164,8 @@ TEST(Task8OuterLoop, DiLoCosNesterovStep) {
   EXPECT_RANKS_PASS("diloco", 2);
   EXPECT_RANKS_PASS("diloco", 4);
 }
+// 8c: a worker that joins between rounds takes the next ones as if it had trained from the start.
+TEST(Task8OuterLoop, AJoinerGoesOnWithTheOuterStateItReceives) { EXPECT_RANKS_PASS("diloco_joiner", 3); }
 
 }  // namespace
 }  // namespace distlm::task8

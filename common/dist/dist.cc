@@ -430,6 +430,40 @@ void CheckAgreement(DistContext& ctx, const std::string& what, const std::string
   throw UserError(absl::StrCat("ranks disagree on ", what, ": ", absl::StrJoin(parts, ", ")));
 }
 
+DistContext ConnectLate(const DistConfig& config) {
+  if (config.backend != "gloo") {
+    throw UserError(absl::StrCat("--backend=", config.backend, ": joining a running job needs gloo"));
+  }
+  const auto start = Clock::now();
+  DistContext ctx;
+  ctx.config = config;
+  ctx.rank = config.rank;
+  ctx.world_size = config.world_size;
+  ctx.backend_name = "gloo";
+  ctx.store = StoreOfRunningJob(config);
+  try {
+    ctx.heartbeat = std::make_shared<Heartbeat>(config);
+  } catch (const std::exception& e) {
+    throw UserError(absl::StrCat("lost the master at ", config.master_ip, ":", config.master_port,
+                                 " right after reaching it: ", OneLine(e)));
+  }
+  ctx.init_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return ctx;
+}
+
+GroupPtr NewGroupOverStore(const DistContext& ctx, const std::string& prefix, int rank, int size) {
+  DistConfig config = ctx.config;
+  config.rank = rank;
+  config.world_size = size;
+  auto store = c10::make_intrusive<c10d::PrefixStore>(prefix, ctx.store);
+  auto gloo = GlooGroup(config, store, GlooDevice(ctx.config));
+  GroupPtr group = AsGroup(gloo, "gloo", {c10::DeviceType::CPU});
+  StageCudaThroughHost(group, gloo);
+  return group;
+}
+
+int64_t HeartbeatCount(c10d::Store& store, int rank) { return store.add(BeatKey(rank), 0); }
+
 UserError LostRankError(DistContext& ctx, const std::exception& failure) {
   const std::string cause = OneLine(failure);
   if (!ctx.heartbeat) {

@@ -52,6 +52,18 @@ DistContext InitDistributed(const DistConfig& config);
 // raised before any rank waits; ranks passing different parts get CheckAgreement's UserError.
 GroupPtr NewSubgroup(DistContext& ctx, const std::vector<std::vector<int>>& parts, const std::string& tag);
 
+// A process that joins a running job late (task 8c): the store (StoreOfRunningJob in rendezvous.h),
+// its heartbeat as rank config.rank, and no group: the ranks it joins make one with it
+// (NewGroupOverStore).
+DistContext ConnectLate(const DistConfig& config);
+// A Gloo group of `size` ranks that meet under `prefix` in ctx.store, this process its rank
+// `rank`: every member calls it with the same prefix and size. Gloo's collectives in it give up
+// after --dist_timeout_s.
+GroupPtr NewGroupOverStore(const DistContext& ctx, const std::string& prefix, int rank, int size);
+// The beats rank `rank` has sent so far (its heartbeat counter in the store): one a second
+// while the process lives.
+int64_t HeartbeatCount(c10d::Store& store, int rank);
+
 // Every rank passes a (what, value) pair, e.g. ("model config", contents of config.json) or
 // ("world size", "4"). Values travel as fixed-size fingerprints (length, two 64-bit hashes
 // and the first 100 bytes) in one allgather over ctx.pg, so it works on every backend. When

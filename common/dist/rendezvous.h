@@ -28,6 +28,11 @@ namespace distlm::dist {
 // world-size disagreement.
 c10::intrusive_ptr<c10d::Store> Rendezvous(const DistConfig& config);
 
+// The store of a job that is already running, for a process that starts after the others (task
+// 8c's joiner): a client of rank 0's store, checked to be a distlm rank 0's as in step 1; no rank
+// is claimed and nothing waits for the others. Throws UserError as step 1 does.
+c10::intrusive_ptr<c10d::Store> StoreOfRunningJob(const DistConfig& config);
+
 // How many processes have claimed `rank` in this rendezvous store (1 in a healthy job).
 int64_t RankClaims(c10d::Store& store, int rank);
 

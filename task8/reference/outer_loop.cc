@@ -16,6 +16,13 @@ class Rounds : public OuterLoop {
     for (const auto& p : parameters) start_.push_back(p.detach().clone());
   }
 
+  std::vector<torch::Tensor> SharedState() const override { return momentum_; }
+
+  void LoadSharedState(const std::vector<torch::Tensor>& state) override {
+    momentum_.clear();
+    for (const auto& m : state) momentum_.push_back(m.clone());
+  }
+
   void End(c10d::ProcessGroup& pg, const std::vector<torch::Tensor>& parameters) override {
     torch::NoGradGuard no_grad;
     // Each worker's own pseudo-gradient, start - mine; their mean is start - mean(mine).
@@ -57,7 +64,8 @@ class Rounds : public OuterLoop {
     if (!error_.defined()) error_ = torch::zeros_like(pseudo_gradient);
     const torch::Tensor meant = pseudo_gradient + error_;
     const Int8Message sent = QuantizeInt8(meant);
-    error_ = meant - DequantizeInt8(sent);
+    // Kept once the exchange went through: a failed one is tried again with the survivors.
+    torch::Tensor missed = meant - DequantizeInt8(sent);
     // One all-gather of the scales' bytes then the values: across the world each collective
     // costs round trips, whatever its size. (Scales first: a float view needs an aligned start.)
     const int64_t scale_bytes = sent.scales.numel() * 4;
@@ -66,6 +74,7 @@ class Rounds : public OuterLoop {
     std::vector<std::vector<torch::Tensor>> all(1);
     for (int r = 0; r < n; ++r) all[0].push_back(torch::empty_like(message[0]));
     pg.allgather(all, message)->wait();
+    error_ = missed;
     torch::Tensor sum = torch::zeros_like(pseudo_gradient);
     for (int r = 0; r < n; ++r) {
       const torch::Tensor& m = all[0][r];

@@ -24,6 +24,16 @@ class Rounds : public OuterLoop {
     StudentTodo("task8 OuterLoop::End", "docs/handout/part8.md, section 'Task 8a'");
   }
 
+  std::vector<torch::Tensor> SharedState() const override {
+    // TODO(student): what does a worker that joins between rounds need from the others?
+    StudentTodo("task8c OuterLoop::SharedState", "docs/handout/part8.md, section 'Task 8c'");
+  }
+
+  void LoadSharedState(const std::vector<torch::Tensor>& state) override {
+    (void)state;
+    StudentTodo("task8c OuterLoop::LoadSharedState", "docs/handout/part8.md, section 'Task 8c'");
+  }
+
  private:
   OuterOptimizerOptions options_;
   Compression compression_;
