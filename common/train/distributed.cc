@@ -64,6 +64,16 @@ DistInfo InitDistributedFromFlags(at::ScalarType comm_dtype) {
   return info;
 }
 
+dist::DistContext& DistContextOf(const DistInfo& info) {
+  if (!info.keep_alive) throw std::logic_error("DistContextOf: no process group behind this DistInfo");
+  return *std::static_pointer_cast<dist::DistContext>(info.keep_alive);
+}
+
+c10::intrusive_ptr<c10d::ProcessGroup> Counted(c10::intrusive_ptr<c10d::ProcessGroup> pg) {
+  const std::string backend = pg->getBackendName();
+  return dist::AsGroup(c10::make_intrusive<dist::CountingProcessGroup>(std::move(pg)), backend);
+}
+
 dist::CountingProcessGroup& CountingGroup(const DistInfo& info) {
   dist::GroupPtr pg = info.pg;
   if (auto* casting = dist::ImplOf<dist::CastingProcessGroup>(pg)) pg = casting->inner();

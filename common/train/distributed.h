@@ -11,6 +11,7 @@
 #include <torch/types.h>
 
 #include "common/dist/counting_process_group.h"
+#include "common/dist/dist.h"
 #include "common/train/dist_info.h"
 #include "common/train/stage.h"
 
@@ -32,6 +33,13 @@ DistInfo InitDistributedFloat32Only(const std::string& stage, const std::string&
 // --comm_dtype: fp32, fp16 or bf16; a UserError naming the flag otherwise. Which stages take
 // it is each stage's Connect() to decide.
 at::ScalarType CommDtypeFromFlags();
+
+// The rendezvous, store and heartbeat behind a DistInfo made by InitDistributedFromFlags (or by
+// a stage the same way): what task 8c's membership meets through.
+dist::DistContext& DistContextOf(const DistInfo& info);
+// `pg` behind a counting layer, as InitDistributedFromFlags wraps the world's group (task 8c's
+// generations, so that CountingGroup counts what goes through them).
+c10::intrusive_ptr<c10d::ProcessGroup> Counted(c10::intrusive_ptr<c10d::ProcessGroup> pg);
 
 // The counting layer of a DistInfo made by InitDistributedFromFlags.
 dist::CountingProcessGroup& CountingGroup(const DistInfo& info);

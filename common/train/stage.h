@@ -41,6 +41,7 @@
 #include "common/train/eval_result.h"
 #include "common/train/optimizer.h"
 #include "common/train/schedule.h"
+#include "common/train/snapshot.h"
 #include "common/train/train_options.h"
 
 namespace distlm::train {
@@ -63,6 +64,7 @@ class StageContext {
     std::function<void(const model::UnitHooks*)> set_unit_hooks;
     std::function<void(const model::ParallelOps*)> set_tensor_parallel;
     std::function<model::UnitsBatch(const std::vector<int64_t>&, int, int64_t)> batch_for_units;
+    std::function<void(c10::intrusive_ptr<c10d::ProcessGroup>, int, int)> replace_group;
   };
   explicit StageContext(Parts parts) : p_(std::move(parts)) {}
 
@@ -90,6 +92,12 @@ class StageContext {
   model::UnitsBatch BatchForUnits(const std::vector<int64_t>& indices, int parts, int64_t epoch) const {
     return p_.batch_for_units(indices, parts, epoch);
   }
+  // Task 8c: the ranks training from now on, after workers left or joined: the Trainer's
+  // collectives (evaluation's barrier, snapshots) and dist() use `pg`, where this process is
+  // `rank` of `world_size`. Rank 0 stays the main rank. The data each rank reads stays its own.
+  void ReplaceGroup(c10::intrusive_ptr<c10d::ProcessGroup> pg, int rank, int world_size) const {
+    p_.replace_group(std::move(pg), rank, world_size);
+  }
 
  private:
   Parts p_;
@@ -103,6 +111,9 @@ struct UpdateContext {
   double max_grad_norm;
   // This update is its epoch's last (or the run's): the Trainer evaluates and snapshots next.
   bool ends_epoch = false;
+  // Where the run stands once this update is done, as a snapshot records it (task 8c sends it
+  // to a worker that joins).
+  TrainingState position;
 };
 
 // Part 1's pieces (part1/train_step.h).
@@ -180,6 +191,10 @@ class Stage {
   // or this rank's own. A stage whose ranks meet only every few updates (task 8) logs its own:
   // across a slow link even that small all-reduce costs a round trip per update.
   virtual bool averages_loss_over_ranks() const { return true; }
+
+  // Task 8c: a worker that joined a running job starts where the others stand (asked once,
+  // after BeforeTraining); nullopt: from the start, or from the snapshot resumed.
+  virtual std::optional<TrainingState> JoinedAt() const { return std::nullopt; }
 
  protected:
   const TrainStep& step() const { return step_; }

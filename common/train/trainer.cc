@@ -159,6 +159,12 @@ void Trainer::Setup() {
   parts.batch_for_units = [this](const std::vector<int64_t>& indices, int parts, int64_t epoch) {
     return task_->BatchForUnits(indices, parts, epoch, device_);
   };
+  parts.replace_group = [this](c10::intrusive_ptr<c10d::ProcessGroup> pg, int rank, int world_size) {
+    if (dist_.rank == 0 && rank != 0) throw std::logic_error("ReplaceGroup: the main rank must stay rank 0");
+    dist_.pg = std::move(pg);
+    dist_.rank = rank;
+    dist_.world_size = world_size;
+  };
   ctx_ = std::make_unique<StageContext>(std::move(parts));
   setup_done_ = true;
 }

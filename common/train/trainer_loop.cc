@@ -128,6 +128,15 @@ void Trainer::Train() {
   terminal_ = isatty(STDOUT_FILENO);
   PrintRunBanner(total, updates_per_epoch, epochs);
 
+  // A worker that joined a running job (task 8c) starts where the others stand, with its own
+  // optimizer's state fresh and the schedule at their update.
+  if (!resumed) {
+    resumed = stage_.JoinedAt();
+    if (resumed) {
+      schedule.set_updates_done(resumed->update);
+      optimizer_->set_lr(schedule.current_lr());
+    }
+  }
   Position at;
   if (resumed) {
     at.update = resumed->update;
@@ -231,6 +240,10 @@ void Trainer::TrainEpoch(int64_t epoch, const std::vector<std::vector<int64_t>>&
     const int64_t global_samples = samples * DataReplicas();
     // Batches left in this epoch that cannot make another update are dropped (below).
     u.ends_epoch = at->update + 1 == total || static_cast<int64_t>(batches.size()) - batch_index < accum;
+    u.position.update = at->update + 1;
+    u.position.epoch = epoch;
+    u.position.batch_in_epoch = batch_index;
+    u.position.minibatches = at->minibatch;
     const Stepped stepped = FinishUpdate(u, ++at->update, epoch, loss_sum, global_samples, update_start);
     if (print_loss) print();
     epoch_samples += global_samples;
