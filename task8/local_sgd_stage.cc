@@ -159,6 +159,11 @@ class LocalSgdStage : public train::Stage {
         if (!membership_) throw;
         const std::vector<int> lost = membership_->Regroup();
         UseGeneration(ctx);
+        if (lost.empty()) {
+          // Not a lost worker: trying again would fail the same way.
+          throw UserError("task8: the outer step of round " + std::to_string(rounds_ + 1) +
+                          " failed while every worker still answers: " + OneLine(e));
+        }
         for (int s : lost) figures_.fields["left"].push_back(s);
         if (ctx.is_main_rank()) {
           std::printf("task8: round %lld: lost slot(s) %s (%s); %d worker(s) finish the round\n",
