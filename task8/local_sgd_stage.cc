@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <utility>
 
@@ -237,8 +239,16 @@ class LocalSgdStage : public train::Stage {
       for (int64_t d : p.sizes()) shapes += std::to_string(d) + ",";
     }
     const train::TrainOptions& o = ctx.options();
+    // The vocabulary's words, where the checkpoint has one (the same path may hold another file
+    // on another host).
+    std::string vocabulary = "built-in";
+    if (!o.model_name_or_path.empty()) {
+      std::ifstream in(o.model_name_or_path + "/vocab.txt", std::ios::binary);
+      if (in) vocabulary = std::to_string(std::hash<std::string>{}(std::string(std::istreambuf_iterator<char>(in), {})));
+    }
     return "parameters=" + std::to_string(std::hash<std::string>{}(shapes)) + "\nmodel=" + o.model_name_or_path +
-           "\nmax_seq_length=" + std::to_string(o.max_seq_length) + "\nseed=" + std::to_string(o.seed) +
+           "\nvocabulary=" + vocabulary + "\ntask=" + o.task_name + "\nmax_seq_length=" +
+           std::to_string(o.max_seq_length) + "\nseed=" + std::to_string(o.seed) +
            "\ninner_steps=" + std::to_string(absl::GetFlag(FLAGS_inner_steps));
   }
 

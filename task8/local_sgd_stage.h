@@ -11,6 +11,12 @@
 // The update that ends a round logs "round" (1-based), "round_updates" (the inner updates it
 // took), "compression" (--compression: none, or int8 for 8b) and the round's communication: comm_bytes and friends, counted by the process group,
 // and comm_time_ms, the time the outer step took.
+//
+// 8c, with --elastic: a worker lost in a round (its collective failed) is left behind, the
+// survivors take the round's outer step among themselves and train on (the round's line logs
+// "left"); a worker started with --join in a free slot is let in at a round's end with the
+// others' parameters, outer state and position (the round's line logs "joined"). membership.h
+// says how they meet.
 #pragma once
 
 #include <functional>
