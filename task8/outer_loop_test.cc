@@ -10,6 +10,7 @@
 
 #include <torch/torch.h>
 
+#include "common/dist/forwarding_group.h"
 #include "common/testing/rank_test.h"
 #include "task8/membership.h"
 #include "task8/outer_loop.h"
@@ -74,10 +75,43 @@ std::vector<torch::Tensor> OuterStep(const std::vector<torch::Tensor>& from, con
   return out;
 }
 
+// A group whose first collective throws, on every rank at once, as Gloo's does in a round a
+// worker dies in; after that every collective goes through.
+class FailsOnce : public dist::ForwardingGroup {
+ public:
+  using ForwardingGroup::ForwardingGroup;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override {
+    ThrowOnce();
+    return ForwardingGroup::allreduce(tensors, opts);
+  }
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) override {
+    ThrowOnce();
+    return ForwardingGroup::allgather(outputs, inputs, opts);
+  }
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override {
+    ThrowOnce();
+    return ForwardingGroup::broadcast(tensors, opts);
+  }
+  bool thrown() const { return thrown_; }
+
+ private:
+  void ThrowOnce() {
+    if (thrown_) return;
+    thrown_ = true;
+    throw std::runtime_error("[the test] a worker was lost during this collective");
+  }
+  bool thrown_ = false;
+};
+
 // `join_after` >= 0: after that round (0-based) the last rank starts a new OuterLoop, as a worker
 // that joins does (membership.h): Begin with the parameters every worker holds, then
 // LoadSharedState with what rank 0's SharedState() gave. Its rounds must go on as before.
-void CheckRounds(RankEnv& env, const OuterOptimizerOptions& options, int join_after = -1) {
+// `fail_in` >= 0: in that round End is first called with a group whose first collective throws
+// (FailsOnce), then again with the working one, as the stage does after a worker was lost.
+void CheckRounds(RankEnv& env, const OuterOptimizerOptions& options, int join_after = -1, int fail_in = -1) {
   std::vector<torch::Tensor> start = Initial();  // double: the truth
   std::vector<torch::Tensor> params = Floats(start);
   std::vector<torch::Tensor> buf, buf_sign, buf_sum, buf_own;
@@ -93,6 +127,18 @@ void CheckRounds(RankEnv& env, const OuterOptimizerOptions& options, int join_af
       g.push_back(start[i] - mean);
       g_sum.push_back((start[i] - mean) * env.world);
       params[i].copy_(mine_at_end.back());
+    }
+    if (round == fail_in) {
+      auto failing = c10::make_intrusive<FailsOnce>(env.pg);
+      const dist::GroupPtr group = dist::AsGroup(failing, env.pg->getBackendName());
+      bool threw = false;
+      try {
+        loop->End(*group, params);
+      } catch (const std::exception&) {
+        threw = true;
+      }
+      if (!failing->thrown()) Fail("End sent nothing through the group it was given");
+      if (!threw) Fail("End returned normally although its collective threw: the caller must learn that a worker was lost");
     }
     loop->End(*env.pg, params);
     Expected e;
@@ -113,6 +159,10 @@ void CheckRounds(RankEnv& env, const OuterOptimizerOptions& options, int join_af
       std::snprintf(said, sizeof said, "after round %d on %d workers (outer lr %g, momentum %g%s): ", round + 1,
                     env.world, options.lr, options.momentum, options.nesterov ? ", Nesterov" : "");
       const std::string where = said;
+      if (round == fail_in) {
+        Fail(where + "End was called once with a group whose collective threw, then again: what the first call "
+             "changed before the collective threw was changed twice (a failed End must leave the worker as it was)");
+      }
       if (join_after >= 0 && round == join_after + 1 && env.rank == env.world - 1 && close(params, joiner_afresh)) {
         Fail(where + "on the worker that joined after round " + std::to_string(join_after + 1) +
              ", the outer step started afresh: what LoadSharedState received did not carry the outer optimizer's state");
@@ -153,6 +203,7 @@ RANK_CASE(local_sgd) { CheckRounds(env, {1.0, 0.0, false}); }
 RANK_CASE(momentum) { CheckRounds(env, {0.5, 0.9, false}); }
 RANK_CASE(diloco) { CheckRounds(env, {0.7, 0.9, true}); }
 RANK_CASE(diloco_joiner) { CheckRounds(env, {0.7, 0.9, true}, 0); }
+RANK_CASE(diloco_retried) { CheckRounds(env, {0.7, 0.9, true}, -1, 1); }
 
 // With outer SGD at lr 1 and no momentum a round ends on the workers' average.
 TEST(Task8OuterLoop, LocalSgdEndsEachRoundOnTheWorkersAverage) {
@@ -166,6 +217,8 @@ TEST(Task8OuterLoop, DiLoCosNesterovStep) {
 }
 // 8c: a worker that joins between rounds takes the next ones as if it had trained from the start.
 TEST(Task8OuterLoop, AJoinerGoesOnWithTheOuterStateItReceives) { EXPECT_RANKS_PASS("diloco_joiner", 3); }
+// 8c: an End whose collective threw (a worker lost) is called again with the survivors' group.
+TEST(Task8OuterLoop, AFailedEndLeavesTheWorkerAsItWas) { EXPECT_RANKS_PASS("diloco_retried", 2); }
 
 }  // namespace
 }  // namespace distlm::task8
