@@ -374,18 +374,21 @@ OverlapVerdict Autograder::Impl::OverlapCheck(const stages::Row& st, const Stage
   const TimeOverlapRound round = [&](OverlapTimes& t, OverlapVerdict& stop) {
     t.submission_s = timed(&stop);
     if (t.submission_s < 0) return false;
-    GraderRuns::OverlapRuns grader;
+    OverlapTimes grader = yard.times;
     if (yard.times_fresh) {
       yard.times_fresh = false;
-      grader = yard;
-    } else if (!runs.TimeOverlapPair(st, grading, ranks, extra, rate, &grader, "overlap is not judged by time")) {
-      OverlapTimes failed;
-      failed.rate_bytes_per_s = rate;
-      stop = JudgeOverlap(failed, what);  // says it was not judged
-      return false;
+    } else {
+      GraderRuns::OverlapRuns pair;
+      if (!runs.TimeOverlapPair(st, grading, ranks, extra, rate, &pair, "overlap is not judged by time")) {
+        OverlapTimes failed;
+        failed.rate_bytes_per_s = rate;
+        stop = JudgeOverlap(failed, what);  // says it was not judged
+        return false;
+      }
+      grader = pair.times;
     }
-    t.overlapped_s = grader.times.overlapped_s;
-    t.serial_s = grader.times.serial_s;
+    t.overlapped_s = grader.overlapped_s;
+    t.serial_s = grader.serial_s;
     t.rate_bytes_per_s = rate;
     return true;
   };

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_join.h"
 #include "common/runtime/elapsed.h"
 #include "common/runtime/errors.h"
 #include "common/dist/dist.h"
@@ -169,7 +170,7 @@ class LocalSgdStage : public train::Stage {
         for (int s : lost) figures_.fields["left"].push_back(s);
         if (ctx.is_main_rank()) {
           std::printf("task8: round %lld: lost slot(s) %s (%s); %d worker(s) finish the round\n",
-                      static_cast<long long>(rounds_ + 1), SlotWords(lost).c_str(), OneLine(e).c_str(),
+                      static_cast<long long>(rounds_ + 1), absl::StrJoin(lost, ", ").c_str(), OneLine(e).c_str(),
                       membership_->size());
           std::fflush(stdout);
         }
@@ -194,7 +195,7 @@ class LocalSgdStage : public train::Stage {
     for (int s : joined) figures_.fields["joined"].push_back(s);
     if (ctx.is_main_rank()) {
       std::printf("task8: round %lld: slot(s) %s joined; %d worker(s) train on\n", static_cast<long long>(rounds_ + 1),
-                  SlotWords(joined).c_str(), membership_->size());
+                  absl::StrJoin(joined, ", ").c_str(), membership_->size());
       std::fflush(stdout);
     }
   }
@@ -250,12 +251,6 @@ class LocalSgdStage : public train::Stage {
            "\nvocabulary=" + vocabulary + "\ntask=" + o.task_name + "\nmax_seq_length=" +
            std::to_string(o.max_seq_length) + "\nseed=" + std::to_string(o.seed) +
            "\ninner_steps=" + std::to_string(absl::GetFlag(FLAGS_inner_steps));
-  }
-
-  static std::string SlotWords(const std::vector<int>& slots) {
-    std::string s;
-    for (int x : slots) s += (s.empty() ? "" : ", ") + std::to_string(x);
-    return s;
   }
 
   // A joiner's process group comes from the membership, in BeforeTraining.
