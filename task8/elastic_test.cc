@@ -22,9 +22,15 @@ using distlm::testing::Runfile;
 
 constexpr int kSteps = 10;
 
+// The stage binary under test, from --stage (a runfile path: the BUILD's $(rootpath)).
+std::string& StagePath() {
+  static std::string path;
+  return path;
+}
+
 Command Worker(const std::string& out, int port, int slot, const std::vector<std::string>& extra = {}) {
   Command c;
-  c.argv = {Runfile("task8/reference"),
+  c.argv = {Runfile(StagePath()),
             "--max_steps=" + std::to_string(kSteps),
             "--num_threads=1",
             "--max_seq_length=32",
@@ -120,3 +126,21 @@ TEST(ElasticTest, AJoinerWithAnotherModelIsRefusedWithOneLine) {
 }
 
 }  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--stage=", 0) == 0) {
+      StagePath() = arg.substr(8);
+    } else {
+      std::fprintf(stderr, "error: unknown argument %s (expected --stage=PATH)\n", argv[i]);
+      return 2;
+    }
+  }
+  if (StagePath().empty()) {
+    std::fprintf(stderr, "error: --stage=PATH is missing: the stage binary to run (task8/BUILD passes it)\n");
+    return 2;
+  }
+  return RUN_ALL_TESTS();
+}
