@@ -344,15 +344,15 @@ OverlapVerdict Autograder::Impl::OverlapCheck(const stages::Row& st, const Stage
   for (const auto& f : flags) said += " " + f;
   const std::string on = "your run with" + said + " on the grader's limited link ";
   // One timed run: its seconds, or a verdict that ends the check.
-  auto timed = [&](OverlapVerdict* stop) -> double {
-    const StageRun r = run(ranks, flags, 0, times.rate_bytes_per_s);
+  auto timed = [&](uint64_t rate, OverlapVerdict* stop) -> double {
+    const StageRun r = run(ranks, flags, 0, rate);
     stop->judged = true;
     stop->ok = false;
     if (!r.Completed(kOverlapSteps)) {
       stop->message = on + "did not complete: " + RunFailureMessage(r, st, config);
       return -1;
     }
-    if (r.loopback_rate != times.rate_bytes_per_s) {
+    if (r.loopback_rate != rate) {
       *stop = JudgeOverlap({}, what);  // the grader could not limit this run's link: not judged
       return -1;
     }
@@ -368,14 +368,14 @@ OverlapVerdict Autograder::Impl::OverlapCheck(const stages::Row& st, const Stage
     }
     return r.seconds;
   };
-  // Each round: the submission's run and the grader's two, one after the other (the first round's
-  // grader runs are the yardsticks where they were timed just now).
-  const uint64_t rate = times.rate_bytes_per_s;
-  const TimeOverlapRound round = [&](OverlapTimes& t, OverlapVerdict& stop) {
-    t.submission_s = timed(&stop);
+  // Each round: the submission's run and the grader's two, one after the other, on the link of
+  // `rate` (the first round's grader runs are the yardsticks where they were timed just now).
+  const TimeOverlapRound round = [&](uint64_t rate, OverlapTimes& t, OverlapVerdict& stop) {
+    t.rate_bytes_per_s = rate;
+    t.submission_s = timed(rate, &stop);
     if (t.submission_s < 0) return false;
     OverlapTimes grader = yard.times;
-    if (yard.times_fresh) {
+    if (yard.times_fresh && rate == yard.times.rate_bytes_per_s) {
       yard.times_fresh = false;
     } else {
       GraderRuns::OverlapRuns pair;
@@ -389,10 +389,9 @@ OverlapVerdict Autograder::Impl::OverlapCheck(const stages::Row& st, const Stage
     }
     t.overlapped_s = grader.overlapped_s;
     t.serial_s = grader.serial_s;
-    t.rate_bytes_per_s = rate;
     return true;
   };
-  return JudgeOverlapRounds(round, what);
+  return JudgeOverlapRounds(round, times.rate_bytes_per_s, yard.bytes, what);
 }
 
 }  // namespace distlm::grading

@@ -84,17 +84,22 @@ struct OverlapVerdict {
 // `what`: the communication judged, in words ("its bucket all-reduces").
 OverlapVerdict JudgeOverlap(const OverlapTimes& t, const std::string& what);
 
-// Rounds timed at most. The first round's verdict stands where it credits the submission; one
-// not credited is timed once more, so that one unlucky stretch of load does not cost an honest
-// student the points, and judged on each kind's fastest run of the two rounds.
+// Rounds timed at most on the first link. The first round's verdict stands where it credits the
+// submission; one not credited is timed once more, so that one unlucky stretch of load does not
+// cost an honest student the points, and judged on each kind's fastest run of the two rounds.
 inline constexpr int kOverlapMaxRounds = 2;
 
-// Times one round (the submission's run, then the grader's overlapped and serial runs, on the
-// link of `rate_bytes_per_s`) into `round`; false where the check ends with `stop` instead (the
+// Times one round on the link of `rate_bytes_per_s` (the submission's run, then the grader's
+// overlapped and serial runs) into `round`; false where the check ends with `stop` instead (the
 // submission's run failed, or the grader's did and overlap is not judged).
-using TimeOverlapRound = std::function<bool(OverlapTimes& round, OverlapVerdict& stop)>;
+using TimeOverlapRound = std::function<bool(uint64_t rate_bytes_per_s, OverlapTimes& round, OverlapVerdict& stop)>;
 
-// The verdict on the fastest run of each kind over the rounds timed (up to kOverlapMaxRounds).
-OverlapVerdict JudgeOverlapRounds(const TimeOverlapRound& time_round, const std::string& what);
+// The verdict on the fastest run of each kind over the rounds timed on the link of `rate`. Where
+// a second round leaves the grader's fastest two runs too close to tell apart after a first that
+// was judged (the gap was noise's on one side), one last round is timed on the link
+// NextOverlapRate sets from them (the grader's overlapped run sends `bytes`) and judged alone:
+// the first rate's runs then neither credit the submission nor refuse it.
+OverlapVerdict JudgeOverlapRounds(const TimeOverlapRound& time_round, uint64_t rate, double bytes,
+                                  const std::string& what);
 
 }  // namespace distlm::grading

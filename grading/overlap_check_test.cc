@@ -114,17 +114,27 @@ TEST(OverlapCheckTest, TheRateMovesAtMostEightTimesAndNeedsBothRuns) {
 struct Replay {
   std::vector<OverlapTimes> rounds;
   size_t taken = 0;
+  std::vector<uint64_t> rates;  // the link each round was asked for
   TimeOverlapRound Timer() {
-    return [this](OverlapTimes& t, OverlapVerdict&) {
+    return [this](uint64_t rate, OverlapTimes& t, OverlapVerdict&) {
+      rates.push_back(rate);
       t = rounds.at(taken++);
+      t.rate_bytes_per_s = rate;
       return true;
     };
   }
 };
 
+// What the grader's overlapped run sends in the replays: 20 updates of 13.5 MB.
+constexpr double kBytes = 20 * 13.5e6;
+
+OverlapVerdict Judge(Replay& replay) {
+  return JudgeOverlapRounds(replay.Timer(), kOverlapLinkBytesPerS, kBytes, "its bucket all-reduces");
+}
+
 TEST(OverlapRoundsTest, ACreditedFirstRoundStands) {
   Replay honest{{{12.4, 12.0, 15.0}}};
-  const OverlapVerdict v = JudgeOverlapRounds(honest.Timer(), "its bucket all-reduces");
+  const OverlapVerdict v = Judge(honest);
   EXPECT_TRUE(v.ok) << v.message;
   EXPECT_EQ(honest.taken, 1u);
   EXPECT_EQ(v.message.find("fastest"), std::string::npos) << v.message;
@@ -134,7 +144,7 @@ TEST(OverlapRoundsTest, ALoadOnOneRoundIsJudgedByEachKindsFastestRun) {
   // An honest student's first run slowed by a neighbour, the grader's runs of that round not:
   // one round alone would refuse it (13.9 past the midpoint 13.5).
   Replay honest{{{13.9, 12.0, 15.0}, {12.3, 12.4, 15.6}}};
-  const OverlapVerdict v = JudgeOverlapRounds(honest.Timer(), "its bucket all-reduces");
+  const OverlapVerdict v = Judge(honest);
   EXPECT_TRUE(v.judged);
   EXPECT_TRUE(v.ok) << v.message;
   EXPECT_EQ(honest.taken, 2u);
@@ -146,7 +156,7 @@ TEST(OverlapRoundsTest, ASerialRunIsNotCreditedByTheSecondRound) {
   // A serial submission, its first round refused; the second round's overlapped run slowed
   // (16.0): alone, that round would credit it (15.1 under the midpoint 15.5).
   Replay serial{{{15.0, 12.0, 15.2}, {15.1, 16.0, 15.0}}};
-  const OverlapVerdict v = JudgeOverlapRounds(serial.Timer(), "its bucket all-reduces");
+  const OverlapVerdict v = Judge(serial);
   EXPECT_TRUE(v.judged);
   EXPECT_FALSE(v.ok) << v.message;
   EXPECT_EQ(serial.taken, 2u);
@@ -154,20 +164,48 @@ TEST(OverlapRoundsTest, ASerialRunIsNotCreditedByTheSecondRound) {
   EXPECT_NE(v.message.find("nearer the second (over 13.5 s)"), std::string::npos) << v.message;
 }
 
-TEST(OverlapRoundsTest, YardsticksANoisyRoundSetApartAreNotJudgedOnTheirFastest) {
-  // Runs the link does not separate: the first round's yardsticks came out apart by chance; the
-  // second's fastest runs show they are not.
-  Replay short_runs{{{15.0, 12.4, 15.4}, {12.5, 12.5, 12.6}}};
-  const OverlapVerdict v = JudgeOverlapRounds(short_runs.Timer(), "its bucket all-reduces");
+TEST(OverlapRoundsTest, YardsticksThatMeetInTheSecondRoundAreTimedOnAWiderLink) {
+  // A serial submission, refused in the first round; in the second, the grader's fastest runs
+  // come within 12 % of each other (20.0 against 21.5), so noise made the first round's gap. Were
+  // that "not judged", a serial run would keep the points: a last round on another link decides.
+  Replay serial{{{26.0, 21.0, 25.8}, {25.5, 20.0, 21.5}, {30.0, 21.0, 30.5}}};
+  const OverlapVerdict v = Judge(serial);
+  EXPECT_EQ(serial.taken, 3u);
+  ASSERT_EQ(serial.rates.size(), 3u);
+  EXPECT_EQ(serial.rates[1], kOverlapLinkBytesPerS);
+  EXPECT_NE(serial.rates[2], kOverlapLinkBytesPerS) << "the last round runs on the link NextOverlapRate sets";
+  EXPECT_EQ(serial.rates[2], NextOverlapRate({25.5, 20.0, 21.5, kOverlapLinkBytesPerS}, kBytes));
+  EXPECT_TRUE(v.judged) << v.message;
+  EXPECT_FALSE(v.ok) << v.message;
+  EXPECT_NE(v.message.find("timed once more on a"), std::string::npos) << v.message;
+  EXPECT_NE(v.message.find("your run took 30.0 s"), std::string::npos) << "judged on the last round alone\n"
+                                                                       << v.message;
+  // The same rounds for an honest run: its last round credits it.
+  Replay honest{{{26.0, 21.0, 25.8}, {25.5, 20.0, 21.5}, {21.5, 21.0, 30.5}}};
+  EXPECT_TRUE(Judge(honest).ok);
+}
+
+TEST(OverlapRoundsTest, YardsticksThatMeetOnEveryLinkAreNotJudged) {
+  // Runs no link separates on this host: the first round's gap came by chance.
+  Replay noise{{{15.0, 12.4, 15.4}, {12.5, 12.5, 12.6}, {13.0, 12.7, 12.8}}};
+  const OverlapVerdict v = Judge(noise);
+  EXPECT_EQ(noise.taken, 3u);
   EXPECT_FALSE(v.judged) << v.message;
   EXPECT_TRUE(v.ok);
   EXPECT_NE(v.message.find("too close to tell apart"), std::string::npos) << v.message;
 }
 
+TEST(OverlapRoundsTest, AFirstRoundThatCannotJudgeEndsTheCheck) {
+  Replay close{{{12.0, 12.0, 12.5}}};
+  const OverlapVerdict v = Judge(close);
+  EXPECT_EQ(close.taken, 1u);
+  EXPECT_FALSE(v.judged) << v.message;
+}
+
 TEST(OverlapRoundsTest, AFailedRunEndsTheCheckWithItsVerdict) {
   int taken = 0;
   const OverlapVerdict v = JudgeOverlapRounds(
-      [&](OverlapTimes& t, OverlapVerdict& stop) {
+      [&](uint64_t, OverlapTimes& t, OverlapVerdict& stop) {
         if (++taken == 2) {
           stop.judged = true;
           stop.ok = false;
@@ -177,7 +215,7 @@ TEST(OverlapRoundsTest, AFailedRunEndsTheCheckWithItsVerdict) {
         t = {14.0, 12.0, 15.0};  // refused: a second round
         return true;
       },
-      "its bucket all-reduces");
+      kOverlapLinkBytesPerS, kBytes, "its bucket all-reduces");
   EXPECT_EQ(taken, 2);
   EXPECT_FALSE(v.ok);
   EXPECT_EQ(v.message, "your run did not complete");
