@@ -89,7 +89,8 @@ class GraderRuns {
   // Overlap judged by time (overlap_check.h): the grader's own runs of `st`'s layout `extra` on
   // `ranks` ranks with OverlapRunFlags(), on the limited link, overlapped and serial
   // (StageGrading::OverlapMutantFlags). `trace` and `bytes` are the overlapped run's, which the
-  // submission's run on the same flags must match and reach.
+  // submission's run on the same flags must match and reach. The yardsticks are two pairs on
+  // one link, each kind's fastest run kept; a later round's pair on that link lowers them too.
   struct OverlapRuns {
     OverlapTimes times;  // submission_s unset
     Trace trace;

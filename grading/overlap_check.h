@@ -14,7 +14,8 @@
 // A busy host slows a run and never speeds one up, and a load that comes and goes slows one run
 // and not the next. So the three are timed in rounds, one run of each kind after the other, and
 // the fastest run of each kind is judged: a load then weighs on all three kinds alike, and each
-// kind's fastest run nears its time on an idle host.
+// kind's fastest run nears its time on an idle host. The grader's own runs are timed twice before
+// the first round, so that one slowed serial run cannot set the bar past a serial submission.
 #pragma once
 
 #include <cstddef>
