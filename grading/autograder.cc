@@ -134,6 +134,7 @@ GradeReport Autograder::Grade(const GradeRequest& req) {
   }
   // From here on student code runs, each run writing only in its own folder (student_space.h).
   im.space->SealForRuns();
+  im.time_overlap = req.time_overlap;
   if (const std::string d = im.space->Description(); !d.empty()) report.notes.push_back(d);
   for (const stages::Row* st : graded) im.GradeStage(*st, sub.stages.at(st->id), builds[st->id], &report);
   report.notes.insert(report.notes.end(), im.runs.notes().begin(), im.runs.notes().end());

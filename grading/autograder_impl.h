@@ -36,6 +36,7 @@ struct Autograder::Impl {
   GraderConfig config;
   GraderRuns runs{config};              // what every graded run is compared with
   std::unique_ptr<StudentSpace> space;  // this grading's folders and jails
+  bool time_overlap = true;             // GradeRequest::time_overlap of this grading
 
   void Progress(const std::string& line) const { runs.Progress(line); }
 

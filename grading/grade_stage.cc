@@ -227,7 +227,7 @@ void Autograder::Impl::Judge(const stages::Row& st, const StageGrading& grading,
         return ShareCheck(st, grading, run, n, extra, long_run, traffic_of);
       };
     }
-    if (!grading.OverlapMutantFlags(true).empty()) {
+    if (time_overlap && !grading.OverlapMutantFlags(true).empty()) {
       c.overlap = [&](int n, const std::vector<std::string>& extra, const std::string& what) {
         return OverlapCheck(st, grading, run, n, extra, what);
       };

@@ -76,10 +76,12 @@ std::string GradeMutant(const std::string& stage, const std::string& comm_test, 
 bool NotJudgedByTime(const TestResult& t) { return t.output.find("overlap not judged") != std::string::npos; }
 
 void GradeOwnMutant(const std::string& stage, const std::string& mutant, const std::string& flag,
-                    const std::map<std::string, std::string>& failing, double score, int max) {
+                    const std::map<std::string, std::string>& failing, double score, int max,
+                    bool time_overlap) {
   GradeRequest req;
   req.submission = SubmissionFrom("reference", {stage});
   req.prebuilt[stage] = {testing::Runfile(mutant), {flag}};
+  req.time_overlap = time_overlap;
   GradeReport r = Grader().Grade(req);
   double kept = 0;
   for (const auto& t : r.tests) {

@@ -73,7 +73,9 @@ struct OwnMutation {
 // of the stage not in `failing` passes, each in it fails saying what it maps to, and the stage
 // keeps `score` of `max` points. A test that should fail by the time of a run and that the grader
 // did not time on this host (it says why) is reported as not checked, its points not counted.
+// `time_overlap` false: overlap is not timed (GradeRequest::time_overlap), and then passes.
 void GradeOwnMutant(const std::string& stage, const std::string& mutant, const std::string& flag,
-                    const std::map<std::string, std::string>& failing, double score, int max);
+                    const std::map<std::string, std::string>& failing, double score, int max,
+                    bool time_overlap = true);
 
 }  // namespace distlm::grading::testing_support
