@@ -87,8 +87,9 @@ struct GraderConfig : SpaceLimits {
 struct GradeRequest {
   std::string submission;                    // a directory or a .zip
   std::map<std::string, Prebuilt> prebuilt;  // stage id -> binary: no kit, no build for it
-  // false: overlap is not timed, and says so (the mutation suites' mistakes that lie elsewhere,
-  // whose timed runs would cost minutes each). A grading of a submission always times it.
+  // false: overlap is not timed, and is credited as not judged, saying so (the mutation suites'
+  // mistakes that lie elsewhere, whose timed runs would cost minutes each). A grading of a
+  // submission always times it.
   bool time_overlap = true;
 };
 

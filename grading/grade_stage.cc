@@ -227,8 +227,13 @@ void Autograder::Impl::Judge(const stages::Row& st, const StageGrading& grading,
         return ShareCheck(st, grading, run, n, extra, long_run, traffic_of);
       };
     }
-    if (time_overlap && !grading.OverlapMutantFlags(true).empty()) {
+    if (!grading.OverlapMutantFlags(true).empty()) {
       c.overlap = [&](int n, const std::vector<std::string>& extra, const std::string& what) {
+        if (!time_overlap) {
+          OverlapVerdict v;  // not judged, as where the grader's own runs cannot tell (credited)
+          v.message = "overlap not judged by time: this grading does not time it (GradeRequest::time_overlap)\n";
+          return v;
+        }
         return OverlapCheck(st, grading, run, n, extra, what);
       };
     }
