@@ -396,8 +396,7 @@ OverlapVerdict Autograder::Impl::OverlapCheck(const stages::Row& st, const Stage
       // bar past a serial submission (seen: a serial run credited at 20.8 s beside a serial
       // yardstick slowed to 25.6 s, its fastest being 20.8 s).
       if (rate == yard.times.rate_bytes_per_s) {
-        yard.times.overlapped_s = std::min(yard.times.overlapped_s, grader.overlapped_s);
-        yard.times.serial_s = std::min(yard.times.serial_s, grader.serial_s);
+        KeepFastestGraderRuns(yard.times, grader);
         grader = yard.times;
       }
     }

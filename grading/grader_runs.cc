@@ -3,7 +3,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -286,8 +285,7 @@ GraderRuns::OverlapRuns& GraderRuns::OverlapYardsticks(const stages::Row& st, co
   if (out.times.overlapped_s >= kMinOverlapRunS) {
     OverlapRuns second;
     if (TimeOverlapPair(st, grading, ranks, extra, out.times.rate_bytes_per_s, &second, "the first pair's runs are kept")) {
-      out.times.overlapped_s = std::min(out.times.overlapped_s, second.times.overlapped_s);
-      out.times.serial_s = std::min(out.times.serial_s, second.times.serial_s);
+      KeepFastestGraderRuns(out.times, second.times);
     }
   }
   out.times_fresh = true;

@@ -13,6 +13,11 @@ std::vector<std::string> OverlapRunFlags(const std::string& model_type) {
   return {"--max_seq_length=512", steps, "--per_gpu_train_batch_size=4"};
 }
 
+void KeepFastestGraderRuns(OverlapTimes& into, const OverlapTimes& t) {
+  into.overlapped_s = std::min(into.overlapped_s, t.overlapped_s);
+  into.serial_s = std::min(into.serial_s, t.serial_s);
+}
+
 double GapShare(const OverlapTimes& t) { return (t.serial_s - t.overlapped_s) / t.overlapped_s; }
 
 std::string LinkWords(uint64_t rate_bytes_per_s) { return Fmt("%.0f", rate_bytes_per_s * 8 / 1e6) + " Mbit/s"; }
@@ -76,8 +81,7 @@ OverlapVerdict JudgeOverlapRounds(const TimeOverlapRound& time_round, uint64_t r
       fastest = round;
     } else {
       fastest.submission_s = std::min(fastest.submission_s, round.submission_s);
-      fastest.overlapped_s = std::min(fastest.overlapped_s, round.overlapped_s);
-      fastest.serial_s = std::min(fastest.serial_s, round.serial_s);
+      KeepFastestGraderRuns(fastest, round);
     }
     v = JudgeOverlap(fastest, what);
     if (!v.judged || v.ok) break;
