@@ -4,6 +4,7 @@
 #include <cstring>
 #include <exception>
 #include <map>
+#include <stdexcept>
 #include <vector>
 
 #include "common/safetensors/header.h"
@@ -48,7 +49,8 @@ void WeightsVerdict::Judge(TestResult* parity) const {
   }
 }
 
-WeightsVerdict CheckFinalWeights(const StageRun& run, int ranks, const std::string& grader_model) {
+WeightsVerdict CheckFinalWeights(const StageRun& run, int ranks, const std::string& grader_model,
+                                 const std::string& yardstick) {
   WeightsVerdict v;
   if (ranks < 2 || grader_model.empty()) return v;
   v.checked = true;
@@ -99,16 +101,73 @@ WeightsVerdict CheckFinalWeights(const StageRun& run, int ranks, const std::stri
     if (!(v.rel_diff <= kWeightsTol)) {
       v.ok = false;
       v.message = "the final weights (identical on every rank) are " + Fmt("%.1e", v.rel_diff) +
-                  " (relative L2) away from those of the grader's single-node run, more than " + Fmt("%.0e", kWeightsTol);
+                  " (relative L2) away from those of " + yardstick + ", more than " + Fmt("%.0e", kWeightsTol);
       return v;
     }
     v.message = "final weights: identical on all " + std::to_string(ranks) + " ranks, " + Fmt("%.1e", v.rel_diff) +
-                " (relative L2) from the grader's single-node run";
+                " (relative L2) from " + yardstick;
   } catch (const std::exception& e) {
     v.ok = false;
     v.message = std::string("a final model file is not a valid safetensors file: ") + e.what();
   }
   return v;
+}
+
+bool MovedAlong(const StageRun& run, const std::string& start, const std::string& mean, double* along,
+                std::string* why) {
+  std::string bytes;
+  if (!run.ReadOutput("model.safetensors", kMaxModelBytes, &bytes, why)) return false;
+  try {
+    const Model got = Parse(bytes, "rank 0's model.safetensors"), from = Parse(start, "the round's start"),
+                to = Parse(mean, "the workers' mean");
+    double dot = 0, norm2 = 0;
+    for (const auto& [tensor, s] : from.f32) {
+      const auto g = got.f32.find(tensor), m = to.f32.find(tensor);
+      if (g == got.f32.end() || m == to.f32.end() || g->second.size() != s.size() || m->second.size() != s.size()) {
+        *why = "rank 0's final model has no tensor " + tensor + " of the grader's shape";
+        return false;
+      }
+      for (size_t i = 0; i < s.size(); ++i) {
+        const double way = static_cast<double>(m->second[i]) - s[i];
+        dot += (static_cast<double>(g->second[i]) - s[i]) * way;
+        norm2 += way * way;
+      }
+    }
+    if (!(norm2 > 0)) {
+      *why = "the workers did not move";
+      return false;
+    }
+    *along = dot / norm2;
+    return true;
+  } catch (const std::exception& e) {
+    *why = e.what();
+    return false;
+  }
+}
+
+std::string MeanOfModels(const std::vector<std::string>& models) {
+  if (models.empty()) throw std::logic_error("MeanOfModels: no model");
+  std::vector<Model> parsed;
+  for (size_t i = 0; i < models.size(); ++i) parsed.push_back(Parse(models[i], "the grader's model " + std::to_string(i)));
+  std::string out = models[0];
+  const safetensors::FileParts parts = safetensors::SplitFile(out, "the grader's model 0");
+  const size_t data_at = static_cast<size_t>(parts.data.data() - out.data());
+  const safetensors::Header header = safetensors::ParseHeader(parts.header_json, parts.data.size(), "the grader's model 0");
+  for (const auto& t : header.tensors) {
+    if (t.dtype != "F32") continue;
+    std::vector<double> sum(parsed[0].f32.at(t.name).size(), 0.0);
+    for (const Model& m : parsed) {
+      const auto it = m.f32.find(t.name);
+      if (it == m.f32.end() || it->second.size() != sum.size()) {
+        throw std::logic_error("MeanOfModels: the models differ in " + t.name);
+      }
+      for (size_t i = 0; i < sum.size(); ++i) sum[i] += it->second[i];
+    }
+    std::vector<float> mean(sum.size());
+    for (size_t i = 0; i < sum.size(); ++i) mean[i] = static_cast<float>(sum[i] / static_cast<double>(parsed.size()));
+    if (!mean.empty()) std::memcpy(&out[data_at + t.begin], mean.data(), mean.size() * sizeof(float));
+  }
+  return out;
 }
 
 }  // namespace distlm::grading

@@ -9,9 +9,10 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
-#include "grading/autograder.h"
 #include "grading/stage_runner.h"
+#include "grading/test_result.h"
 
 namespace distlm::grading {
 
@@ -31,7 +32,19 @@ struct WeightsVerdict {
 
 // Reads OUT/model.safetensors (rank 0) and OUT/rank_R/model.safetensors (R = 1..ranks-1) of
 // `run`, as ReadUntrustedFile does; `grader_model` holds the bytes of the grader's own run's
-// model.safetensors ("": not checked).
-WeightsVerdict CheckFinalWeights(const StageRun& run, int ranks, const std::string& grader_model);
+// model.safetensors ("": not checked), which messages call `yardstick`.
+WeightsVerdict CheckFinalWeights(const StageRun& run, int ranks, const std::string& grader_model,
+                                 const std::string& yardstick = "the grader's single-node run");
+
+// The bytes of a model.safetensors whose float32 tensors are the element-wise means (taken in
+// double, rounded once) of those of `models` (the grader's own files, of one layout); the first
+// file's layout and other tensors. Throws on files that do not have the same float32 tensors.
+std::string MeanOfModels(const std::vector<std::string>& models);
+
+// How far rank 0 of `run` moved from `start` along the way from `start` to `mean` (all
+// model.safetensors bytes): <w - start, mean - start> / |mean - start|^2 over every float32
+// tensor, 1 where it ended at `mean`. False (and `why`) where a file cannot be read or compared.
+bool MovedAlong(const StageRun& run, const std::string& start, const std::string& mean, double* along,
+                std::string* why);
 
 }  // namespace distlm::grading

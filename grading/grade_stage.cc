@@ -148,16 +148,32 @@ void Autograder::Impl::Judge(const stages::Row& st, const StageGrading& grading,
   TestResult& t_parity = *t_parity_out;
   TestResult& t_comm = *t_comm_out;
   std::vector<TestResult>& extra = *extra_out;
-  const Trace& want = runs.Expected().trace;
+  // Data parallel: the whole batch on one process. Workers alone on their shards (task 8):
+  // part 1 on each shard, rank 0's trace and the mean of their models.
+  const bool on_shards = grading.TrainsOnShardsAlone();
+  const GraderRuns::SingleNode& yardstick = on_shards ? runs.MeanOfShards(ranks) : runs.Expected();
+  const std::string yardstick_name =
+      on_shards ? "the mean of the grader's part 1 runs on each of the " + std::to_string(ranks) + " shards"
+                : "the grader's single-node run";
+  const Trace& want = yardstick.trace;
   const Trace got = TraceOf(r);
   std::string diff = ParityDiff(want, got);
+  if (on_shards) {  // ParityDiff's words name the single-node run
+    const std::string single = "the grader's single-node run", shard = "the grader's part 1 run on shard 0";
+    for (size_t at = diff.find(single); at != std::string::npos; at = diff.find(single, at + shard.size())) {
+      diff.replace(at, single.size(), shard);
+    }
+  }
   if (diff.empty()) {
     const double worst = WorstDifference(want, got);
     t_parity.passed = true;
     t_parity.score = t_parity.max_score;
-    t_parity.output = "the " + std::to_string(kSteps) + " losses and gradient norms match the grader's single-node run (batch " +
-                      std::to_string(kTotalBatch) + ") within " + Fmt("%.0e", kParityTol) +
-                      " relative (worst " + Fmt("%.1e", worst) + ")\n" + TraceTable(want, got);
+    t_parity.output = "the " + std::to_string(kSteps) + " losses and gradient norms match " +
+                      (on_shards ? "the grader's part 1 run on shard 0 of " + std::to_string(ranks) + " (batch " +
+                                       std::to_string(kTotalBatch / ranks) + ")"
+                                 : "the grader's single-node run (batch " + std::to_string(kTotalBatch) + ")") +
+                      " within " + Fmt("%.0e", kParityTol) + " relative (worst " + Fmt("%.1e", worst) + ")\n" +
+                      TraceTable(want, got);
   } else {
     t_parity.output = Diagnose(got, want, st) + "\n\n" + diff + ".\n" + TraceTable(want, got);
   }
@@ -172,10 +188,20 @@ void Autograder::Impl::Judge(const stages::Row& st, const StageGrading& grading,
   const TrafficVerdict traffic = traffic_of(r, ranks, {});
   traffic.Judge(&t_parity);
   // What every rank ends with, against each other and against the grader's run.
-  CheckFinalWeights(r, ranks, runs.Expected().model).Judge(&t_parity);
+  WeightsVerdict weights = CheckFinalWeights(r, ranks, yardstick.model, yardstick_name);
+  if (on_shards && weights.checked && !weights.ok && weights.rel_diff > 0 && !yardstick.start_model.empty()) {
+    double along = 0;
+    std::string why;
+    if (MovedAlong(r, yardstick.start_model, yardstick.model, &along, &why)) {
+      if (const std::string step = grading.ExplainStep(along, ranks); !step.empty()) {
+        weights.message = step + ".\n" + weights.message;
+      }
+    }
+  }
+  weights.Judge(&t_parity);
   // What the largest rank held, for the student to see (judged only where a stage says how:
   // task 7b's 1F1B). The yardstick is the whole batch on one process.
-  if (r.peak_memory_bytes > 0 && runs.Expected().peak_memory_bytes > 0) {
+  if (!on_shards && r.peak_memory_bytes > 0 && runs.Expected().peak_memory_bytes > 0) {
     t_parity.output += "memory: " + std::string(ranks > 1 ? "your largest rank" : "your process") + " held " +
                        Fmt("%.1f", r.peak_memory_bytes / 1e6) + " MB at its peak (the kernel's count, read by the "
                        "grader); the grader's single-node run, the whole batch on one process, " +
@@ -185,8 +211,8 @@ void Autograder::Impl::Judge(const stages::Row& st, const StageGrading& grading,
   // Each rank did its share and no more (share_check.h): a run that passed runs again at 512
   // tokens a sequence, and must match the grader's own run at that length, send what it must,
   // and keep its busiest rank's memory and CPU time near the grader's own run of the layout.
-  const bool has_share_check =
-      ranks > 1 && (st.report.pattern != stages::SyncPattern::kNone || !grading.ReferenceMutation().empty());
+  const bool has_share_check = ranks > 1 && !on_shards &&
+                               (st.report.pattern != stages::SyncPattern::kNone || !grading.ReferenceMutation().empty());
   std::string share_problem;
   if (t_parity.passed && has_share_check) {
     const ShareOutcome share = ShareCheck(st, grading, run, ranks, {}, nullptr, traffic_of);
@@ -216,12 +242,16 @@ void Autograder::Impl::Judge(const stages::Row& st, const StageGrading& grading,
       return v.counted && !v.enough ? v.Describe() : std::string();
     };
     c.final_weights = [&](const StageRun& run_of, int n) {
-      const WeightsVerdict v = CheckFinalWeights(run_of, n, runs.Expected().model);
+      const WeightsVerdict v = CheckFinalWeights(run_of, n, yardstick.model, yardstick_name);
       return v.checked && !v.ok ? v.message : std::string();
     };
     if (!grading.ReferenceMutation().empty()) {
       c.reference_figures = [&](int n, const std::vector<std::string>& extra, bool again) {
         return runs.ReferenceRun(st, grading, n, extra, again).share;
+      };
+      c.reference_run = [&](int n, const std::vector<std::string>& extra) {
+        const GraderRuns::ReferenceFigures& f = runs.ReferenceRun(st, grading, n, extra);
+        return ReferenceOutcome{f.trace, f.model, f.bytes};
       };
       c.share = [&](int n, const std::vector<std::string>& extra, const StageRun* long_run) {
         return ShareCheck(st, grading, run, n, extra, long_run, traffic_of);

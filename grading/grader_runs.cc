@@ -45,6 +45,7 @@ void GraderRuns::StartGrading(StudentSpace* space, uint64_t seed) {
   if (seed != seed_) {
     seed_ = seed;
     have_expected_ = false;
+    mean_of_shards_.clear();
     mistakes_tried_ = false;
     mistakes_.clear();
     own_mistakes_tried_.clear();
@@ -184,6 +185,43 @@ const GraderRuns::SingleNode& GraderRuns::Expected() {
   return expected_;
 }
 
+const GraderRuns::SingleNode& GraderRuns::MeanOfShards(int ranks) {
+  if (auto it = mean_of_shards_.find(ranks); it != mean_of_shards_.end()) return it->second;
+  const std::string binary = RequiredGraderBinary(config_.expected_binary, "part1/reference", "reference binary");
+  Progress("running the grader's own part 1 on each of " + std::to_string(ranks) + " shards (batch " +
+           std::to_string(kTotalBatch / ranks) + ")");
+  SingleNode out;
+  std::vector<std::string> models;
+  for (int r = 0; r < ranks; ++r) {
+    const std::string name = "shard_" + std::to_string(r) + "_of_" + std::to_string(ranks);
+    StageRunOptions o = RunOptions(name, nullptr);
+    o.limits.isolate_network = false;
+    o.limits.address_space_bytes = 0;
+    std::vector<std::string> flags = Flags(ranks);
+    flags.push_back("--data_shard=" + std::to_string(r) + "/" + std::to_string(ranks));
+    const StageRun run = RunStage(binary, 1, Launcher::kSingle, flags, o);
+    if (run.exit_code != 0 || run.log.size() < kSteps) {
+      throw GraderError("the grader's own part 1 run on shard " + std::to_string(r) + "/" + std::to_string(ranks) +
+                        " failed (exit " + std::to_string(run.exit_code) + "):\n" + Tail(run.output, 20));
+    }
+    if (r == 0) out.trace = TraceOf(run);
+    std::ifstream model(run.output_dir + "/model.safetensors", std::ios::binary);
+    models.emplace_back(std::istreambuf_iterator<char>(model), std::istreambuf_iterator<char>());
+  }
+  out.model = MeanOfModels(models);
+  {
+    StageRunOptions o = RunOptions("start_of_" + std::to_string(ranks), nullptr);
+    o.limits.isolate_network = false;
+    o.limits.address_space_bytes = 0;
+    std::vector<std::string> flags = Flags(ranks);
+    flags.insert(flags.end(), {"--data_shard=0/" + std::to_string(ranks), "--max_steps=1", "--learning_rate=1e-30"});
+    const StageRun run = RunStage(binary, 1, Launcher::kSingle, flags, o);
+    std::ifstream model(run.output_dir + "/model.safetensors", std::ios::binary);
+    if (run.exit_code == 0) out.start_model.assign(std::istreambuf_iterator<char>(model), {});
+  }
+  return mean_of_shards_[ranks] = out;
+}
+
 const std::vector<KnownMistake>& GraderRuns::Mistakes() {
   return RunMistakes(DataParallelMistakes(), &mistakes_tried_, &mistakes_, config_.mutant_binary, "grading/mutant_stage",
                      config_.ranks, config_.ranks);
@@ -230,8 +268,8 @@ const GraderRuns::ReferenceFigures& GraderRuns::ReferenceRun(const stages::Row& 
                                                                          const StageGrading& grading, int ranks,
                                                                          const std::vector<std::string>& extra,
                                                                          bool again) {
-  std::vector<std::string> flags = StageFlags(st, grading, ranks, {}, extra);
-  flags.push_back("--mutation=" + grading.ReferenceMutation());
+  // The reference's --mutation before `extra`, which may name another of the stage's mutants.
+  std::vector<std::string> flags = StageFlags(st, grading, ranks, {"--mutation=" + grading.ReferenceMutation()}, extra);
   const std::string key = RunKey(st, ranks, flags);
   if (auto it = reference_runs_.find(key); it != reference_runs_.end() && !again) return it->second;
   ReferenceFigures& figures = reference_runs_[key];
@@ -256,6 +294,9 @@ const GraderRuns::ReferenceFigures& GraderRuns::ReferenceRun(const stages::Row& 
   }
   if (r.network_bytes > 0) figures.bytes = static_cast<double>(r.network_bytes);
   figures.share = FiguresOf(r);
+  figures.trace = TraceOf(r);
+  std::ifstream model(r.output_dir + "/model.safetensors", std::ios::binary);
+  figures.model.assign(std::istreambuf_iterator<char>(model), {});
   return figures;
 }
 

@@ -55,8 +55,15 @@ class GraderRuns {
     std::string model;          // model.safetensors' bytes
     double gradient_bytes = 0;  // 0: unknown, traffic not checked
     int64_t peak_memory_bytes = -1;
+    std::string start_model;    // MeanOfShards only: the weights every worker starts from
   };
   const SingleNode& Expected();
+  // For a stage whose workers train alone on shards (StageGrading::TrainsOnShardsAlone): part 1's
+  // reference on one process per shard of `ranks` (--data_shard=r/ranks, a rank's batch): shard
+  // 0's trace, and the mean of the shards' models (MeanOfModels); the weights they start from (a
+  // run of one update at a learning rate of 1e-30, which moves no float32 weight). No gradient
+  // bytes, no memory.
+  const SingleNode& MeanOfShards(int ranks);
 
   // The known mistakes' traces, made when a failing trace needs a name: the data-parallel ones
   // every stage may make, and a stage's own (StageGrading::OwnMistakes).
@@ -70,6 +77,8 @@ class GraderRuns {
   struct ReferenceFigures {
     double bytes = -1;
     ShareFigures share;  // its busiest process's memory and CPU time, and the whole run's
+    Trace trace;         // empty where it failed
+    std::string model;   // rank 0's model.safetensors' bytes
   };
   const ReferenceFigures& ReferenceRun(const stages::Row& st, const StageGrading& grading, int ranks,
                                        const std::vector<std::string>& extra, bool again = false);
@@ -153,6 +162,7 @@ class GraderRuns {
   std::string graded_launcher_;  // GradedLauncher()'s, once made in this grading's space
   bool have_expected_ = false;
   SingleNode expected_;
+  std::map<int, SingleNode> mean_of_shards_;  // by ranks
   bool mistakes_tried_ = false;
   std::vector<KnownMistake> mistakes_;
   std::map<std::string, bool> own_mistakes_tried_;  // by stage id

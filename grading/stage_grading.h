@@ -48,6 +48,13 @@ struct ShareOutcome {
   std::string message;
 };
 
+// The grader's own reference run of a layout, as a stage's own tests compare with it.
+struct ReferenceOutcome {
+  Trace trace;
+  std::string model;
+  double bytes = -1;
+};
+
 // What a stage's own tests may use of this grading.
 struct StageCheckContext {
   int ranks = 4;                     // of the main run
@@ -71,6 +78,9 @@ struct StageCheckContext {
   // process's, and the whole run's from its control group); -1 each: not measured. `again`: run
   // anew, not the figures of an earlier run of the layout. Null: the stage has no reference run.
   std::function<ShareFigures(int ranks, const std::vector<std::string>& extra, bool again)> reference_figures;
+  // The same run's trace, rank 0's model.safetensors (its bytes; "": not saved) and the bytes it
+  // sent over the network (-1: not counted); an empty trace: the run failed.
+  std::function<ReferenceOutcome(int ranks, const std::vector<std::string>& extra)> reference_run;
   // The share check of the layout `extra` on `ranks` ranks: the submission's run of it with
   // ShareRunFlags() (`long_run`, already made with extra + those flags, or null: made here)
   // against the grader's own run of the layout and the whole batch on one process, at 512 tokens.
@@ -96,6 +106,16 @@ class StageGrading {
   // activations): the --mutation of MutantBinary() that is the reference. Each run is then held
   // to the bytes the grader's own run of the same layout sent (traffic_check.h). "": none.
   virtual std::string ReferenceMutation() const { return ""; }
+  // For a stage whose workers train alone on their shards of the data until their round ends
+  // (task 8's local SGD): the main run is held to part 1's reference on each rank's shard
+  // (--data_shard=r/ranks, a rank's batch): rank 0's trace to shard 0's, and every rank's final
+  // weights to the mean of the shards' models, instead of the single-node run of the whole batch.
+  // Such a stage has no share check: its ranks do not split one update's work.
+  virtual bool TrainsOnShardsAlone() const { return false; }
+  // For such a stage, where rank 0's final weights are not the shards' mean: what it means that
+  // they moved `along` times the way from the round's start to that mean (1: there; see
+  // final_weights.h's MovedAlong), on `ranks` workers. "": nothing to say.
+  virtual std::string ExplainStep(double along, int ranks) const { return ""; }
   // For a stage whose overlap is judged by time (overlap_check.h): the flags that make
   // MutantBinary() the grader's own version of the stage with its communication overlapped with
   // backward (true) or after it (false). Empty: not judged by time.

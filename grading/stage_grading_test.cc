@@ -43,11 +43,13 @@ TEST(StageGradingTest, TheStagesSayWhatTheGraderNeeds) {
   EXPECT_GT(own[1].max_score, 0);  // judged by time, from outside: it carries points
   EXPECT_EQ(own[0].max_score, 0);  // the layout, read from a file the process writes: told only
   EXPECT_TRUE(OwnTests(stages::Get("task2b")).empty());
-  // A stage's own mistakes, and its overlapped and serial runs, come with the binary that makes
-  // them.
+  // A stage's own mistakes, its reference run, and its overlapped and serial runs, come with the
+  // binary that makes them.
   for (const auto& st : stages::All()) {
     const StageGrading& g = GradingOf(st.id);
-    EXPECT_EQ(g.OwnMistakes().empty() && g.OverlapMutantFlags(true).empty(), g.MutantBinary().empty()) << st.id;
+    EXPECT_EQ(g.OwnMistakes().empty() && g.OverlapMutantFlags(true).empty() && g.ReferenceMutation().empty(),
+              g.MutantBinary().empty())
+        << st.id;
     EXPECT_EQ(g.OverlapMutantFlags(true).empty(), g.OverlapMutantFlags(false).empty()) << st.id;
   }
   EXPECT_EQ(GradingOf("task5").MutantBinary(), "task5/grading/mutant_stage");

@@ -189,6 +189,22 @@ STAGES = [
          writes = "model parallelism: tensor-parallel linears with f and g (7a), pipeline schedules and their send/recv loop (7b), the process-group layout of 2D parallelism (7c)",
          teaches = "tensor parallelism in the layout of Megatron-LM, the bubble of a pipeline and the activations each schedule keeps, 2D layouts through process subgroups",
          handout = "part7.md"),
+    # Local SGD and DiLoCo (8a), their exchange in int8 with error feedback (8b), workers that
+    # leave and join (8c). Each worker trains alone on its shard until the round ends, so parity
+    # is one round of 5 updates at outer lr 1 without momentum: rank 0's trace is part 1's on its
+    # shard, and every rank ends with the mean of the shards' models (StageGrading::
+    # TrainsOnShardsAlone). DiLoCo's momentum and int8 are its own tests, against the grader's own
+    # run of each. Advanced, graded when submitted.
+    _row("task8", ["outer_loop.cc", "int8_exchange.cc"], "OuterLoop (local SGD and DiLoCo rounds) and the int8 exchange",
+         parity_points = 10, optional = True, grading = True,
+         own_tests = [
+             _test("task8: DiLoCo rounds (outer Nesterov momentum, rounds of 2) match the grader run (8a)", 5),
+             _test("task8: int8 rounds with error feedback match the grader run and send its bytes (8b)", 5),
+         ],
+         part = "8 (advanced)",
+         writes = "local SGD and DiLoCo (8a), int8 with error feedback (8b), workers that join (8c)",
+         teaches = "training across slow links: meeting every H updates instead of every update, and compression that keeps what it cannot say",
+         handout = "part8.md"),
 ]
 
 # Part 4 is measurements, not a stage: no student files and no points. The docs' tables show it
@@ -371,7 +387,8 @@ def _row_of_package():
     fail("distlm_stage() in //%s: no row of STAGES in //common/stages:stages.bzl has the id '%s' " % (pkg, pkg) +
          "(a stage's folder is its id)")
 
-def distlm_stage(api, stage, impl_deps = [], main_deps = [], test_deps = [], test_size = "medium", test_timeout = None):
+def distlm_stage(api, stage, impl_deps = [], main_deps = [], test_deps = [], test_size = "medium", test_timeout = None,
+                 test_srcs = ["student_test.cc"]):
     """A stage's targets, made from its row: every stage folder has the same ones.
 
     :student_impl and :reference_impl  the row's files under student/ and reference/
@@ -391,6 +408,7 @@ def distlm_stage(api, stage, impl_deps = [], main_deps = [], test_deps = [], tes
       main_deps: what main.cc uses besides the stage, api and the implementations.
       test_deps: what student_test.cc uses besides api and the implementation.
       test_size, test_timeout: of both tests (None: Bazel's default for the size).
+      test_srcs: the local test's files.
     """
     row = _row_of_package()
     base = STAGES[0]
@@ -421,7 +439,7 @@ def distlm_stage(api, stage, impl_deps = [], main_deps = [], test_deps = [], tes
             name = "student_test" if side == "student" else "reference_student_test",
             size = test_size,
             timeout = test_timeout,
-            srcs = ["student_test.cc"],
+            srcs = test_srcs,
             tags = ["manual"] if side == "student" else [],
             deps = [api, ":%s_impl" % side] + test_deps,
         )
