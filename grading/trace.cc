@@ -96,7 +96,7 @@ std::string TraceTable(const Trace& want, const Trace& got) {
 // they first part. After a correct synchronisation rank 0 holds the single-node gradient, so
 // its norm matches too; a gradient off by a constant factor can leave the losses nearly
 // unchanged (clipping and Adam normalise it away) while its norm shows the factor at once.
-std::string ParityDiff(const Trace& want, const Trace& got) {
+std::string ParityDiff(const Trace& want, const Trace& got, const std::string& yardstick) {
   const size_t loss_at = FirstDifference(want.losses, got.losses);
   const size_t norm_at = FirstDifference(want.grad_norms, got.grad_norms, NormScale(want));
   if (loss_at == kSteps && norm_at == kSteps) return "";
@@ -105,7 +105,7 @@ std::string ParityDiff(const Trace& want, const Trace& got) {
   }
   if (loss_at <= norm_at) {
     std::string s = "the loss of update " + std::to_string(loss_at + 1) + " is " + Fmt("%.9g", got.losses[loss_at]) +
-                    ", " + OffBy(got.losses[loss_at], want.losses[loss_at]) + " the grader's single-node run (more than " +
+                    ", " + OffBy(got.losses[loss_at], want.losses[loss_at]) + " " + yardstick + " (more than " +
                     Fmt("%.0e", kParityTol) + ")";
     if (loss_at == 0) {
       s += "; this loss is computed before any optimizer step, so the model, the data or the batch already differ";
@@ -118,7 +118,7 @@ std::string ParityDiff(const Trace& want, const Trace& got) {
   }
   std::string s = "the gradient norm before clipping of update " + std::to_string(norm_at + 1) + " is " +
                   Fmt("%.9g", got.grad_norms[norm_at]) + ", " +
-                  OffBy(got.grad_norms[norm_at], want.grad_norms[norm_at]) + " the single-node run's";
+                  OffBy(got.grad_norms[norm_at], want.grad_norms[norm_at]) + " " + yardstick + "'s";
   s += loss_at == kSteps ? std::string("; the losses all match")
                          : "; the losses differ from update " + std::to_string(loss_at + 1) + " on";
   return s;

@@ -57,8 +57,10 @@ std::string Times(double got, double want);
 std::string OffBy(double got, double want);
 
 // "" when the losses and the gradient norms (rank 0's, before clipping) all match; else where
-// they first part (the submitted value and how far off, never the expected one).
-std::string ParityDiff(const Trace& want, const Trace& got);
+// they first part (the submitted value and how far off, never the expected one), against
+// `yardstick`, what `want` is the trace of.
+std::string ParityDiff(const Trace& want, const Trace& got,
+                       const std::string& yardstick = "the grader's single-node run");
 // The largest relative difference over the losses and gradient norms (for a passing message).
 double WorstDifference(const Trace& want, const Trace& got);
 // The submitted numbers per update with how far each is from the grader's (signed relative
