@@ -85,8 +85,7 @@ void Autograder::Impl::GradeStage(const stages::Row& st, const SubmittedStage& s
   // The submission's binary on n ranks with the grader's flags, then `extra` (later flags win).
   const SubmissionRun run = [&](int n, const std::vector<std::string>& extra_flags, double timeout_s,
                                 uint64_t loopback_rate) {
-    std::string said;
-    for (const auto& f : extra_flags) said += " " + f;
+    const std::string said = FlagsSaid(extra_flags);
     Progress("running " + st.id + " on " + (n > 1 ? std::to_string(n) + " ranks" : "one process") + said);
     const std::vector<std::string> flags = runs.StageFlags(st, grading, n, build.flags, extra_flags);
     StageRunOptions o = runs.RunOptions("run_" + st.id + "_" + std::to_string(run_count++), &build);
@@ -317,8 +316,7 @@ ShareOutcome Autograder::Impl::ShareCheck(
   }
   std::vector<std::string> flags = extra;
   for (const std::string& f : ShareRunFlags()) flags.push_back(f);
-  std::string said;
-  for (const auto& f : flags) said += " " + f;
+  const std::string said = FlagsSaid(flags);
   StageRun made;
   if (long_run == nullptr) {
     made = run(ranks, flags, 0, 0);
@@ -370,8 +368,7 @@ OverlapVerdict Autograder::Impl::OverlapCheck(const stages::Row& st, const Stage
   if (OverlapVerdict unjudged = JudgeOverlap(times, what); !unjudged.judged) return unjudged;
   std::vector<std::string> flags = extra;
   for (const std::string& f : OverlapRunFlags(config.model_type)) flags.push_back(f);
-  std::string said;
-  for (const auto& f : flags) said += " " + f;
+  const std::string said = FlagsSaid(flags);
   const std::string on = "your run with" + said + " on the grader's limited link ";
   // One timed run: its seconds, or a verdict that ends the check.
   auto timed = [&](uint64_t rate, OverlapVerdict* stop) -> double {

@@ -39,6 +39,12 @@ const std::vector<std::string> kBazelRunEnv = {"BUILD_WORKING_DIRECTORY", "BUILD
 const std::vector<std::string> kRunfilesEnv = {"RUNFILES_DIR", "RUNFILES_MANIFEST_FILE", "TEST_SRCDIR",
                                                "JAVA_RUNFILES"};
 
+// The bytes of the model.safetensors (rank 0's) a run saved; "" where it saved none.
+std::string ModelBytes(const StageRun& r) {
+  std::ifstream model(r.output_dir + "/model.safetensors", std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(model), {});
+}
+
 }  // namespace
 
 void GraderRuns::StartGrading(StudentSpace* space, uint64_t seed) {
@@ -157,13 +163,13 @@ void GraderRuns::PrepareData() {
   Progress("every run trains the tiny ViT on " + dir);
 }
 
-StageRun GraderRuns::SingleNodeRun(const std::string& name, const std::vector<std::string>& extra) {
+StageRun GraderRuns::SingleNodeRun(const std::string& name, const std::vector<std::string>& extra, int replicas) {
   const std::string binary =
       RequiredGraderBinary(config_.expected_binary, "part1/reference", "reference binary");
   StageRunOptions o = RunOptions(name, nullptr);
   o.limits.isolate_network = false;
   o.limits.address_space_bytes = 0;
-  std::vector<std::string> flags = Flags(1);
+  std::vector<std::string> flags = Flags(replicas);
   flags.insert(flags.end(), extra.begin(), extra.end());
   return RunStage(binary, 1, Launcher::kSingle, flags, o);
 }
@@ -177,8 +183,7 @@ const GraderRuns::SingleNode& GraderRuns::Expected() {
                       Tail(r.output, 20));
   }
   expected_.trace = TraceOf(r);
-  std::ifstream model(r.output_dir + "/model.safetensors", std::ios::binary);
-  expected_.model.assign(std::istreambuf_iterator<char>(model), {});
+  expected_.model = ModelBytes(r);
   expected_.gradient_bytes = TensorBytesOf(expected_.model);
   expected_.peak_memory_bytes = r.peak_memory_bytes;
   have_expected_ = true;
@@ -187,38 +192,25 @@ const GraderRuns::SingleNode& GraderRuns::Expected() {
 
 const GraderRuns::SingleNode& GraderRuns::MeanOfShards(int ranks) {
   if (auto it = mean_of_shards_.find(ranks); it != mean_of_shards_.end()) return it->second;
-  const std::string binary = RequiredGraderBinary(config_.expected_binary, "part1/reference", "reference binary");
   Progress("running the grader's own part 1 on each of " + std::to_string(ranks) + " shards (batch " +
            std::to_string(kTotalBatch / ranks) + ")");
   SingleNode out;
   std::vector<std::string> models;
+  const std::string of = "/" + std::to_string(ranks);
   for (int r = 0; r < ranks; ++r) {
-    const std::string name = "shard_" + std::to_string(r) + "_of_" + std::to_string(ranks);
-    StageRunOptions o = RunOptions(name, nullptr);
-    o.limits.isolate_network = false;
-    o.limits.address_space_bytes = 0;
-    std::vector<std::string> flags = Flags(ranks);
-    flags.push_back("--data_shard=" + std::to_string(r) + "/" + std::to_string(ranks));
-    const StageRun run = RunStage(binary, 1, Launcher::kSingle, flags, o);
+    const StageRun run = SingleNodeRun("shard_" + std::to_string(r) + "_of_" + std::to_string(ranks),
+                                       {"--data_shard=" + std::to_string(r) + of}, ranks);
     if (run.exit_code != 0 || run.log.size() < kSteps) {
       throw GraderError("the grader's own part 1 run on shard " + std::to_string(r) + "/" + std::to_string(ranks) +
                         " failed (exit " + std::to_string(run.exit_code) + "):\n" + Tail(run.output, 20));
     }
     if (r == 0) out.trace = TraceOf(run);
-    std::ifstream model(run.output_dir + "/model.safetensors", std::ios::binary);
-    models.emplace_back(std::istreambuf_iterator<char>(model), std::istreambuf_iterator<char>());
+    models.push_back(ModelBytes(run));
   }
   out.model = MeanOfModels(models);
-  {
-    StageRunOptions o = RunOptions("start_of_" + std::to_string(ranks), nullptr);
-    o.limits.isolate_network = false;
-    o.limits.address_space_bytes = 0;
-    std::vector<std::string> flags = Flags(ranks);
-    flags.insert(flags.end(), {"--data_shard=0/" + std::to_string(ranks), "--max_steps=1", "--learning_rate=1e-30"});
-    const StageRun run = RunStage(binary, 1, Launcher::kSingle, flags, o);
-    std::ifstream model(run.output_dir + "/model.safetensors", std::ios::binary);
-    if (run.exit_code == 0) out.start_model.assign(std::istreambuf_iterator<char>(model), {});
-  }
+  const StageRun start = SingleNodeRun("start_of_" + std::to_string(ranks),
+                                       {"--data_shard=0" + of, "--max_steps=1", "--learning_rate=1e-30"}, ranks);
+  if (start.exit_code == 0) out.start_model = ModelBytes(start);
   return mean_of_shards_[ranks] = out;
 }
 
@@ -281,8 +273,7 @@ const GraderRuns::ReferenceFigures& GraderRuns::ReferenceRun(const stages::Row& 
     Note(st.id + "'s traffic and memory not checked: " + e.what());
     return figures;
   }
-  std::string said;
-  for (const auto& f : extra) said += " " + f;
+  const std::string said = FlagsSaid(extra);
   Progress("running the grader's own " + st.id + " on " + std::to_string(ranks) + " ranks" +
            (said.empty() ? "" : " with" + said) + ", to count what it sends and holds");
   const StageRun r = RunStage(binary, ranks, Launcher::kLaunch, flags,
@@ -295,8 +286,7 @@ const GraderRuns::ReferenceFigures& GraderRuns::ReferenceRun(const stages::Row& 
   if (r.network_bytes > 0) figures.bytes = static_cast<double>(r.network_bytes);
   figures.share = FiguresOf(r);
   figures.trace = TraceOf(r);
-  std::ifstream model(r.output_dir + "/model.safetensors", std::ios::binary);
-  figures.model.assign(std::istreambuf_iterator<char>(model), {});
+  figures.model = ModelBytes(r);
   return figures;
 }
 

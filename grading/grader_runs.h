@@ -148,7 +148,9 @@ class GraderRuns {
   // (StudentSpace::SharedFolder): 8 images per class, enough that no run of 5 updates of 8 ends
   // an epoch.
   void PrepareData();
-  StageRun SingleNodeRun(const std::string& name, const std::vector<std::string>& extra);
+  // Part 1's reference on one process with the flags of a run of `replicas` replicas (a replica's
+  // batch), then `extra`.
+  StageRun SingleNodeRun(const std::string& name, const std::vector<std::string>& extra, int replicas = 1);
   // `configured`: a path given in the config ("": the runfile `runfile`); each run on `ranks`
   // ranks that make `replicas` model replicas (stages::Row::RunRanks, Replicas).
   const std::vector<KnownMistake>& RunMistakes(const std::vector<std::string>& names, bool* tried,

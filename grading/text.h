@@ -15,6 +15,13 @@ inline std::vector<std::string> Lines(const std::string& text) {
   return lines;
 }
 
+// Flags as messages quote them after "with": " --a --b" ("" for none).
+inline std::string FlagsSaid(const std::vector<std::string>& flags) {
+  std::string said;
+  for (const auto& f : flags) said += " " + f;
+  return said;
+}
+
 inline std::string Trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
   return s;

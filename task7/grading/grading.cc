@@ -14,6 +14,7 @@
 
 #include "common/stages/stages.h"
 #include "grading/stage_grading.h"
+#include "grading/text.h"
 #include "grading/trace.h"
 #include "task7/grading/cpu_check.h"
 #include "task7/grading/schedule_check.h"
@@ -106,8 +107,7 @@ class Task7Grading : public grading::StageGrading {
                          const std::function<std::string(const Trace& got, const Trace& want)>& explain,
                          grading::TestResult& t, double* worst,
                          const std::function<std::string(const grading::StageRun&)>& also = nullptr) {
-    std::string said;
-    for (const auto& f : flags) said += " " + f;
+    const std::string said = grading::FlagsSaid(flags);
     const grading::StageRun r = c.run(ranks, flags, 0);
     if (r.exit_code != 0 || r.timed_out || r.log.size() < grading::kSteps || !r.bad_log_lines.empty()) {
       t.output = "the run with" + said + " on " + std::to_string(ranks) + " ranks did not complete: " + c.run_failure(r);

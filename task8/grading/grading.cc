@@ -10,11 +10,13 @@
 #include "common/stages/stages.h"
 #include "grading/final_weights.h"
 #include "grading/stage_grading.h"
+#include "grading/text.h"
 #include "grading/trace.h"
 
 namespace distlm::task8 {
 namespace {
 
+using grading::FlagsSaid;
 using grading::Fmt;
 using grading::ReferenceOutcome;
 using grading::StageCheckContext;
@@ -25,12 +27,6 @@ constexpr int kWorkers = 2;
 // What a run of int8 rounds may send, in times the grader's own: an int8 per value and a float32
 // per chunk of 256, gathered or passed along however the student likes, is near 1; float32 is 4.
 constexpr double kInt8MostBytes = 1.5;
-
-std::string Said(const std::vector<std::string>& flags) {
-  std::string s;
-  for (const auto& f : flags) s += " " + f;
-  return s;
-}
 
 class Task8Grading : public grading::StageGrading {
  public:
@@ -82,7 +78,7 @@ class Task8Grading : public grading::StageGrading {
 
   static void Judge(const StageCheckContext& c, const std::vector<std::string>& flags, const std::string& what,
                     const Mistake& mistake, bool int8, TestResult* t) {
-    const std::string on = "your run with" + Said(flags) + " on " + std::to_string(kWorkers) + " workers ";
+    const std::string on = "your run with" + FlagsSaid(flags) + " on " + std::to_string(kWorkers) + " workers ";
     const StageRun r = c.run(kWorkers, flags, 0);
     if (!r.Completed(grading::kSteps)) {
       t->output = on + "did not complete: " + c.run_failure(r);
@@ -92,7 +88,7 @@ class Task8Grading : public grading::StageGrading {
     if (ref.trace.losses.empty() || ref.model.empty()) {
       t->passed = true;
       t->score = t->max_score;
-      t->output = "not checked: the grader's own run with" + Said(flags) + " failed (credited)\n";
+      t->output = "not checked: the grader's own run with" + FlagsSaid(flags) + " failed (credited)\n";
       return;
     }
     if (int8 && ref.bytes > 0 && r.network_bytes >= 0 && r.network_bytes > kInt8MostBytes * ref.bytes) {
@@ -103,7 +99,7 @@ class Task8Grading : public grading::StageGrading {
     }
     const std::string diff = grading::ParityDiff(ref.trace, grading::TraceOf(r), "the grader's own run");
     const grading::WeightsVerdict weights =
-        grading::CheckFinalWeights(r, kWorkers, ref.model, "the grader's own run with" + Said(flags));
+        grading::CheckFinalWeights(r, kWorkers, ref.model, "the grader's own run with" + FlagsSaid(flags));
     if (!diff.empty() || !weights.ok) {
       // The known mistake's run on the same flags, to name it where the submission ends as it does.
       std::vector<std::string> as_mistake = flags;
