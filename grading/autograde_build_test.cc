@@ -76,8 +76,12 @@ TEST(AutogradeBuildTest, TheReferenceZipBuiltOnACleanKitScoresFullMarks) {
   zip.argv = {"/bin/sh", "-c", "cd '" + dir + "/tree' && /usr/bin/zip -qr ../submission.zip ."};
   ASSERT_EQ(testing::Run(zip, 60).exit_code, 0);
   std::string out;
-  nlohmann::json r = Grade(dir + "/submission.zip", &out, {"--source=" + source});
+  // Overlap is not timed: a verdict read from a clock is the grader's benchmark
+  // (tools/overlap_margin.sh grades this same path with it timed), not a check a busy host may fail.
+  nlohmann::json r = Grade(dir + "/submission.zip", &out, {"--source=" + source, "--time_overlap=false"});
   RemoveTree(source);
+  const std::string overlap = Named(r, "task3: bucket all-reduces start while backward runs (3b)")["output"];
+  EXPECT_NE(overlap.find("not judged by time"), std::string::npos) << overlap;
   // Every stage was submitted, optional ones included: full marks are every test's points.
   double full = 0;
   for (const auto& t : r["tests"]) full += t["max_score"].get<double>();

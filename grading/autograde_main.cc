@@ -61,6 +61,9 @@ ABSL_FLAG(double, build_memory_limit_gib, 16,
           "address space each process of the submission's build may use (Bazel's JVM, the compiler), GiB");
 ABSL_FLAG(bool, recognise_mistakes, true,
           "when a trace is wrong, run the known mistakes to name the one it matches");
+ABSL_FLAG(bool, time_overlap, true,
+          "judge task 3's overlap by timing the submission against the grader's own runs on a limited link; "
+          "false credits it as not judged (a host whose clock says nothing, or a check of everything else)");
 ABSL_FLAG(std::string, work_dir, "", "where to put the work folder; default: $TMPDIR or /tmp");
 ABSL_FLAG(bool, keep_work, false, "keep the work folder (kit, builds, run outputs) for inspection");
 ABSL_FLAG(std::string, prebuilt, "",
@@ -152,6 +155,7 @@ distlm::grading::GraderConfig ConfigFromFlags(const std::string& submission, con
 distlm::grading::GradeRequest RequestFromFlags(const std::string& submission) {
   distlm::grading::GradeRequest request;
   request.submission = submission;
+  request.time_overlap = absl::GetFlag(FLAGS_time_overlap);
   auto stage_and_value = [](const std::string& flag, const std::string& item) {
     auto eq = item.find('=');
     if (eq == std::string::npos || distlm::stages::Find(item.substr(0, eq)) == nullptr) {
