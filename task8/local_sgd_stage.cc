@@ -130,8 +130,10 @@ class LocalSgdStage : public train::Stage {
     figures_ = {};
     if (round_updates_ == inner_steps_ || u.ends_epoch) {
       const auto start = std::chrono::steady_clock::now();
+      round_end_start_ = start;
       EndRound(ctx);
       if (membership_) AdmitJoiners(ctx, u.position);
+      if (membership_ && u.position.update >= u.schedule.total_updates()) membership_->Finish();
       figures_.comm_time_ms = MsSince(start);
       figures_.fields["round"] = ++rounds_;
       figures_.fields["round_updates"] = round_updates_;
@@ -160,7 +162,11 @@ class LocalSgdStage : public train::Stage {
         throw;
       } catch (const std::exception& e) {
         if (!membership_) throw;
+        // Where a loss costs its time: the wait until the collective failed, then the regroup.
+        const auto failed = std::chrono::steady_clock::now();
+        figures_.fields["failed_after_ms"] = MsSince(round_end_start_);
         const std::vector<int> lost = membership_->Regroup();
+        figures_.fields["regroup_ms"] = MsSince(failed);
         UseGeneration(ctx);
         if (lost.empty()) {
           // Not a lost worker: trying again would fail the same way.
@@ -181,6 +187,7 @@ class LocalSgdStage : public train::Stage {
   // At a round's end: workers waiting to join are let in and sent the parameters, the outer
   // state and where the run stands.
   void AdmitJoiners(const train::StageContext& ctx, const train::TrainingState& position) {
+    const auto start = std::chrono::steady_clock::now();
     const std::vector<int> joined = membership_->Admit(fingerprint_);
     if (joined.empty()) return;
     UseGeneration(ctx);
@@ -192,6 +199,7 @@ class LocalSgdStage : public train::Stage {
                                    rounds_ + 1, static_cast<int64_t>(shared.size())},
                                   torch::kLong));
     ShareTensors(*ctx.dist().pg, state);
+    figures_.fields["admit_ms"] = MsSince(start);
     for (int s : joined) figures_.fields["joined"].push_back(s);
     if (ctx.is_main_rank()) {
       std::printf("task8: round %lld: slot(s) %s joined; %d worker(s) train on\n", static_cast<long long>(rounds_ + 1),
@@ -271,6 +279,7 @@ class LocalSgdStage : public train::Stage {
   std::string fingerprint_;
   std::vector<torch::Tensor> joined_state_;
   std::optional<train::TrainingState> joined_at_;
+  std::chrono::steady_clock::time_point round_end_start_;
   OuterLoopFactory make_;
   int64_t inner_steps_ = 1;
   OuterOptimizerOptions outer_options_;

@@ -137,6 +137,8 @@ std::unique_ptr<Membership> Membership::Join(dist::DistContext& ctx, const std::
   if (parts.size() != 3 || parts[0] != "gen" || !absl::SimpleAtoi(parts[1], &generation)) {
     throw std::logic_error("task8 membership: bad answer '" + answer + "'");
   }
+  // Let in: from now on its slot's heartbeat is this process's (ConnectLate started none).
+  dist::StartHeartbeat(ctx);
   return std::unique_ptr<Membership>(new Membership(ctx, generation, ParseSlots(parts[2])));
 }
 
@@ -193,6 +195,22 @@ std::vector<int> Membership::Admit(const std::string& fingerprint) {
   }
   Enter(generation_ + 1, next);
   return joined;
+}
+
+void Membership::Finish() {
+  const std::string key = Key(absl::StrCat("gen/", generation_, "/finished"));
+  try {
+    if (slot() != 0) {
+      ctx_.store->add(key, 1);
+      return;
+    }
+    const auto deadline = Clock::now() + Millis(ctx_.config.timeout_s);
+    while (ctx_.store->add(key, 0) < size() - 1 && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  } catch (const std::exception& e) {
+    StoreGone(ctx_, e);
+  }
 }
 
 std::vector<int> Membership::Regroup() {
@@ -278,10 +296,25 @@ void ShareTensors(c10d::ProcessGroup& pg, std::vector<torch::Tensor>& tensors) {
       tensors.push_back(torch::empty(shape, dtype));
     }
   }
-  for (auto& t : tensors) {
-    std::vector<torch::Tensor> one = {t.is_contiguous() ? t : t.contiguous()};
-    pg.broadcast(one)->wait();
-    if (!t.is_contiguous()) t.copy_(one[0]);
+  // One broadcast per dtype, not per tensor: across a slow link each broadcast costs round trips,
+  // and a model's state is a hundred tensors.
+  for (const auto dtype : {torch::kFloat, torch::kLong}) {
+    std::vector<torch::Tensor> flat_parts;
+    std::vector<torch::Tensor*> of_dtype;
+    for (auto& t : tensors) {
+      if (t.scalar_type() != dtype) continue;
+      of_dtype.push_back(&t);
+      flat_parts.push_back(t.reshape(-1));
+    }
+    if (of_dtype.empty()) continue;
+    std::vector<torch::Tensor> flat = {torch::cat(flat_parts)};
+    pg.broadcast(flat)->wait();
+    if (pg.getRank() == 0) continue;
+    int64_t at = 0;
+    for (torch::Tensor* t : of_dtype) {
+      t->copy_(flat[0].narrow(0, at, t->numel()).view(t->sizes()));
+      at += t->numel();
+    }
   }
 }
 

@@ -55,6 +55,12 @@ class Membership {
   // itself counted lost (it came too late) or the store is gone.
   std::vector<int> Regroup();
 
+  // Every member, after the run's last round. Slot 0's process hosts the store: it returns only
+  // once every other member has said it is done with the store (or after --dist_timeout_s), so
+  // that its exit does not take the store from a worker still reading the last round's
+  // decision across a slow link. A UserError where the store is gone.
+  void Finish();
+
  private:
   Membership(dist::DistContext& ctx, int generation, std::vector<int> slots);
   void Enter(int generation, std::vector<int> slots);

@@ -441,14 +441,17 @@ DistContext ConnectLate(const DistConfig& config) {
   ctx.world_size = config.world_size;
   ctx.backend_name = "gloo";
   ctx.store = StoreOfRunningJob(config);
-  try {
-    ctx.heartbeat = std::make_shared<Heartbeat>(config);
-  } catch (const std::exception& e) {
-    throw UserError(absl::StrCat("lost the master at ", config.master_ip, ":", config.master_port,
-                                 " right after reaching it: ", OneLine(e)));
-  }
   ctx.init_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return ctx;
+}
+
+void StartHeartbeat(DistContext& ctx) {
+  try {
+    ctx.heartbeat = std::make_shared<Heartbeat>(ctx.config);
+  } catch (const std::exception& e) {
+    throw UserError(absl::StrCat("lost the master at ", ctx.config.master_ip, ":", ctx.config.master_port, ": ",
+                                 OneLine(e)));
+  }
 }
 
 GroupPtr NewGroupOverStore(const DistContext& ctx, const std::string& prefix, int rank, int size) {

@@ -52,10 +52,13 @@ DistContext InitDistributed(const DistConfig& config);
 // raised before any rank waits; ranks passing different parts get CheckAgreement's UserError.
 GroupPtr NewSubgroup(DistContext& ctx, const std::vector<std::vector<int>>& parts, const std::string& tag);
 
-// A process that joins a running job late (task 8c): the store (StoreOfRunningJob in rendezvous.h),
-// its heartbeat as rank config.rank, and no group: the ranks it joins make one with it
-// (NewGroupOverStore).
+// A process that joins a running job late (task 8c): the store (StoreOfRunningJob in rendezvous.h)
+// and no group: the ranks it joins make one with it (NewGroupOverStore). No heartbeat either until
+// StartHeartbeat: its rank is a slot a lost process held, and beating as that rank while the
+// others decide whether it is lost would keep the dead one alive in their eyes.
 DistContext ConnectLate(const DistConfig& config);
+// ctx's heartbeat as rank ctx.rank (ConnectLate's process, once it is let in).
+void StartHeartbeat(DistContext& ctx);
 // A Gloo group of `size` ranks that meet under `prefix` in ctx.store, this process its rank
 // `rank`: every member calls it with the same prefix and size. Gloo's collectives in it give up
 // after --dist_timeout_s.
