@@ -35,14 +35,8 @@ done
 [[ $steps =~ ^[1-9][0-9]*$ ]] && [ "$steps" -ge 2 ] || { echo "geo_spread: --steps=$steps: need a number >= 2" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "geo_spread: needs root (the emulated cluster)" >&2; exit 2; }
 
-link_of() {
-  case $1 in
-    lan) echo "1gbit 0.1ms" ;;
-    continent) echo "100mbit 20ms" ;;
-    world) echo "50mbit 100ms" ;;
-    *) return 1 ;;
-  esac
-}
+# shellcheck source=geo_settings.sh
+. task4_bench/cluster/geo_settings.sh
 IFS=, read -r -a wanted <<<"$settings"
 for s in "${wanted[@]}"; do
   link_of "$s" >/dev/null || { echo "geo_spread: --settings: unknown setting '$s' (lan, continent, world)" >&2; exit 2; }

@@ -10,14 +10,14 @@
 #
 # e.g. sudo task4_bench/cluster/leave_and_join.sh -- bazel-bin/task8/reference --inner_steps=10
 #
-# The settings are geo_spread.sh's: lan 1 Gbit/s and 0.1 ms, continent 100 Mbit/s and 20 ms,
+# The settings are geo_spread.sh's (geo_settings.sh): lan 1 Gbit/s and 0.1 ms, continent 100 Mbit/s and 20 ms,
 # world 50 Mbit/s and 100 ms. --kill=2:23 (the default) kills slot 2 in its 23rd update
 # (DISTLM_FAULT_KILL, common/train/trainer.cc). Every worker gets --elastic, --max_steps
 # (--steps), --save_every_rank, --output_dir=OUT/run and the cluster's address after the
 # program's own flags; the first N --overwrite_output_dir, the joiner --join. Give the program a
 # --dist_timeout_s: the survivors that were not the lost worker's neighbours in Gloo's ring learn
-# of the loss when their collective's deadline passes (300 s by default). Each worker's output is in OUT/worker_<slot>.log,
-# the joiner's in OUT/joiner.log.
+# of the loss when their collective's deadline passes (300 s by default). Each worker's output
+# is in OUT/worker_<slot>.log, the joiner's in OUT/joiner.log.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -42,20 +42,17 @@ slot=${BASH_REMATCH[1]} update=${BASH_REMATCH[2]}
 { [ "$slot" -ge 1 ] && [ "$slot" -lt "$nodes" ]; } ||
   { echo "leave_and_join: --kill=$kill: the slot must be 1..$((nodes - 1)) (slot 0 holds the store)" >&2; exit 2; }
 [ "$update" -lt "$steps" ] || { echo "leave_and_join: --kill=$kill: the update must come before --steps=$steps" >&2; exit 2; }
-case $setting in
-  lan) link="--rate=1gbit --delay=0.1ms" ;;
-  continent) link="--rate=100mbit --delay=20ms" ;;
-  world) link="--rate=50mbit --delay=100ms" ;;
-  *) echo "leave_and_join: --setting=$setting: use lan, continent or world" >&2; exit 2 ;;
-esac
+# shellcheck source=geo_settings.sh
+. task4_bench/cluster/geo_settings.sh
+link_of "$setting" >/dev/null || { echo "leave_and_join: --setting=$setting: use lan, continent or world" >&2; exit 2; }
+read -r rate delay <<<"$(link_of "$setting")"
 [ "$(id -u)" = 0 ] || { echo "leave_and_join: needs root (the emulated cluster)" >&2; exit 2; }
 cluster=bazel-bin/task4_bench/cluster/emulated_cluster
 [ -x "$cluster" ] || { echo "leave_and_join: $cluster is not built: bazel build //task4_bench/cluster:emulated_cluster" >&2; exit 2; }
 out=${out:-$(mktemp -d /tmp/distlm_leave_and_join.XXXXXX)}
 mkdir -p "$out"
 
-# shellcheck disable=SC2086  # $link is two flags
-"$cluster" up "$nodes" $link
+"$cluster" up "$nodes" --rate="$rate" --delay="$delay"
 trap '"$cluster" down >/dev/null 2>&1 || true' EXIT
 worker() {  # slot, then env's words: VAR=VALUE..., the program, its flags
   local s=$1
