@@ -130,8 +130,7 @@ class LocalSgdStage : public train::Stage {
     figures_ = {};
     if (round_updates_ == inner_steps_ || u.ends_epoch) {
       const auto start = std::chrono::steady_clock::now();
-      round_end_start_ = start;
-      EndRound(ctx);
+      EndRound(ctx, start);
       if (membership_) AdmitJoiners(ctx, u.position);
       if (membership_ && u.position.update >= u.schedule.total_updates()) membership_->Finish();
       figures_.comm_time_ms = MsSince(start);
@@ -153,7 +152,7 @@ class LocalSgdStage : public train::Stage {
  private:
   // 8c. The outer step; with --elastic, a failed one (a worker lost) is taken again among the
   // survivors, and the log's round line says who left.
-  void EndRound(const train::StageContext& ctx) {
+  void EndRound(const train::StageContext& ctx, std::chrono::steady_clock::time_point start) {
     for (;;) {
       try {
         outer_->End(*ctx.dist().pg, ctx.parameters());
@@ -164,7 +163,7 @@ class LocalSgdStage : public train::Stage {
         if (!membership_) throw;
         // Where a loss costs its time: the wait until the collective failed, then the regroup.
         const auto failed = std::chrono::steady_clock::now();
-        figures_.fields["failed_after_ms"] = MsSince(round_end_start_);
+        figures_.fields["failed_after_ms"] = MsSince(start);
         const std::vector<int> lost = membership_->Regroup();
         figures_.fields["regroup_ms"] = MsSince(failed);
         UseGeneration(ctx);
@@ -279,7 +278,6 @@ class LocalSgdStage : public train::Stage {
   std::string fingerprint_;
   std::vector<torch::Tensor> joined_state_;
   std::optional<train::TrainingState> joined_at_;
-  std::chrono::steady_clock::time_point round_end_start_;
   OuterLoopFactory make_;
   int64_t inner_steps_ = 1;
   OuterOptimizerOptions outer_options_;
