@@ -28,9 +28,10 @@
 namespace distlm::grading {
 
 // The submission's binary on n ranks with the grader's flags and `extra` (later flags win), within
-// timeout_s (0: the grader's limit), its loopback limited to loopback_rate bytes a second (0: not).
+// timeout_s (0: the grader's limit), its loopback limited to loopback_rate bytes a second (0: not),
+// `lost` a worker lost and a joiner in its place (stage_runner.h; rank -1: none).
 using SubmissionRun = std::function<StageRun(int n, const std::vector<std::string>& extra, double timeout_s,
-                                             uint64_t loopback_rate)>;
+                                             uint64_t loopback_rate, const LostWorker& lost)>;
 
 struct Autograder::Impl {
   GraderConfig config;

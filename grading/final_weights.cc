@@ -34,6 +34,26 @@ Model Parse(const std::string& bytes, const std::string& source) {
   return m;
 }
 
+// ||got - want|| / ||want|| over every float32 tensor of `want`; false (and the tensor in
+// `missing`) where `got` lacks one of its shape.
+bool RelativeL2(const Model& got, const Model& want, double* rel, std::string* missing) {
+  double diff2 = 0, norm2 = 0;
+  for (const auto& [tensor, w] : want.f32) {
+    const auto it = got.f32.find(tensor);
+    if (it == got.f32.end() || it->second.size() != w.size()) {
+      *missing = tensor;
+      return false;
+    }
+    for (size_t i = 0; i < w.size(); ++i) {
+      const double a = it->second[i], b = w[i];
+      diff2 += (a - b) * (a - b);
+      norm2 += b * b;
+    }
+  }
+  *rel = norm2 > 0 ? std::sqrt(diff2 / norm2) : std::sqrt(diff2);
+  return true;
+}
+
 }  // namespace
 
 void WeightsVerdict::Judge(TestResult* parity) const {
@@ -83,21 +103,12 @@ WeightsVerdict CheckFinalWeights(const StageRun& run, int ranks, const std::stri
       }
     }
     // Rank 0 against the grader's run: one relative L2 distance over every tensor.
-    double diff2 = 0, norm2 = 0;
-    for (const auto& [tensor, w] : want.f32) {
-      const auto it = got[0].f32.find(tensor);
-      if (it == got[0].f32.end() || it->second.size() != w.size()) {
-        v.ok = false;
-        v.message = "rank 0's final model has no tensor " + tensor + " of the grader's shape";
-        return v;
-      }
-      for (size_t i = 0; i < w.size(); ++i) {
-        const double a = it->second[i], b = w[i];
-        diff2 += (a - b) * (a - b);
-        norm2 += b * b;
-      }
+    std::string missing;
+    if (!RelativeL2(got[0], want, &v.rel_diff, &missing)) {
+      v.ok = false;
+      v.message = "rank 0's final model has no tensor " + missing + " of the grader's shape";
+      return v;
     }
-    v.rel_diff = norm2 > 0 ? std::sqrt(diff2 / norm2) : std::sqrt(diff2);
     if (!(v.rel_diff <= kWeightsTol)) {
       v.ok = false;
       v.message = "the final weights (identical on every rank) are " + Fmt("%.1e", v.rel_diff) +
@@ -111,6 +122,18 @@ WeightsVerdict CheckFinalWeights(const StageRun& run, int ranks, const std::stri
     v.message = std::string("a final model file is not a valid safetensors file: ") + e.what();
   }
   return v;
+}
+
+bool RankZeroMatches(const StageRun& run, const std::string& model) {
+  std::string bytes, why, missing;
+  if (model.empty() || !run.ReadOutput("model.safetensors", kMaxModelBytes, &bytes, &why)) return false;
+  try {
+    double rel = 0;
+    return RelativeL2(Parse(bytes, "rank 0's model.safetensors"), Parse(model, "the model"), &rel, &missing) &&
+           rel <= kWeightsTol;
+  } catch (const std::exception&) {
+    return false;
+  }
 }
 
 bool MovedAlong(const StageRun& run, const std::string& start, const std::string& mean, double* along,

@@ -36,6 +36,12 @@ struct WeightsVerdict {
 WeightsVerdict CheckFinalWeights(const StageRun& run, int ranks, const std::string& grader_model,
                                  const std::string& yardstick = "the grader's single-node run");
 
+// Whether rank 0's final weights of `run` are within kWeightsTol (relative L2) of `model`'s (the
+// bytes of a model.safetensors): false where not, or where a file cannot be read. Whether the
+// ranks agree is not asked: a run is named as a known mistake's by it even where only another
+// rank's weights went astray.
+bool RankZeroMatches(const StageRun& run, const std::string& model);
+
 // The bytes of a model.safetensors whose float32 tensors are the element-wise means (taken in
 // double, rounded once) of those of `models` (the grader's own files, of one layout); the first
 // file's layout and other tensors. Throws on files that do not have the same float32 tensors.

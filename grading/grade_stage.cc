@@ -84,13 +84,16 @@ void Autograder::Impl::GradeStage(const stages::Row& st, const SubmittedStage& s
   int run_count = 0;
   // The submission's binary on n ranks with the grader's flags, then `extra` (later flags win).
   const SubmissionRun run = [&](int n, const std::vector<std::string>& extra_flags, double timeout_s,
-                                uint64_t loopback_rate) {
+                                uint64_t loopback_rate, const LostWorker& lost) {
     const std::string said = FlagsSaid(extra_flags);
-    Progress("running " + st.id + " on " + (n > 1 ? std::to_string(n) + " ranks" : "one process") + said);
+    Progress("running " + st.id + " on " + (n > 1 ? std::to_string(n) + " ranks" : "one process") + said +
+             (lost.rank < 0 ? "" : ", rank " + std::to_string(lost.rank) + " lost in update " +
+                                       std::to_string(lost.update) + " and a joiner in its place"));
     const std::vector<std::string> flags = runs.StageFlags(st, grading, n, build.flags, extra_flags);
     StageRunOptions o = runs.RunOptions("run_" + st.id + "_" + std::to_string(run_count++), &build);
     if (timeout_s > 0) o.limits.timeout_s = std::min(timeout_s, o.limits.timeout_s);
     o.limits.loopback_rate_bytes_per_s = loopback_rate;
+    o.lost = lost;
     // What this run wrote is out of every later run's reach before the next one starts, even
     // when the run could not be made (the grading goes on with the next stage).
     const auto take_back = [&] {
@@ -106,7 +109,7 @@ void Autograder::Impl::GradeStage(const stages::Row& st, const SubmittedStage& s
     take_back();
     return r;
   };
-  StageRun r = run(ranks, {}, 0, 0);
+  StageRun r = run(ranks, {}, 0, 0, {});
   const bool completed = r.Completed(kSteps);
   std::string confinement = Fmt("%.1f", r.seconds) + " s; limits: " + Fmt("%.0f", config.run_timeout_s) + " s, " +
                             Fmt("%.1f", static_cast<double>(config.memory_limit_bytes) / (1 << 30)) +
@@ -227,7 +230,7 @@ void Autograder::Impl::Judge(const stages::Row& st, const StageGrading& grading,
     c.model_type = config.model_type;
     c.expected = &want;
     c.run = [&](int n, const std::vector<std::string>& extra_flags, double timeout_s) {
-      return run(n, extra_flags, timeout_s, 0);
+      return run(n, extra_flags, timeout_s, 0, {});
     };
     c.diagnose = [&](const Trace& trace) { return Diagnose(trace, want, st); };
     c.run_failure = [&](const StageRun& failed) { return RunFailureMessage(failed, st, config); };
@@ -245,6 +248,13 @@ void Autograder::Impl::Judge(const stages::Row& st, const StageGrading& grading,
       };
       c.reference_run = [&](int n, const std::vector<std::string>& extra) {
         const GraderRuns::ReferenceFigures& f = runs.ReferenceRun(st, grading, n, extra);
+        return ReferenceOutcome{f.trace, f.model, f.bytes};
+      };
+      c.run_losing = [&](int n, const std::vector<std::string>& extra, const LostWorker& lost) {
+        return run(n, extra, 0, 0, lost);
+      };
+      c.reference_run_losing = [&](int n, const std::vector<std::string>& extra, const LostWorker& lost) {
+        const GraderRuns::ReferenceFigures& f = runs.ReferenceRun(st, grading, n, extra, false, lost);
         return ReferenceOutcome{f.trace, f.model, f.bytes};
       };
       c.share = [&](int n, const std::vector<std::string>& extra, const StageRun* long_run) {
@@ -319,7 +329,7 @@ ShareOutcome Autograder::Impl::ShareCheck(
   const std::string said = FlagsSaid(flags);
   StageRun made;
   if (long_run == nullptr) {
-    made = run(ranks, flags, 0, 0);
+    made = run(ranks, flags, 0, 0, {});
     long_run = &made;
   }
   const auto refused = [&](const std::string& why) {
@@ -372,7 +382,7 @@ OverlapVerdict Autograder::Impl::OverlapCheck(const stages::Row& st, const Stage
   const std::string on = "your run with" + said + " on the grader's limited link ";
   // One timed run: its seconds, or a verdict that ends the check.
   auto timed = [&](uint64_t rate, OverlapVerdict* stop) -> double {
-    const StageRun r = run(ranks, flags, 0, rate);
+    const StageRun r = run(ranks, flags, 0, rate, {});
     stop->judged = true;
     stop->ok = false;
     if (!r.Completed(kOverlapSteps)) {

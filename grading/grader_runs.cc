@@ -259,10 +259,10 @@ const std::vector<KnownMistake>& GraderRuns::RunMistakes(const std::vector<std::
 const GraderRuns::ReferenceFigures& GraderRuns::ReferenceRun(const stages::Row& st,
                                                                          const StageGrading& grading, int ranks,
                                                                          const std::vector<std::string>& extra,
-                                                                         bool again) {
+                                                                         bool again, const LostWorker& lost) {
   // The reference's --mutation before `extra`, which may name another of the stage's mutants.
   std::vector<std::string> flags = StageFlags(st, grading, ranks, {"--mutation=" + grading.ReferenceMutation()}, extra);
-  const std::string key = RunKey(st, ranks, flags);
+  const std::string key = RunKey(st, ranks, flags) + lost.Key();
   if (auto it = reference_runs_.find(key); it != reference_runs_.end() && !again) return it->second;
   ReferenceFigures& figures = reference_runs_[key];
   figures = ReferenceFigures();
@@ -276,8 +276,9 @@ const GraderRuns::ReferenceFigures& GraderRuns::ReferenceRun(const stages::Row& 
   const std::string said = FlagsSaid(extra);
   Progress("running the grader's own " + st.id + " on " + std::to_string(ranks) + " ranks" +
            (said.empty() ? "" : " with" + said) + ", to count what it sends and holds");
-  const StageRun r = RunStage(binary, ranks, Launcher::kLaunch, flags,
-                              RunOptions("reference_" + st.id + "_" + std::to_string(reference_run_count_++), nullptr));
+  StageRunOptions options = RunOptions("reference_" + st.id + "_" + std::to_string(reference_run_count_++), nullptr);
+  options.lost = lost;
+  const StageRun r = RunStage(binary, ranks, Launcher::kLaunch, flags, options);
   if (r.exit_code != 0 || r.log.size() < kSteps) {
     Note("the grader's own run of " + st.id + " on " + std::to_string(ranks) + " ranks" + (said.empty() ? "" : " with" + said) +
          " failed; its traffic and memory are not checked");

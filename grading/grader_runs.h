@@ -73,7 +73,8 @@ class GraderRuns {
   // For a stage whose traffic has no closed form (StageGrading::ReferenceMutation): what the
   // grader's own reference did on `ranks` ranks with the stage's flags and `extra`, counted as a
   // graded run's is (-1 each where it could not be run or counted). `again`: run it anew rather
-  // than answer the figures of an earlier run of the same layout.
+  // than answer the figures of an earlier run of the same layout. `lost`: task 8c's run, a worker
+  // lost and a joiner in its place (stage_runner.h).
   struct ReferenceFigures {
     double bytes = -1;
     ShareFigures share;  // its busiest process's memory and CPU time, and the whole run's
@@ -81,7 +82,8 @@ class GraderRuns {
     std::string model;   // rank 0's model.safetensors' bytes
   };
   const ReferenceFigures& ReferenceRun(const stages::Row& st, const StageGrading& grading, int ranks,
-                                       const std::vector<std::string>& extra, bool again = false);
+                                       const std::vector<std::string>& extra, bool again = false,
+                                       const LostWorker& lost = {});
 
   // The share check's runs at 512 tokens a sequence (share_check.h): the whole batch on one
   // process (its trace, which a student's run at that length must match), and task 2b's

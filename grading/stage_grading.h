@@ -81,6 +81,11 @@ struct StageCheckContext {
   // The same run's trace, rank 0's model.safetensors (its bytes; "": not saved) and the bytes it
   // sent over the network (-1: not counted); an empty trace: the run failed.
   std::function<ReferenceOutcome(int ranks, const std::vector<std::string>& extra)> reference_run;
+  // Task 8c's runs: `run` (no time limit of its own) and `reference_run` with a worker lost and
+  // a joiner in its place (stage_runner.h's LostWorker). Null where the stage has no reference.
+  std::function<StageRun(int ranks, const std::vector<std::string>& extra, const LostWorker& lost)> run_losing;
+  std::function<ReferenceOutcome(int ranks, const std::vector<std::string>& extra, const LostWorker& lost)>
+      reference_run_losing;
   // The share check of the layout `extra` on `ranks` ranks: the submission's run of it with
   // ShareRunFlags() (`long_run`, already made with extra + those flags, or null: made here)
   // against the grader's own run of the layout and the whole batch on one process, at 512 tokens.

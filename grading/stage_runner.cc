@@ -77,6 +77,7 @@ StageRun RunStage(const std::string& binary, int nproc, Launcher launcher, const
       c.argv = {options.launcher.empty() ? LaunchBinary() : options.launcher, "--nproc_per_node=" + std::to_string(nproc),
                 "--timeout_s=" + std::to_string(launcher_timeout), "--grace_s=3"};
       if (options.no_spawn) c.argv.push_back("--no_spawn");
+      if (options.lost.rank >= 0) c.argv.push_back("--join_ranks=" + std::to_string(options.lost.rank));
       c.argv.insert(c.argv.end(), {"--", binary});
       break;
     case Launcher::kMpirun:
@@ -91,6 +92,10 @@ StageRun RunStage(const std::string& binary, int nproc, Launcher launcher, const
   for (const auto& f : flags) c.argv.push_back(f);
   c.argv.push_back("--output_dir=" + run.output_dir);
   for (const auto& [k, v] : options.env) c.env[k] = v;
+  if (options.lost.rank >= 0) {
+    if (launcher != Launcher::kLaunch) throw std::logic_error("RunStage: a lost worker needs the launcher");
+    c.env["DISTLM_FAULT_KILL"] = std::to_string(options.lost.rank) + ":" + std::to_string(options.lost.update);
+  }
   c.unset_env = options.unset_env;
   SandboxLimits limits = options.limits;
   std::optional<tools::NoSpawnFilter> filter;

@@ -57,6 +57,15 @@ struct StageRun {
   }
 };
 
+// Task 8c's run (the launcher only): rank `rank` SIGKILLs itself in its update `update` (the
+// trainer's DISTLM_FAULT_KILL), and a joiner of that rank, started with the others, takes its
+// place (the launcher's --join_ranks). rank -1: every rank runs to the end.
+struct LostWorker {
+  int rank = -1;
+  int update = 0;
+  std::string Key() const { return rank < 0 ? "" : " lost " + std::to_string(rank) + ":" + std::to_string(update); }
+};
+
 // How a run is confined, and where its output goes.
 struct StageRunOptions {
   SandboxLimits limits;                       // limits.timeout_s is the whole run's deadline
@@ -68,6 +77,7 @@ struct StageRunOptions {
   // The program may start no process and execute nothing but itself (tools/no_spawn.h): the
   // launcher gets --no_spawn, a single process the same filter from the sandbox.
   bool no_spawn = false;
+  LostWorker lost;
 };
 
 // Runs `binary` (an absolute path) with `flags` plus --output_dir=<fresh dir>, on nproc ranks.

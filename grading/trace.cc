@@ -100,6 +100,10 @@ std::string ParityDiff(const Trace& want, const Trace& got, const std::string& y
   const size_t loss_at = FirstDifference(want.losses, got.losses);
   const size_t norm_at = FirstDifference(want.grad_norms, got.grad_norms, NormScale(want));
   if (loss_at == kSteps && norm_at == kSteps) return "";
+  if (want.losses.size() < kSteps || want.grad_norms.size() < kSteps) {
+    return yardstick + " logged " + std::to_string(std::min(want.losses.size(), want.grad_norms.size())) +
+           " updates, not " + std::to_string(kSteps) + ": nothing to compare with";
+  }
   if (got.losses.size() < kSteps) {
     return "expected " + std::to_string(kSteps) + " logged updates, found " + std::to_string(got.losses.size());
   }

@@ -55,5 +55,12 @@ TEST(TraceTest, ALossOffFailsNamingTheFirstOptimizerStepThatDiffered) {
   EXPECT_NE(d.find("optimizer step 3 was the first to differ"), std::string::npos) << d;
 }
 
+// A yardstick whose run failed (a grader's own mutant, say) has no updates: a message, not a read
+// past its end.
+TEST(TraceTest, AYardstickWithoutUpdatesIsSaidNotRead) {
+  const std::string d = ParityDiff(Trace{}, Want(), "the grader's own run");
+  EXPECT_EQ(d, "the grader's own run logged 0 updates, not 5: nothing to compare with");
+}
+
 }  // namespace
 }  // namespace distlm::grading

@@ -18,6 +18,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
 #include "common/runtime/errors.h"
 #include "tools/launcher.h"
 #include "tools/no_spawn.h"
@@ -30,6 +31,9 @@ ABSL_FLAG(double, timeout_s, 0,
           "running; 0 = no limit");
 ABSL_FLAG(double, grace_s, 5, "when stopping ranks, seconds between SIGTERM and SIGKILL");
 ABSL_FLAG(std::string, tee, "", "if set, also write rank R's output (unprefixed) to DIR/rank_R.log");
+ABSL_FLAG(std::vector<std::string>, join_ranks, {},
+          "ranks (comma-separated) that each also get a joiner: a second process of that rank, its command with --join "
+          "added, started with the others; the rank's end then does not end the job (task 8's --elastic workers)");
 ABSL_FLAG(bool, no_spawn, false,
           "ranks may not start processes or execute programs (a seccomp filter, tools/no_spawn.h; threads are "
           "fine); the grader runs every submission this way, and you can check yours with it");
@@ -60,6 +64,11 @@ int Main(int argc, char** argv) {
   options.grace_s = absl::GetFlag(FLAGS_grace_s);
   options.tee_dir = absl::GetFlag(FLAGS_tee);
   options.command = command;
+  for (const std::string& r : absl::GetFlag(FLAGS_join_ranks)) {
+    int rank = -1;
+    if (!absl::SimpleAtoi(r, &rank)) throw distlm::UserError("--join_ranks: '" + r + "' is not a rank number");
+    options.join_ranks.push_back(rank);
+  }
   // `bazel run` starts us in the runfiles tree; the user's paths are relative to where they
   // typed the command, which Bazel passes here.
   if (const char* dir = std::getenv("BUILD_WORKING_DIRECTORY"); dir != nullptr && *dir != '\0') {
@@ -91,6 +100,6 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "starts N ranks of a command on this host with torchrun's variables set.\n"
       "usage: launch --nproc_per_node=N [--master_addr=A] [--master_port=P] [--timeout_s=T]\n"
-      "              [--grace_s=G] [--tee=DIR] [--no_spawn] -- BINARY [ARGS...]");
+      "              [--grace_s=G] [--tee=DIR] [--join_ranks=R,...] [--no_spawn] -- BINARY [ARGS...]");
   return distlm::RunMain([&] { return Main(argc, argv); });
 }

@@ -42,6 +42,16 @@ void ValidateOptions(const LaunchOptions& o) {
   if (!std::isfinite(o.grace_s) || o.grace_s < 0) {
     throw UserError("--grace_s=" + FormatSeconds(o.grace_s) + " must be >= 0");
   }
+  for (size_t i = 0; i < o.join_ranks.size(); ++i) {
+    const int r = o.join_ranks[i];
+    if (r < 0 || r >= o.nproc_per_node) {
+      throw UserError("--join_ranks: rank " + std::to_string(r) + " is not one of ranks 0.." +
+                      std::to_string(o.nproc_per_node - 1) + " (--nproc_per_node=" + std::to_string(o.nproc_per_node) + ")");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (o.join_ranks[j] == r) throw UserError("--join_ranks: rank " + std::to_string(r) + " is listed twice");
+    }
+  }
   if (o.command.empty() || o.command[0].empty()) {
     throw UserError("no command to launch: usage: launch --nproc_per_node=N [flags] -- BINARY [ARGS...]");
   }

@@ -54,6 +54,34 @@ TEST(LaunchTest, ADeathBySignalIsNamed) {
   ExpectAllGone(dir, {0, 1});
 }
 
+TEST(LaunchTest, ARankWithAJoinerMayDieAndTheJobGoesOn) {
+  std::string dir = distlm::testing::MakeTempDir("joiner");
+  // Ranks 0 and 1 sleep 2 s; rank 2 kills itself at once; its joiner runs 1 s and exits 0.
+  LaunchOptions o = RunScenario(3, dir, {"fail_rank=2", "code=-9", "sleep_s=2"});
+  o.join_ranks = {2};
+  Captured c = LaunchCaptured(o);
+  EXPECT_EQ(c.code, 0) << c.err;
+  EXPECT_TRUE(Contains(c.err, "and a joiner of rank(s) 2")) << c.err;
+  EXPECT_TRUE(Contains(c.err, "launch: rank 2 was killed by signal 9 (SIGKILL); its joiner takes its place (--join_ranks)\n"))
+      << c.err;
+  EXPECT_TRUE(Contains(c.out, "[rank 2 joiner] rank 2 joiner ready\n")) << c.out;
+  EXPECT_FALSE(Contains(c.err, "stopping rank(s)")) << c.err;
+  EXPECT_GE(c.seconds, 2.0) << "the others ran to their end";
+  ExpectAllGone(dir, {0, 1, 2});
+}
+
+TEST(LaunchTest, AJoinerThatFailsEndsTheJob) {
+  std::string dir = distlm::testing::MakeTempDir("joiner_fails");
+  LaunchOptions o = RunScenario(2, dir, {"joiner_ms=500", "joiner_code=4"});
+  o.join_ranks = {1};
+  Captured c = LaunchCaptured(o);
+  EXPECT_EQ(c.code, 4) << c.err;
+  EXPECT_TRUE(Contains(c.err, "launch: rank 1's joiner exited with code 4\n")) << c.err;
+  EXPECT_TRUE(Contains(c.err, "launch: stopping rank(s) 0, 1 (SIGTERM")) << c.err;
+  EXPECT_LT(c.seconds, 8.0) << "the sleepers (60 s) were stopped";
+  ExpectAllGone(dir, {0, 1});
+}
+
 TEST(LaunchTest, RanksIgnoringSigtermAreKilledAfterTheGrace) {
   std::string dir = distlm::testing::MakeTempDir("grace");
   LaunchOptions o = RunScenario(2, dir, {"fail_rank=1", "code=5", "ignore_term=1"});

@@ -287,6 +287,14 @@ TEST(LaunchTest, FlagsAreValidatedWithOneLineErrors) {
   o = good;
   o.master_addr = "";
   EXPECT_TRUE(Contains(error_of(o), "--master_addr"));
+  o = good;
+  o.join_ranks = {1};
+  EXPECT_TRUE(Contains(error_of(o), "--join_ranks: rank 1 is not one of ranks 0..0")) << error_of(o);
+  o.nproc_per_node = 3;
+  o.join_ranks = {2, 2};
+  EXPECT_TRUE(Contains(error_of(o), "--join_ranks: rank 2 is listed twice")) << error_of(o);
+  ExpectOneLineError(RunLauncher({"--nproc_per_node=2", "--join_ranks=x", "--", Testee(), "env"}, 20),
+                     {"--join_ranks: 'x' is not a rank number"});
   // An address that is not this machine's cannot host the port the launcher would pick.
   try {
     PickFreePort("192.0.2.1");  // TEST-NET-1, never local

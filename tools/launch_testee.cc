@@ -17,6 +17,9 @@
 //       behind;
 //       ignore_term=1 ignores SIGTERM (rank and child); kill_parent=S makes rank 0 send signal
 //       S to the launcher once every pid file is there.
+//   launch_testee run DIR [key=value...] --join
+//       a joiner (the launcher's --join_ranks): prints "rank R joiner ready", sleeps joiner_ms
+//       (1000) and exits with joiner_code (0).
 //
 // Deliberately free of LibTorch and absl, so that four of them start in milliseconds.
 #include <arpa/inet.h>
@@ -201,11 +204,22 @@ int main(int argc, char** argv) {
   }
   if (mode == "run" && argc >= 3) {
     std::map<std::string, std::string> kv;
+    bool joiner = false;
     for (int i = 3; i < argc; ++i) {
       std::string a = argv[i];
+      if (a == "--join") {
+        joiner = true;
+        continue;
+      }
       auto eq = a.find('=');
       if (eq == std::string::npos) return 93;
       kv[a.substr(0, eq)] = a.substr(eq + 1);
+    }
+    if (joiner) {
+      std::printf("rank %d joiner ready\n", Rank());
+      std::fflush(stdout);
+      SleepSeconds((kv.count("joiner_ms") ? std::atoi(kv.at("joiner_ms").c_str()) : 1000) / 1000.0);
+      return kv.count("joiner_code") ? std::atoi(kv.at("joiner_code").c_str()) : 0;
     }
     return RunMode(argv[2], kv);
   }

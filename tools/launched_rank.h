@@ -24,6 +24,7 @@ struct OutputStream {
 
 struct Rank {
   int rank = 0;
+  bool joiner = false;  // started with --join added, to take rank's place (LaunchOptions::join_ranks)
   pid_t pid = -1;
   int pidfd = -1;  // readable when the rank exits; -1 without pidfd support
   bool exited = false;

@@ -87,13 +87,19 @@ class Launcher {
     devnull_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (devnull_ < 0) throw UserError("cannot open /dev/null: " + Errno());
     ranks_.resize(o_.nproc_per_node);
-    for (int r = 0; r < o_.nproc_per_node; ++r) {
-      ranks_[r].rank = r;
-      if (!o_.tee_dir.empty()) OpenTee(ranks_[r]);
+    for (int r = 0; r < o_.nproc_per_node; ++r) ranks_[r].rank = r;
+    for (int r : o_.join_ranks) {
+      ranks_.emplace_back();
+      ranks_.back().rank = r;
+      ranks_.back().joiner = true;
+    }
+    if (!o_.tee_dir.empty()) {
+      for (Rank& r : ranks_) OpenTee(r);
     }
     for (Rank& r : ranks_) SpawnRank(o_, executable_, master_port_, devnull_, *signals_, r);
     if (o_.after_start != nullptr) o_.after_start(o_.after_start_arg);
     Message("launch: started " + std::to_string(o_.nproc_per_node) + " rank(s) of " + executable_ +
+            (o_.join_ranks.empty() ? "" : " and a joiner of rank(s) " + RankList(o_.join_ranks)) +
             " (MASTER_ADDR=" + o_.master_addr + " MASTER_PORT=" + std::to_string(master_port_) + ")");
     return Loop();
   }
@@ -111,7 +117,7 @@ class Launcher {
   void Message(const std::string& line) { WriteAll(o_.err_fd, line + "\n"); }
 
   void OpenTee(Rank& r) {
-    std::string path = JoinPath(o_.tee_dir, "rank_" + std::to_string(r.rank) + ".log");
+    std::string path = JoinPath(o_.tee_dir, "rank_" + std::to_string(r.rank) + (r.joiner ? "_joiner" : "") + ".log");
     r.tee_fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (r.tee_fd < 0) throw UserError("cannot create " + path + " (--tee): " + Errno());
   }
@@ -194,19 +200,29 @@ class Launcher {
         r.group_kill_at = killed_ ? Clock::now() : kill_at_;
         continue;
       }
+      // A rank with a joiner: its end, whatever it is, leaves the job to the joiner.
+      const bool replaced = !r.joiner && HasJoiner(r.rank);
+      const std::string then = replaced ? "; its joiner takes its place (--join_ranks)" : "";
       if (got < 0) {
         Message("launch: lost track of rank " + std::to_string(r.rank) + ": waitpid: " + wait_error);
         exit_code_ = 1;
       } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
-        Message("launch: rank " + std::to_string(r.rank) + " exited with code " +
-                std::to_string(WEXITSTATUS(status)));
-        exit_code_ = WEXITSTATUS(status);
+        Message("launch: " + Who(r) + " exited with code " + std::to_string(WEXITSTATUS(status)) + then);
+        if (!replaced) exit_code_ = WEXITSTATUS(status);
       } else if (WIFSIGNALED(status)) {
-        Message("launch: rank " + std::to_string(r.rank) + " was killed by signal " +
-                std::to_string(WTERMSIG(status)) + " (" + SignalName(WTERMSIG(status)) + ")");
-        exit_code_ = 128 + WTERMSIG(status);
+        Message("launch: " + Who(r) + " was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
+                SignalName(WTERMSIG(status)) + ")" + then);
+        if (!replaced) exit_code_ = 128 + WTERMSIG(status);
       } else {
         // Exited 0: done. What it started and left behind gets the same end as a teardown.
+        if (r.group_open) {
+          Signal(r, SIGTERM);
+          r.group_kill_at = GraceFromNow();
+        }
+        continue;
+      }
+      if (replaced && got >= 0) {
+        // What it left in its group gets the end of a rank that exited 0.
         if (r.group_open) {
           Signal(r, SIGTERM);
           r.group_kill_at = GraceFromNow();
@@ -217,6 +233,11 @@ class Launcher {
       r.group_kill_at = kill_at_;
     }
   }
+
+  bool HasJoiner(int rank) const {
+    return std::find(o_.join_ranks.begin(), o_.join_ranks.end(), rank) != o_.join_ranks.end();
+  }
+  static std::string Who(const Rank& r) { return "rank " + std::to_string(r.rank) + (r.joiner ? "'s joiner" : ""); }
 
   PollSet WhatToWaitFor(const std::optional<Clock::time_point>& deadline,
                         const std::optional<Clock::time_point>& drain_until) {

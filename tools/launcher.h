@@ -43,6 +43,12 @@
 //     1    the launcher lost track of a rank (waitpid failed: someone else reaped it).
 //   Exits and deaths caused by the teardown itself are not reported as failures.
 //
+// Joiners (join_ranks; task 8's --elastic workers, whose lost slot a late worker takes). For
+//   each rank R listed, a second process of rank R is started with the others, its command with
+//   --join added; its lines read "[rank R joiner]". It waits to take R's place. The first end of
+//   R itself, whatever it is, is reported as "launch: rank R ...; its joiner takes its place" and
+//   does not end the job; the joiner's end counts as any rank's.
+//
 // Errors. Bad options, a command that cannot be found or executed, an unwritable tee_dir or
 //   no free port throw distlm::UserError with one line naming the flag or path; no rank is
 //   left running when Launch() throws.
@@ -71,6 +77,7 @@ struct LaunchOptions {
   double grace_s = 5;                       // SIGTERM -> SIGKILL delay in a teardown (--grace_s)
   std::string tee_dir;                      // non-empty: also write tee_dir/rank_R.log (--tee)
   std::vector<std::string> command;         // what each rank runs: argv, command[0] the binary
+  std::vector<int> join_ranks;              // ranks that get a joiner (--join_ranks; see above)
   // Where the ranks run and where relative paths (command[0] when it holds a '/', tee_dir)
   // are resolved; empty = the launcher's own directory. launch_main passes Bazel's
   // BUILD_WORKING_DIRECTORY, so `bazel run` behaves as if run from the user's shell.

@@ -10,7 +10,7 @@
 namespace distlm::tools::launch_internal {
 
 void EmitLine(const LaunchOptions& o, Rank& r, OutputStream& s, const char* data, size_t size) {
-  std::string line = "[rank " + std::to_string(r.rank) + "] ";
+  std::string line = "[rank " + std::to_string(r.rank) + (r.joiner ? " joiner] " : "] ");
   line.append(data, size);
   line.push_back('\n');
   WriteAll(s.sink_fd, line);  // a closed sink (EPIPE) only drops output; the ranks go on

@@ -123,7 +123,9 @@ void SpawnRank(const LaunchOptions& o, const std::string& executable, int master
   // may only make async-signal-safe calls, and allocating is not one of them.
   std::vector<std::string> env = RankEnvironment(o, master_port, r.rank);
   std::vector<char*> argv, envp;
+  static const std::string kJoin = "--join";
   for (const std::string& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
+  if (r.joiner) argv.push_back(const_cast<char*>(kJoin.c_str()));
   argv.push_back(nullptr);
   for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);

@@ -193,13 +193,14 @@ STAGES = [
     # leave and join (8c). Each worker trains alone on its shard until the round ends, so parity
     # is one round of 5 updates at outer lr 1 without momentum: rank 0's trace is part 1's on its
     # shard, and every rank ends with the mean of the shards' models (StageGrading::
-    # TrainsOnShardsAlone). DiLoCo's momentum and int8 are its own tests, against the grader's own
-    # run of each. Advanced, graded when submitted.
+    # TrainsOnShardsAlone). DiLoCo's momentum, int8 and 8c's leave and join are its own tests,
+    # against the grader's own run of each. Advanced, graded when submitted.
     _row("task8", ["outer_loop.cc", "int8_exchange.cc"], "OuterLoop (local SGD and DiLoCo rounds) and the int8 exchange",
          parity_points = 10, optional = True, grading = True,
          own_tests = [
              _test("task8: DiLoCo rounds (outer Nesterov momentum, rounds of 2) match the grader run (8a)", 5),
              _test("task8: int8 rounds with error feedback match the grader run and send its bytes (8b)", 5),
+             _test("task8: a worker lost mid-round and a joiner in its place end as the grader run (8c)", 5),
          ],
          part = "8 (advanced)",
          writes = "local SGD and DiLoCo (8a), int8 with error feedback (8b), workers that join (8c)",

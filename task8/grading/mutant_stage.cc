@@ -24,7 +24,9 @@ ABSL_FLAG(std::string, mutation, "outer_none", "outer_none (the reference), or a
   X(outer_from_own_params)        \
   X(outer_momentum_not_kept)      \
   X(outer_no_error_feedback)      \
-  X(outer_int8_as_float32)
+  X(outer_int8_as_float32)        \
+  X(outer_state_not_shared)       \
+  X(outer_error_kept_on_failure)
 
 #define DISTLM_DECLARE_OUTER_MUTATION(m)                                                               \
   namespace distlm::task8::m {                                                                         \
