@@ -86,9 +86,7 @@ void Autograder::Impl::GradeStage(const stages::Row& st, const SubmittedStage& s
   const SubmissionRun run = [&](int n, const std::vector<std::string>& extra_flags, double timeout_s,
                                 uint64_t loopback_rate, const LostWorker& lost) {
     const std::string said = FlagsSaid(extra_flags);
-    Progress("running " + st.id + " on " + (n > 1 ? std::to_string(n) + " ranks" : "one process") + said +
-             (lost.rank < 0 ? "" : ", rank " + std::to_string(lost.rank) + " lost in update " +
-                                       std::to_string(lost.update) + " and a joiner in its place"));
+    Progress("running " + st.id + " on " + (n > 1 ? std::to_string(n) + " ranks" : "one process") + said + lost.Said());
     const std::vector<std::string> flags = runs.StageFlags(st, grading, n, build.flags, extra_flags);
     StageRunOptions o = runs.RunOptions("run_" + st.id + "_" + std::to_string(run_count++), &build);
     if (timeout_s > 0) o.limits.timeout_s = std::min(timeout_s, o.limits.timeout_s);

@@ -275,7 +275,7 @@ const GraderRuns::ReferenceFigures& GraderRuns::ReferenceRun(const stages::Row& 
   }
   const std::string said = FlagsSaid(extra);
   Progress("running the grader's own " + st.id + " on " + std::to_string(ranks) + " ranks" +
-           (said.empty() ? "" : " with" + said) + ", to count what it sends and holds");
+           (said.empty() ? "" : " with" + said) + lost.Said() + ", to count what it sends and holds");
   StageRunOptions options = RunOptions("reference_" + st.id + "_" + std::to_string(reference_run_count_++), nullptr);
   options.lost = lost;
   const StageRun r = RunStage(binary, ranks, Launcher::kLaunch, flags, options);

@@ -64,6 +64,11 @@ struct LostWorker {
   int rank = -1;
   int update = 0;
   std::string Key() const { return rank < 0 ? "" : " lost " + std::to_string(rank) + ":" + std::to_string(update); }
+  // For a progress line: ", rank R lost in update U and a joiner in its place"; "" for none.
+  std::string Said() const {
+    return rank < 0 ? "" : ", rank " + std::to_string(rank) + " lost in update " + std::to_string(update) +
+                               " and a joiner in its place";
+  }
 };
 
 // How a run is confined, and where its output goes.

@@ -64,6 +64,7 @@ TEST(LaunchTest, ARankWithAJoinerMayDieAndTheJobGoesOn) {
   EXPECT_TRUE(Contains(c.err, "and a joiner of rank(s) 2")) << c.err;
   EXPECT_TRUE(Contains(c.err, "launch: rank 2 was killed by signal 9 (SIGKILL); its joiner takes its place (--join_ranks)\n"))
       << c.err;
+  EXPECT_TRUE(Contains(c.err, JoinerTakesPlaceLine(2, "was killed by signal 9 (SIGKILL)") + "\n")) << c.err;
   EXPECT_TRUE(Contains(c.out, "[rank 2 joiner] rank 2 joiner ready\n")) << c.out;
   EXPECT_FALSE(Contains(c.err, "stopping rank(s)")) << c.err;
   EXPECT_GE(c.seconds, 2.0) << "the others ran to their end";

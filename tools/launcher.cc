@@ -202,16 +202,18 @@ class Launcher {
       }
       // A rank with a joiner: its end, whatever it is, leaves the job to the joiner.
       const bool replaced = !r.joiner && HasJoiner(r.rank);
-      const std::string then = replaced ? "; its joiner takes its place (--join_ranks)" : "";
+      // How it ended, said as its failure, or as the joiner's turn.
+      auto report = [&](const std::string& end) {
+        Message(replaced ? JoinerTakesPlaceLine(r.rank, end) : "launch: " + Who(r) + " " + end);
+      };
       if (got < 0) {
         Message("launch: lost track of rank " + std::to_string(r.rank) + ": waitpid: " + wait_error);
         exit_code_ = 1;
       } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
-        Message("launch: " + Who(r) + " exited with code " + std::to_string(WEXITSTATUS(status)) + then);
+        report("exited with code " + std::to_string(WEXITSTATUS(status)));
         if (!replaced) exit_code_ = WEXITSTATUS(status);
       } else if (WIFSIGNALED(status)) {
-        Message("launch: " + Who(r) + " was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
-                SignalName(WTERMSIG(status)) + ")" + then);
+        report("was killed by signal " + std::to_string(WTERMSIG(status)) + " (" + SignalName(WTERMSIG(status)) + ")");
         if (!replaced) exit_code_ = 128 + WTERMSIG(status);
       } else {
         // Exited 0: done. What it started and left behind gets the same end as a teardown.

@@ -69,6 +69,13 @@ inline constexpr size_t kMaxLineBytes = 64 * 1024;
 // Launch() returns this when timeout_s passed before the ranks finished.
 inline constexpr int kTimeoutExitCode = 124;
 
+// The line Launch() writes on err_fd when rank `rank`, which has a joiner, ends; `end` says how
+// ("was killed by signal 9 (SIGKILL)", "exited with code 3"). Unlike the ranks' own lines it has
+// no "[rank R]" prefix, so a caller can tell it from anything a rank prints.
+inline std::string JoinerTakesPlaceLine(int rank, const std::string& end) {
+  return "launch: rank " + std::to_string(rank) + " " + end + "; its joiner takes its place (--join_ranks)";
+}
+
 struct LaunchOptions {
   int nproc_per_node = 1;                   // ranks to start, >= 1 (--nproc_per_node)
   std::string master_addr = "127.0.0.1";    // MASTER_ADDR (--master_addr)

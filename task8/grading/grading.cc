@@ -13,6 +13,7 @@
 #include "grading/stage_grading.h"
 #include "grading/text.h"
 #include "grading/trace.h"
+#include "tools/launcher.h"
 
 namespace distlm::task8 {
 namespace {
@@ -131,6 +132,17 @@ class Task8Grading : public grading::StageGrading {
     if (!r.Completed(grading::kSteps)) {
       t->output = on + "did not complete" + (first_try.empty() ? "" : ", twice") + ": " + c.run_failure(r);
       return;
+    }
+    // The scene, as the grader's launcher saw it from outside the ranks (its own lines carry no
+    // "[rank R]" prefix): the rank died, and its joiner took its place.
+    if (losing) {
+      const std::string died = tools::JoinerTakesPlaceLine(k.lost.rank, "was killed by signal 9 (SIGKILL)");
+      if (r.output.find("\n" + died) == std::string::npos) {
+        t->output = on + "ended without the scene this test sets: the grader's launcher never said '" + died +
+                    "'. Rank " + std::to_string(k.lost.rank) + " is killed by the given trainer (DISTLM_FAULT_KILL), " +
+                    "which your code must leave alone\n";
+        return;
+      }
     }
     const ReferenceOutcome ref = reference(k.flags);
     if (ref.trace.losses.empty() || ref.model.empty()) {

@@ -4,6 +4,7 @@
 // suite grades each mistake as a task 8 submission and checks its message.
 //
 // Grader-private, as all of grading/.
+#include <cstdlib>
 #include <map>
 #include <string>
 
@@ -38,6 +39,15 @@ int main(int argc, char** argv) {
   // The outer loop is chosen before RunStageMain parses the flags.
   const std::string mutation = distlm::grading::FlagFromArgv(argc, argv, "--mutation", "outer_none");
   std::map<std::string, distlm::task8::OuterLoopFactory> known = {{"outer_none", distlm::task8::MakeOuterLoop}};
+  // A forgery of 8c's scene, with the reference outer loop: the rank told to die lives on, and a
+  // joiner ends at once, as a submission's static initializer could make them.
+  if (mutation == "outer_kill_dodged") {
+    unsetenv("DISTLM_FAULT_KILL");
+    for (int i = 1; i < argc; ++i) {
+      if (std::string(argv[i]) == "--join") return 0;
+    }
+    known[mutation] = distlm::task8::MakeOuterLoop;
+  }
 #define DISTLM_KNOW_OUTER_MUTATION(m) known[#m] = distlm::task8::m::MakeOuterLoop;
   DISTLM_OUTER_MUTATIONS(DISTLM_KNOW_OUTER_MUTATION)
   const auto it = known.find(mutation);
