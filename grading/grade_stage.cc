@@ -230,6 +230,9 @@ void Autograder::Impl::Judge(const stages::Row& st, const StageGrading& grading,
     c.run = [&](int n, const std::vector<std::string>& extra_flags, double timeout_s) {
       return run(n, extra_flags, timeout_s, 0, {});
     };
+    c.run_losing = [&](int n, const std::vector<std::string>& extra, const LostWorker& lost) {
+      return run(n, extra, 0, 0, lost);
+    };
     c.diagnose = [&](const Trace& trace) { return Diagnose(trace, want, st); };
     c.run_failure = [&](const StageRun& failed) { return RunFailureMessage(failed, st, config); };
     c.traffic = [&](const StageRun& run_of, int n, const std::vector<std::string>& extra) {
@@ -247,9 +250,6 @@ void Autograder::Impl::Judge(const stages::Row& st, const StageGrading& grading,
       c.reference_run = [&](int n, const std::vector<std::string>& extra) {
         const GraderRuns::ReferenceFigures& f = runs.ReferenceRun(st, grading, n, extra);
         return ReferenceOutcome{f.trace, f.model, f.bytes};
-      };
-      c.run_losing = [&](int n, const std::vector<std::string>& extra, const LostWorker& lost) {
-        return run(n, extra, 0, 0, lost);
       };
       c.reference_run_losing = [&](int n, const std::vector<std::string>& extra, const LostWorker& lost) {
         const GraderRuns::ReferenceFigures& f = runs.ReferenceRun(st, grading, n, extra, false, lost);

@@ -82,7 +82,8 @@ struct StageCheckContext {
   // sent over the network (-1: not counted); an empty trace: the run failed.
   std::function<ReferenceOutcome(int ranks, const std::vector<std::string>& extra)> reference_run;
   // Task 8c's runs: `run` (no time limit of its own) and `reference_run` with a worker lost and
-  // a joiner in its place (stage_runner.h's LostWorker). Null where the stage has no reference.
+  // a joiner in its place (stage_runner.h's LostWorker; rank -1: none lost, the plain runs). The
+  // second is null where the stage has no reference.
   std::function<StageRun(int ranks, const std::vector<std::string>& extra, const LostWorker& lost)> run_losing;
   std::function<ReferenceOutcome(int ranks, const std::vector<std::string>& extra, const LostWorker& lost)>
       reference_run_losing;

@@ -206,25 +206,23 @@ class Launcher {
       auto report = [&](const std::string& end) {
         Message(replaced ? JoinerTakesPlaceLine(r.rank, end) : "launch: " + Who(r) + " " + end);
       };
+      bool goes_on = false;  // an end that leaves the job running: exit 0, or a rank its joiner replaces
       if (got < 0) {
         Message("launch: lost track of rank " + std::to_string(r.rank) + ": waitpid: " + wait_error);
         exit_code_ = 1;
       } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
         report("exited with code " + std::to_string(WEXITSTATUS(status)));
         if (!replaced) exit_code_ = WEXITSTATUS(status);
+        goes_on = replaced;
       } else if (WIFSIGNALED(status)) {
         report("was killed by signal " + std::to_string(WTERMSIG(status)) + " (" + SignalName(WTERMSIG(status)) + ")");
         if (!replaced) exit_code_ = 128 + WTERMSIG(status);
+        goes_on = replaced;
       } else {
-        // Exited 0: done. What it started and left behind gets the same end as a teardown.
-        if (r.group_open) {
-          Signal(r, SIGTERM);
-          r.group_kill_at = GraceFromNow();
-        }
-        continue;
+        goes_on = true;  // exited 0: done
       }
-      if (replaced && got >= 0) {
-        // What it left in its group gets the end of a rank that exited 0.
+      if (goes_on) {
+        // What it started and left behind gets the same end as a teardown.
         if (r.group_open) {
           Signal(r, SIGTERM);
           r.group_kill_at = GraceFromNow();

@@ -112,16 +112,12 @@ class Task8Grading : public grading::StageGrading {
   static void Judge(const StageCheckContext& c, const Check& k, TestResult* t) {
     const bool losing = k.lost.rank >= 0;
     const std::string said = FlagsSaid(k.flags);
-    const std::string on =
-        "your run with" + said + " on " + std::to_string(k.workers) + " workers " +
-        (losing ? "(rank " + std::to_string(k.lost.rank) + " killed in its update " + std::to_string(k.lost.update) +
-                      ", a joiner started with --join in its place) "
-                : "");
+    const std::string on = "your run with" + said + " on " + std::to_string(k.workers) + " workers" + k.lost.Said() + " ";
+    // k.lost.rank -1 (no worker lost): the plain runs.
     auto reference = [&](const std::vector<std::string>& flags) {
-      if (losing) return c.reference_run_losing ? c.reference_run_losing(k.workers, flags, k.lost) : ReferenceOutcome{};
-      return c.reference_run ? c.reference_run(k.workers, flags) : ReferenceOutcome{};
+      return c.reference_run_losing ? c.reference_run_losing(k.workers, flags, k.lost) : ReferenceOutcome{};
     };
-    StageRun r = losing ? c.run_losing(k.workers, k.flags, k.lost) : c.run(k.workers, k.flags, 0);
+    StageRun r = c.run_losing(k.workers, k.flags, k.lost);
     // A scene of deadlines (a lost worker is found by its silence) on a busy host: a run that
     // did not complete gets a second try, and the test says so.
     std::string first_try;
